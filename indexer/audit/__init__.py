@@ -1,0 +1,1 @@
+"""Audit engine: split vs corpora -> exact / near / semantic / label_leak matches."""

@@ -1,0 +1,1 @@
+"""The ``splitaudit`` command line."""

@@ -1,0 +1,1 @@
+"""Provenance database: SQLAlchemy 2.0 models, engine/session factory, query functions."""

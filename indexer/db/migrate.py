@@ -1,0 +1,24 @@
+"""Run Alembic migrations programmatically (``splitaudit db upgrade`` and first use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config pointing at this project's ``migrations/`` and ``url``."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Upgrade the database at ``url`` to ``revision`` (idempotent)."""
+    command.upgrade(alembic_config(url), revision)

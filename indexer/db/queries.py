@@ -1,0 +1,74 @@
+"""Query functions ``(session, *, ...)``; they never commit — the caller owns the transaction."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from indexer.db.models import Corpus, FailedItem, Item, Shard
+from indexer.errors import ModelMismatchError, NotFoundError
+
+
+def get_corpus(session: Session, *, name: str) -> Corpus:
+    """The corpus called ``name``; ``NotFoundError`` listing the known ones otherwise."""
+    corpus = session.scalar(select(Corpus).where(Corpus.name == name))
+    if corpus is None:
+        known = session.scalars(select(Corpus.name).order_by(Corpus.name)).all()
+        hint = f"known corpora: {', '.join(known)}" if known else "no corpus is indexed yet"
+        raise NotFoundError(f"corpus {name!r} does not exist ({hint}); create it with `splitaudit index`")
+    return corpus
+
+
+def ensure_corpus(session: Session, *, name: str, model_id: str | None, dim: int | None) -> Corpus:
+    """Get or create a corpus; its model is fixed by the first run that embeds into it."""
+    corpus = session.scalar(select(Corpus).where(Corpus.name == name))
+    if corpus is None:
+        corpus = Corpus(name=name, model_id=model_id, embed_dim=dim, generation=0)
+        session.add(corpus)
+        session.flush()
+        return corpus
+    if model_id is not None:
+        if corpus.model_id is None:
+            has_items = session.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus.id))
+            if has_items:
+                raise ModelMismatchError(
+                    f"corpus {name!r} was indexed without embeddings (--no-embed); index it again "
+                    "with --no-embed, or use a new corpus name for an embedded index"
+                )
+            corpus.model_id, corpus.embed_dim = model_id, dim
+        elif corpus.model_id != model_id:
+            raise ModelMismatchError(
+                f"corpus {name!r} is indexed with model {corpus.model_id!r}, not {model_id!r}; "
+                f"pass --model matching it, or index into a new corpus name"
+            )
+    return corpus
+
+
+def ensure_shard(session: Session, *, corpus: Corpus, source: str, name: str) -> Shard:
+    """Get or create the shard row for (corpus, source, name)."""
+    shard = session.scalar(
+        select(Shard).where(Shard.corpus_id == corpus.id, Shard.source == source, Shard.name == name)
+    )
+    if shard is None:
+        shard = Shard(corpus_id=corpus.id, source=source, name=name, status="pending")
+        session.add(shard)
+        session.flush()
+    return shard
+
+
+def shard_keys(session: Session, *, shard: Shard) -> set[str]:
+    """Keys already stored (indexed or failed) for a shard — bounded by the shard's size."""
+    done = set(session.scalars(select(Item.key).where(Item.shard_id == shard.id)).all())
+    done.update(session.scalars(select(FailedItem.key).where(FailedItem.shard_id == shard.id)).all())
+    return done
+
+
+def corpus_counts(session: Session, *, corpus: Corpus) -> dict[str, int]:
+    """Item, embedded, failed and shard counts of a corpus."""
+    items = session.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus.id)) or 0
+    embedded = session.scalar(
+        select(func.count(Item.id)).where(Item.corpus_id == corpus.id, Item.has_embedding.is_(True))
+    ) or 0
+    failed = session.scalar(select(func.count(FailedItem.id)).where(FailedItem.corpus_id == corpus.id)) or 0
+    shards = session.scalar(select(func.count(Shard.id)).where(Shard.corpus_id == corpus.id)) or 0
+    return {"items": items, "embedded": embedded, "failed": failed, "shards": shards}

@@ -1,0 +1,1 @@
+"""Embedding models behind the ``Embedder`` protocol (OpenCLIP, offline EfficientNet-Lite0)."""

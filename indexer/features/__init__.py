@@ -1,0 +1,1 @@
+"""Per-image features from one decode: exact digests, perceptual hashes, text fields."""

@@ -1,0 +1,97 @@
+"""64-bit perceptual hashes (pHash, dHash, mirrored pHash), computed as imagehash does.
+
+pHash: grayscale, Lanczos-resize to 32x32, 2-D DCT-II, keep the 8x8 lowest frequencies,
+bit = coefficient > median of those 64 (the DC term included, as in imagehash). Only those
+64 coefficients are needed, so the DCT is two small matrix products with a cached basis
+rather than a full 32x32 transform. Mirroring a signal only flips the sign of its odd DCT
+frequencies, so the mirrored image's pHash comes from the same coefficients for free.
+
+dHash: grayscale, Lanczos-resize to 9x8, bit = pixel brighter than its left neighbour.
+
+Bits are packed row-major with the first bit most significant, so ``Hash64.hex()`` prints
+what ``str(imagehash.phash(img))`` prints for the same grayscale input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from indexer.features.hashes import Hash64, bits_to_int
+
+HASH_SIZE = 8
+PHASH_IMG_SIZE = 32  # imagehash's default: highfreq_factor 4 x hash_size 8
+_LANCZOS = Image.Resampling.LANCZOS
+
+
+@dataclass(frozen=True, slots=True)
+class PerceptualHashes:
+    """The perceptual hashes of one image, as unsigned 64-bit ints."""
+
+    phash: int
+    dhash: int
+    phash_mirror: int
+
+
+@lru_cache(maxsize=4)
+def _dct_basis(n: int, k: int) -> npt.NDArray[np.float64]:
+    """First ``k`` rows of the unnormalised DCT-II matrix of size ``n`` (scipy's norm=None)."""
+    rows = np.arange(k, dtype=np.float64)[:, None]
+    cols = np.arange(n, dtype=np.float64)[None, :]
+    basis: npt.NDArray[np.float64] = 2.0 * np.cos(np.pi * rows * (2.0 * cols + 1.0) / (2.0 * n))
+    return basis
+
+
+@lru_cache(maxsize=4)
+def _mirror_signs(k: int) -> npt.NDArray[np.float64]:
+    """(-1)^column: DCT coefficients of a horizontally flipped signal."""
+    signs: npt.NDArray[np.float64] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)[None, :]
+    return signs
+
+
+def _grayscale(image: Image.Image) -> Image.Image:
+    return image if image.mode == "L" else image.convert("L")
+
+
+def phash_lowfreq(gray: Image.Image) -> npt.NDArray[np.float64]:
+    """The 8x8 low-frequency DCT block of a grayscale image resized to 32x32."""
+    small = gray.resize((PHASH_IMG_SIZE, PHASH_IMG_SIZE), _LANCZOS)
+    pixels = np.asarray(small, dtype=np.float64)
+    basis = _dct_basis(PHASH_IMG_SIZE, HASH_SIZE)
+    lowfreq: npt.NDArray[np.float64] = basis @ pixels @ basis.T
+    return lowfreq
+
+
+def _median_bits(coefficients: npt.NDArray[np.float64]) -> int:
+    return bits_to_int(coefficients > np.median(coefficients))
+
+
+def phash(image: Image.Image) -> Hash64:
+    """imagehash-compatible 64-bit pHash."""
+    return Hash64(_median_bits(phash_lowfreq(_grayscale(image))))
+
+
+def dhash(image: Image.Image) -> Hash64:
+    """imagehash-compatible 64-bit horizontal difference hash."""
+    return Hash64(_dhash_bits(_grayscale(image)))
+
+
+def _dhash_bits(gray: Image.Image) -> int:
+    small = np.asarray(gray.resize((HASH_SIZE + 1, HASH_SIZE), _LANCZOS), dtype=np.int16)
+    return bits_to_int(small[:, 1:] > small[:, :-1])
+
+
+def perceptual_hashes(image: Image.Image) -> PerceptualHashes:
+    """pHash, dHash and the pHash of the horizontally mirrored image, from one grayscale pass."""
+    gray = _grayscale(image)
+    lowfreq = phash_lowfreq(gray)
+    mirrored = lowfreq * _mirror_signs(HASH_SIZE)
+    return PerceptualHashes(
+        phash=_median_bits(lowfreq),
+        dhash=_dhash_bits(gray),
+        phash_mirror=_median_bits(mirrored),
+    )

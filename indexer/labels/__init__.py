@@ -1,0 +1,1 @@
+"""Label-leak detection: label-name normalisation and multi-pattern matching."""

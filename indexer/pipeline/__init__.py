@@ -1,0 +1,1 @@
+"""Indexing pipeline: reader -> features/embeddings -> DB rows + vectors."""

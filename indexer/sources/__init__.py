@@ -1,0 +1,1 @@
+"""Data sources: folders, manifests, WebDataset shards, archives, precomputed embeddings."""

@@ -1,0 +1,133 @@
+"""Records: one image of a source, with how to find its bytes again and how to cite it."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import urllib.request
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+LocatorKind = Literal["file", "tar", "zip", "url", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Locator:
+    """Where an image's bytes live.
+
+    ``file``: ``path``. ``tar``: ``path`` of the tar + ``offset`` of the member's data + ``size``
+    (read with one seek, no tar parsing). ``zip``: ``path`` of the zip + ``member`` name.
+    ``url``: ``url`` (fetched over HTTP). ``none``: the bytes are not available (e.g. a
+    precomputed-embedding row without a shard).
+    """
+
+    kind: LocatorKind
+    path: str | None = None
+    offset: int | None = None
+    size: int | None = None
+    member: str | None = None
+    url: str | None = None
+
+    def uri(self) -> str:
+        """A compact human-readable address, stored in the DB ``uri`` column."""
+        if self.kind == "file":
+            return str(self.path)
+        if self.kind == "tar":
+            return f"{self.path}#offset={self.offset}&size={self.size}"
+        if self.kind == "zip":
+            return f"{self.path}#{self.member}"
+        if self.kind == "url":
+            return str(self.url)
+        return ""
+
+    def read_bytes(self, *, timeout: float = 30.0, max_bytes: int = 512 * 1024 * 1024) -> bytes:
+        """Read the image bytes; raises ``OSError`` (or subclasses) when they are gone."""
+        if self.kind == "file":
+            assert self.path is not None
+            with open(self.path, "rb") as fh:
+                return fh.read(max_bytes + 1)[: max_bytes + 1]
+        if self.kind == "tar":
+            assert self.path is not None and self.offset is not None and self.size is not None
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(self.size)
+            if len(data) != self.size:
+                raise OSError(f"tar member truncated: wanted {self.size} bytes, got {len(data)}")
+            return data
+        if self.kind == "zip":
+            assert self.path is not None and self.member is not None
+            with zipfile.ZipFile(self.path) as zf, zf.open(self.member) as fh:
+                return fh.read(max_bytes + 1)
+        if self.kind == "url":
+            assert self.url is not None
+            if not self.url.startswith(("http://", "https://")):
+                raise OSError(f"unsupported URL scheme: {self.url}")
+            with urllib.request.urlopen(self.url, timeout=timeout) as resp:  # noqa: S310
+                return bytes(resp.read(max_bytes + 1))
+        raise OSError("no bytes available for this record (no file, shard member or URL)")
+
+    @staticmethod
+    def tar_member(tar_path: str, member: tarfile.TarInfo) -> Locator:
+        """Locator of a regular member of an uncompressed tar file."""
+        return Locator(kind="tar", path=tar_path, offset=member.offset_data, size=member.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One image of a corpus source or a test split.
+
+    ``key`` is stable within its shard: the path relative to a folder source's root, a
+    manifest's ``key`` (else its ``path``/``url``), or a WebDataset ``__key__``.
+    ``error`` is set when the source itself already knows the record is bad (e.g. a
+    WebDataset ``.json`` without its image, a manifest row pointing nowhere); such records
+    are stored as failed items with that reason.
+    """
+
+    key: str
+    source: str
+    shard: str
+    locator: Locator
+    url: str | None = None
+    caption: str | None = None
+    label: str | None = None
+    license: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def read_bytes(self) -> bytes:
+        """The image bytes, via the locator."""
+        return self.locator.read_bytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A resumable unit of indexing work inside a source.
+
+    ``fingerprint`` changes when the shard's content changes (file count + sizes + mtimes,
+    or the tar's size + mtime), so a finished shard is re-scanned only when it changed.
+    """
+
+    source: str
+    name: str
+    fingerprint: str
+
+
+class Source(Protocol):
+    """A corpus source or split: shards, and the records of one shard."""
+
+    uri: str
+
+    def shards(self) -> Iterator[Shard]:
+        """The shards, in a stable order."""
+        ...
+
+    def records(self, shard: Shard) -> Iterator[Record]:
+        """Records of one shard, streamed (never the whole corpus in memory)."""
+        ...
+
+
+def open_bytes(data: bytes) -> io.BytesIO:
+    """A seekable file object over ``data`` (for PIL)."""
+    return io.BytesIO(data)

@@ -1,0 +1,1 @@
+"""FAISS stores: float (inner product) and binary (Hamming) indexes with sidecars."""
