@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
 from indexer.errors import UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
 from indexer.sources.open import open_source
 from indexer.workspace import check_corpus_name
+
+# Kept here (not imported from indexer.embed) so `--help` never imports torch.
+DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 
 
 @click.command()
@@ -50,11 +54,14 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
                 import torch
 
                 torch.set_num_threads(int(torch_threads))
+            from indexer.embed.loader import load_embedder
+
             embedder = load_embedder(model_spec, batch_size=min(batch_size, 64))
         with tqdm(unit="img", desc=f"indexing {corpus_name}", dynamic_ncols=True,
                   disable=None, mininterval=0.5) as bar:
             summary = index_sources(ws, corpus_name, opened, embedder=embedder, workers=workers,
-                                    batch_size=batch_size, progress=bar.update)
+                                    batch_size=batch_size, progress=_progress(bar),
+                                    model_spec=None if no_embed else model_spec)
     finally:
         ws.close()
     _print_summary(summary)
@@ -63,6 +70,18 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
             json_out.write_text(json.dumps(summary.to_dict(), indent=2))
         except OSError as exc:
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
+
+
+def _progress(bar: tqdm) -> Callable[[int], None]:
+    """The progress callback; ``SPLITAUDIT_TEST_BATCH_DELAY`` slows it down for crash tests."""
+    delay = float(os.environ.get("SPLITAUDIT_TEST_BATCH_DELAY", "0") or 0)
+
+    def update(n: int) -> None:
+        bar.update(n)
+        if delay:
+            time.sleep(delay)
+
+    return update
 
 
 def _print_summary(s: IndexSummary) -> None:

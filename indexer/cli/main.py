@@ -53,3 +53,7 @@ _register_optional()
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="splitaudit")
+
+
+if __name__ == "__main__":
+    main()

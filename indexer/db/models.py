@@ -52,6 +52,8 @@ class Corpus(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     model_id: Mapped[str | None] = mapped_column(String(300))
+    # The spec the model was loaded from (open_clip NAME:TAG, checkpoint path, efficientnet-lite0).
+    model_spec: Mapped[str | None] = mapped_column(Text)
     embed_dim: Mapped[int | None] = mapped_column(Integer)
     # Bumped on every committed indexing batch; FAISS sidecars record the generation they hold.
     generation: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -152,6 +154,11 @@ class Split(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(500))
     root: Mapped[str] = mapped_column(Text, default="")
+    # What ``open_split`` re-opens to read the items (folder, manifest or archive path).
+    source: Mapped[str] = mapped_column(Text, default="")
+    # Labels given apart from the split's own layout (``--labels`` / ``labels`` upload): key -> label.
+    labels: Mapped[JSONDict] = mapped_column(default=dict)
+    ingested: Mapped[bool] = mapped_column(Boolean, default=False)
     item_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -172,6 +179,7 @@ class SplitItem(Base):
     sha256: Mapped[str | None] = mapped_column(String(64))
     pixel_digest: Mapped[str | None] = mapped_column(String(64))
     phash: Mapped[int | None] = mapped_column(BigInteger)
+    phash_mirror: Mapped[int | None] = mapped_column(BigInteger)
     dhash: Mapped[int | None] = mapped_column(BigInteger)
     width: Mapped[int | None] = mapped_column(Integer)
     height: Mapped[int | None] = mapped_column(Integer)

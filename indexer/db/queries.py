@@ -19,11 +19,13 @@ def get_corpus(session: Session, *, name: str) -> Corpus:
     return corpus
 
 
-def ensure_corpus(session: Session, *, name: str, model_id: str | None, dim: int | None) -> Corpus:
+def ensure_corpus(
+    session: Session, *, name: str, model_id: str | None, dim: int | None, model_spec: str | None = None
+) -> Corpus:
     """Get or create a corpus; its model is fixed by the first run that embeds into it."""
     corpus = session.scalar(select(Corpus).where(Corpus.name == name))
     if corpus is None:
-        corpus = Corpus(name=name, model_id=model_id, embed_dim=dim, generation=0)
+        corpus = Corpus(name=name, model_id=model_id, model_spec=model_spec, embed_dim=dim, generation=0)
         session.add(corpus)
         session.flush()
         return corpus
@@ -35,7 +37,7 @@ def ensure_corpus(session: Session, *, name: str, model_id: str | None, dim: int
                     f"corpus {name!r} was indexed without embeddings (--no-embed); index it again "
                     "with --no-embed, or use a new corpus name for an embedded index"
                 )
-            corpus.model_id, corpus.embed_dim = model_id, dim
+            corpus.model_id, corpus.embed_dim, corpus.model_spec = model_id, dim, model_spec
         elif corpus.model_id != model_id:
             raise ModelMismatchError(
                 f"corpus {name!r} is indexed with model {corpus.model_id!r}, not {model_id!r}; "

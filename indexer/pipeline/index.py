@@ -76,6 +76,7 @@ def index_sources(
     workers: int = 1,
     batch_size: int = 64,
     progress: ProgressFn | None = None,
+    model_spec: str | None = None,
 ) -> IndexSummary:
     """Index every shard of ``sources`` into ``corpus_name``; returns the run's summary."""
     started = time.perf_counter()
@@ -86,6 +87,7 @@ def index_sources(
             s, name=corpus_name,
             model_id=embedder.model_id if embedder else None,
             dim=embedder.dim if embedder else None,
+            model_spec=model_spec,
         )
         corpus_id = corpus.id
     embed = embedder is not None
@@ -176,7 +178,7 @@ def _write_batch(
     summary.indexed += len(good)
     summary.failed += len(bad)
     for e in bad:
-        log.warning("failed %s: %s", e.record.key, e.error)
+        log.info("failed %s: %s", e.record.key, e.error)
         if len(summary.failures) < MAX_FAILURE_EXAMPLES:
             summary.failures.append((e.record.key, e.error or "unknown error"))
 

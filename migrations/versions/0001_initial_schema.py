@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 02:39:16.051546
+Create Date: 2026-11-30 02:43:34.369418
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("model_id", sa.String(length=300), nullable=True),
+        sa.Column("model_spec", sa.Text(), nullable=True),
         sa.Column("embed_dim", sa.Integer(), nullable=True),
         sa.Column("generation", sa.BigInteger(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -57,6 +58,9 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=500), nullable=False),
         sa.Column("root", sa.Text(), nullable=False),
+        sa.Column("source", sa.Text(), nullable=False),
+        sa.Column("labels", sa.JSON(), nullable=False),
+        sa.Column("ingested", sa.Boolean(), nullable=False),
         sa.Column("item_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_split")),
@@ -118,6 +122,7 @@ def upgrade() -> None:
         sa.Column("sha256", sa.String(length=64), nullable=True),
         sa.Column("pixel_digest", sa.String(length=64), nullable=True),
         sa.Column("phash", sa.BigInteger(), nullable=True),
+        sa.Column("phash_mirror", sa.BigInteger(), nullable=True),
         sa.Column("dhash", sa.BigInteger(), nullable=True),
         sa.Column("width", sa.Integer(), nullable=True),
         sa.Column("height", sa.Integer(), nullable=True),

@@ -1,0 +1,26 @@
+"""The ``/api/v1`` router: every resource router, with the error shape documented once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.api.routes import audits, corpora, health, items, jobs, matches
+from app.schemas import ErrorResponse
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in (
+        (400, "Bad request"), (401, "Missing or invalid API token"), (403, "Path not allowed"),
+        (404, "Not found"), (409, "Conflict with stored state"), (422, "Invalid input"),
+    )
+}
+
+
+def build_api_router() -> APIRouter:
+    """A fresh ``/api/v1`` router (built per app, never at import)."""
+    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
+    for module in (health, corpora, audits, matches, items, jobs):
+        api.include_router(module.router)
+    return api

@@ -1,0 +1,1 @@
+"""Routers of the REST API, one module per resource."""

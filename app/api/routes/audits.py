@@ -1,0 +1,179 @@
+"""Audits: submit a split (archive upload or server paths), list, status, report, matches."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from app.audits import get_audit, list_audits, require_done
+from app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
+from app.paths import resolve_under_roots
+from app.schemas import AuditFromPaths, JobAccepted
+from app.submit import AuditRequest, audit_from_paths, audit_from_upload, remove_tree
+from app.uploads import check_declared_length, receive_multipart
+from indexer.audit.reviews import list_matches
+from indexer.errors import UsageError
+
+router = APIRouter(prefix="/audits", tags=["audits"])
+
+MAX_JSON_BYTES = 1024 * 1024
+REPORT_MEDIA_TYPES = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "junit": "application/xml",
+    "md": "text/markdown; charset=utf-8",
+}
+REPORT_SUFFIX = {"json": "json", "csv": "csv", "junit": "xml", "md": "md"}
+
+_SUBMIT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["split", "corpus"],
+                    "properties": {
+                        "split": {"type": "string", "format": "binary",
+                                  "description": "zip or tar(.gz) archive of the test split"},
+                        "corpus": {"type": "array", "items": {"type": "string"},
+                                   "description": "corpus name (repeat the field for several)"},
+                        "labels": {"type": "string", "format": "binary",
+                                   "description": "optional key,label CSV"},
+                        "thresholds": {"type": "string", "description": "optional JSON object"},
+                        "name": {"type": "string"},
+                    },
+                }
+            },
+            "application/json": {"schema": AuditFromPaths.model_json_schema()},
+        },
+    }
+}
+
+
+def _accepted(audit_id: int) -> JSONResponse:
+    body = JobAccepted(id=audit_id, status="queued", kind="audit",
+                       links={"self": f"/api/v1/audits/{audit_id}",
+                              "report": f"/api/v1/audits/{audit_id}/report"})
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status.HTTP_202_ACCEPTED,
+                        headers={"Location": f"/api/v1/audits/{audit_id}"})
+
+
+async def _json_body(request: Request) -> AuditFromPaths:
+    check_declared_length(request, MAX_JSON_BYTES)
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw.extend(chunk)
+        if len(raw) > MAX_JSON_BYTES:
+            raise UsageError("JSON body over 1 MB; list the split in a manifest file on the server instead")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise UsageError(f"request body is not valid JSON ({exc}); send an object such as "
+                         '{"manifest": "/data/test.jsonl", "corpus": ["laion"]}') from exc
+    try:
+        return AuditFromPaths.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from exc
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted,
+             openapi_extra=_SUBMIT_BODY)
+async def audit_submit(request: Request, ws: WorkspaceDep, settings: SettingsDep,
+                       _caller: WriterDep) -> JSONResponse:
+    """Queue an audit of an uploaded archive (multipart) or of a split on the server (JSON)."""
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype == "multipart/form-data":
+        workdir = ws.uploads_dir() / f"upload-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        workdir.mkdir(parents=True)
+        try:
+            form = await receive_multipart(request, workdir, max_bytes=settings.max_upload_bytes)
+            audit_id = await run_in_threadpool(
+                audit_from_upload, ws, form, workdir, max_unpacked=settings.max_unpacked_bytes
+            )
+        except BaseException:
+            await run_in_threadpool(remove_tree, workdir)
+            raise
+        return _accepted(audit_id)
+    if ctype == "application/json" or ctype.endswith("+json"):
+        body = await _json_body(request)
+        kind, path = ("manifest", body.manifest) if body.manifest is not None else ("folder", body.folder)
+        assert path is not None
+        resolved = resolve_under_roots(path, settings.source_roots, what=kind)
+        req = AuditRequest(corpora=body.corpus, name=body.name or resolved.name,
+                           thresholds=dict(body.thresholds or {}), labels=dict(body.labels or {}))
+        audit_id = await run_in_threadpool(
+            audit_from_paths, ws, path=resolved, kind=kind, request=req, roots=settings.source_roots
+        )
+        return _accepted(audit_id)
+    raise HTTPException(
+        status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+        f"unsupported content type {ctype or '(none)'!r}: send multipart/form-data with the split "
+        "archive, or application/json naming a manifest or folder on the server",
+    )
+
+
+@router.get("")
+def audit_list(
+    session: SessionDep,
+    _caller: ReaderDep,
+    status_filter: Annotated[str | None, Query(alias="status")] = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """Audits, newest first, with status, progress and summary."""
+    items, total = list_audits(session, status=status_filter, page=page, page_size=page_size)
+    return {"items": items, "total": total, "page": page, "page_size": page_size}
+
+
+@router.get("/{audit_id}")
+def audit_get(audit_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
+    """Status (queued, running, done, failed), progress, summary and error of one audit."""
+    return get_audit(session, audit_id=audit_id)
+
+
+@router.get("/{audit_id}/report", responses={200: {"content": {t: {} for t in REPORT_MEDIA_TYPES.values()}}})
+def audit_report_get(
+    audit_id: int,
+    session: SessionDep,
+    _caller: ReaderDep,
+    fmt: Annotated[str, Query(alias="format", pattern="^(json|csv|junit|md)$")] = "json",
+) -> Response:
+    """The report of a finished audit as JSON, CSV, JUnit XML or Markdown (409 while it runs)."""
+    from indexer.audit.formats import render
+    from indexer.audit.report import audit_report
+
+    require_done(session, audit_id=audit_id)
+    report = audit_report(session, audit_id)
+    if fmt == "json":
+        return JSONResponse(report)
+    return Response(
+        render(report, fmt), media_type=REPORT_MEDIA_TYPES[fmt],
+        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'},
+    )
+
+
+@router.get("/{audit_id}/matches")
+def audit_matches(
+    audit_id: int,
+    session: SessionDep,
+    _caller: ReaderDep,
+    kind: str | None = None,
+    review: str | None = None,
+    label: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """One page of an audit's matches, filtered by kind, review state or verdict, and test label."""
+    items, total = list_matches(session, audit_id=audit_id, kind=kind or None, review=review or None,
+                                label=label or None, page=page, page_size=page_size)
+    return {"items": items, "total": total, "page": page, "page_size": page_size}

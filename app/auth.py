@@ -1,0 +1,58 @@
+"""Bearer-token auth: with ``SPLITAUDIT_API_TOKENS`` set, writes (and optionally reads) need a token."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from indexer.errors import AuthError
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the token's configured name, or ``anonymous`` when auth is off."""
+
+    name: str
+    authenticated: bool
+
+
+ANONYMOUS = Principal(name="anonymous", authenticated=False)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, else ``None``."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def authenticate(tokens: Mapping[str, str], header: str | None, *, required: bool) -> Principal:
+    """Check the ``Authorization`` header against ``tokens`` (name -> token).
+
+    Without configured tokens everyone is anonymous. With tokens, a given token must be
+    valid; a missing one is refused only when ``required``.
+    """
+    if not tokens:
+        return ANONYMOUS
+    token = bearer_token(header)
+    if token is None:
+        if header:
+            raise AuthError("malformed Authorization header: send 'Authorization: Bearer <token>'")
+        if required:
+            raise AuthError(
+                "this endpoint needs an API token: send 'Authorization: Bearer <token>' "
+                "(tokens are configured on the server with SPLITAUDIT_API_TOKENS)"
+            )
+        return ANONYMOUS
+    found = None
+    for name, expected in tokens.items():
+        # Compare against every token so timing does not reveal which prefix matched.
+        if hmac.compare_digest(token.encode(), expected.encode()):
+            found = name
+    if found is None:
+        raise AuthError("invalid API token: check the token, or ask the server admin for one")
+    return Principal(name=found, authenticated=True)

@@ -1,0 +1,81 @@
+"""Settings of the API server (pydantic-settings, environment prefix ``SPLITAUDIT_``); built in ``create_app``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from indexer.workspace import DEFAULT_HOME
+
+
+def _split_list(value: Any) -> Any:
+    """``a,b`` (or a JSON list) from the environment as a list of stripped, non-empty strings."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+class ApiSettings(BaseSettings):
+    """Everything the server is configured with; every field reads ``SPLITAUDIT_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="SPLITAUDIT_", extra="ignore")
+
+    home: Path = Field(DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads.")
+    database_url: str | None = Field(None, description="PostgreSQL URL; default SQLite inside home.")
+    # name -> token, from ``name:token,name2:token2``.
+    api_tokens: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, repr=False, description="API tokens as name:token pairs, comma separated."
+    )
+    read_requires_token: bool = Field(False, description="Also require a token for GET endpoints.")
+    max_upload_mb: float = Field(1024, gt=0, description="Largest accepted upload (413 above).")
+    max_unpacked_mb: float = Field(8192, gt=0, description="Largest unpacked size of an uploaded archive.")
+    source_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, description="Server folders that manifests, split folders and index jobs may read."
+    )
+    run_worker: bool = Field(True, description="Run the job worker inside the server process.")
+    job_lease_s: float = Field(60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
+    job_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for queued jobs.")
+    test_job_delay: float = Field(0.0, ge=0, description="Test hook: seconds slept at each job progress report.")
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _parse_tokens(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        tokens: dict[str, str] = {}
+        for pair in _split_list(value):
+            name, sep, token = pair.partition(":")
+            name, token = name.strip(), token.strip()
+            if not sep or not name or not token:
+                raise ValueError(f"API token entry {name or pair!r} must look like name:token")
+            if name in tokens:
+                raise ValueError(f"API token name {name!r} appears twice")
+            tokens[name] = token
+        return tokens
+
+    @field_validator("source_roots", mode="before")
+    @classmethod
+    def _parse_roots(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """``max_upload_mb`` in bytes."""
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def max_unpacked_bytes(self) -> int:
+        """``max_unpacked_mb`` in bytes."""
+        return int(self.max_unpacked_mb * 1024 * 1024)
+
+    @property
+    def auth_enabled(self) -> bool:
+        """True when at least one API token is configured."""
+        return bool(self.api_tokens)

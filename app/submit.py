@@ -1,0 +1,220 @@
+"""Turning a request into queued work: a split (uploaded or on the server) plus its audit job.
+
+Everything that can be checked is checked before anything is stored: corpora exist, the
+thresholds are valid, the archive unpacks safely, every split file lies under the allowed
+roots, the split has images. On any error the upload folder and the split row are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from app.paths import is_under, real_roots
+from app.uploads import ReceivedForm
+from indexer.db.engine import transaction
+from indexer.db.models import Split
+from indexer.db.queries import get_corpus
+from indexer.errors import ConflictError, InputError, PathNotAllowedError, UsageError
+from indexer.jobs.queue import enqueue
+from indexer.sources.record import Source
+from indexer.workspace import Workspace, check_corpus_name
+
+log = logging.getLogger(__name__)
+
+FORM_FIELDS = ("split", "corpus", "labels", "thresholds", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRequest:
+    """A validated audit request, independent of how it arrived."""
+
+    corpora: list[str]
+    name: str
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def parse_corpora(values: Sequence[str]) -> list[str]:
+    """Corpus names from repeated fields (each may also be comma separated), deduplicated."""
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if not names:
+        raise UsageError("name at least one corpus to audit against (form field 'corpus')")
+    return [check_corpus_name(n) for n in dict.fromkeys(names)]
+
+
+def parse_thresholds(text: str | bytes | None) -> dict[str, Any]:
+    """The ``thresholds`` field: a JSON object (missing or blank -> the defaults)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError("thresholds is not UTF-8 text; send a JSON object") from exc
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"thresholds is not valid JSON ({exc}); send an object such as {{\"near_hamming\": 8}}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise UsageError("thresholds must be a JSON object mapping tier settings to numbers")
+    return value
+
+
+def validate_request(ws: Workspace, request: AuditRequest) -> None:
+    """Corpora exist and thresholds are valid (raises before anything is stored)."""
+    from indexer.audit.thresholds import Thresholds
+
+    Thresholds.from_mapping(dict(request.thresholds))
+    with ws.sessions() as s:
+        for name in request.corpora:
+            get_corpus(s, name=name)
+
+
+def check_split_files(source: Source, roots: Sequence[str | Path], *, what: str) -> int:
+    """Count the split's records, refusing any whose bytes lie outside ``roots`` or at a URL."""
+    allowed = real_roots(roots)
+    count = 0
+    for shard in source.shards():
+        for record in source.records(shard):
+            count += 1
+            loc = record.locator
+            if loc.kind == "url":
+                raise PathNotAllowedError(
+                    f"split item {record.key!r} points at a URL ({loc.url}); the server only reads "
+                    "files under its source roots: download the images and list their paths"
+                )
+            if loc.path is not None and not is_under(loc.path, allowed):
+                raise PathNotAllowedError(
+                    f"split item {record.key!r} points at {loc.path}, outside the allowed "
+                    f"folders of this {what}; list only files inside it"
+                )
+    if count == 0:
+        raise InputError(
+            f"the {what} holds no images (looked for .jpg/.jpeg/.png/.webp/.gif/.bmp/.tif); "
+            "check that it is the right file"
+        )
+    return count
+
+
+def queue_audit(ws: Workspace, source: Source, request: AuditRequest, *, root: str,
+                params: Mapping[str, Any]) -> int:
+    """Register the split and queue its audit; the split row is removed if the audit cannot be."""
+    from indexer.audit.service import create_audit, create_split
+
+    split_id = create_split(ws, source, name=request.name, labels=request.labels or None, root=root)
+    try:
+        return create_audit(ws, split_id=split_id, corpora=request.corpora,
+                            thresholds=request.thresholds, params=params)
+    except BaseException:
+        with transaction(ws.sessions) as s:
+            s.execute(delete(Split).where(Split.id == split_id))
+        raise
+
+
+def form_request(form: ReceivedForm) -> AuditRequest:
+    """The audit request of a multipart upload (labels and thresholds as fields or files)."""
+    unknown = sorted((set(form.fields) | set(form.files)) - set(FORM_FIELDS))
+    if unknown:
+        raise UsageError(f"unknown form field(s) {', '.join(unknown)}; use {', '.join(FORM_FIELDS)}")
+    splits = form.files.get("split", [])
+    if len(splits) != 1:
+        raise UsageError(
+            "send exactly one split archive as the file field 'split' "
+            "(e.g. curl -F split=@test.zip -F corpus=NAME)"
+        )
+    corpora = parse_corpora(form.fields.get("corpus", []))
+    thresholds_text: str | bytes | None = None
+    if form.fields.get("thresholds"):
+        thresholds_text = form.fields["thresholds"][-1]
+    elif form.files.get("thresholds"):
+        thresholds_text = form.files["thresholds"][-1].path.read_bytes()
+    labels: dict[str, str] = {}
+    if form.files.get("labels") or form.fields.get("labels"):
+        from indexer.sources.labels_csv import parse_labels_bytes
+
+        raw = (form.files["labels"][-1].path.read_bytes() if form.files.get("labels")
+               else form.fields["labels"][-1].encode())
+        labels = parse_labels_bytes(raw, "labels")
+    name = (form.fields.get("name") or [""])[-1].strip() or splits[0].filename or "upload"
+    return AuditRequest(corpora=corpora, name=name[:500], thresholds=parse_thresholds(thresholds_text),
+                        labels=labels)
+
+
+def audit_from_upload(ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int) -> int:
+    """Unpack an uploaded split into ``workdir`` and queue its audit; returns the audit id."""
+    from indexer.sources.archive import archive_kind, extract_archive
+    from indexer.sources.open import open_split
+
+    request = form_request(form)
+    validate_request(ws, request)
+    upload = form.files["split"][0]
+    if upload.size == 0:
+        raise InputError("the uploaded split is empty (0 bytes); attach the archive file")
+    if archive_kind(upload.path) is None:
+        raise InputError(
+            f"the uploaded split {upload.filename!r} is not a zip or tar archive; "
+            "pack the split folder with zip or tar and upload that"
+        )
+    root = extract_archive(upload.path, workdir / "split", max_bytes=max_unpacked)
+    for saved in (f for files in form.files.values() for f in files):
+        saved.path.unlink(missing_ok=True)  # the unpacked tree is what the audit reads
+    source = open_split(root)
+    check_split_files(source, [workdir / "split"], what="archive")
+    return queue_audit(ws, source, request, root=str(root),
+                       params={"upload": upload.filename, "origin": "upload"})
+
+
+def audit_from_paths(ws: Workspace, *, path: Path, kind: str, request: AuditRequest,
+                     roots: Sequence[str | Path]) -> int:
+    """Queue the audit of a split already on the server (``path`` already checked against ``roots``)."""
+    from indexer.sources.manifest import FORMATS
+    from indexer.sources.open import open_split
+
+    validate_request(ws, request)
+    if kind == "manifest" and (not path.is_file() or path.suffix.lower() not in FORMATS):
+        raise InputError(f"{path} is not a manifest file (.csv, .tsv, .jsonl or .parquet)")
+    if kind == "folder" and not path.is_dir():
+        raise InputError(f"{path} is not a folder on the server")
+    source = open_split(path)
+    check_split_files(source, roots, what=kind)
+    return queue_audit(ws, source, request, root=str(path if kind == "folder" else path.parent),
+                       params={"origin": kind, "path": str(path)})
+
+
+def remove_tree(path: Path) -> None:
+    """Delete an upload folder, logging (not raising) on failure."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def queue_index_job(session: Session, *, corpus: str, sources: Sequence[Path], model: str | None,
+                    no_embed: bool | None, workers: int) -> int:
+    """Queue (flush, not commit) a server-side index run of ``sources`` into ``corpus``; the job id."""
+    row = get_corpus(session, name=corpus)
+    if model and row.model_spec and model != row.model_spec:
+        raise ConflictError(
+            f"corpus {corpus!r} is indexed with model {row.model_spec!r}, not {model!r}; "
+            "omit 'model' to use the corpus's own, or index into a new corpus"
+        )
+    if no_embed is None:
+        no_embed = row.model_id is None and row.model_spec is None
+    job = enqueue(session, kind="index", params={
+        "corpus": corpus, "sources": [str(p) for p in sources],
+        "model": model or row.model_spec, "no_embed": bool(no_embed), "workers": workers,
+    })
+    return job.id

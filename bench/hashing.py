@@ -1,0 +1,125 @@
+"""Hashing throughput of ``extract_features`` against imagededup and the JPEG decode floor.
+
+Run: ``.venv/bin/python -m bench.hashing [--n 1000] [--dir bench/.cache/photos]``
+
+All figures come from one run on the same files (see ``bench.photos``):
+
+- ours: read bytes + ``extract_features`` (SHA-256, pixel digest, pHash, dHash, mirrored
+  pHash, EXIF/PNG text), one process;
+- floor: ``Image.open; draft("RGB", (256, 256)); load()`` only, one process;
+- imagededup: ``PHash().encode_images(image_dir=..., num_enc_workers=0)``, one process;
+- pool: ours in a 2-process pool (workers warmed up first) vs one process.
+
+Targets (issue "Indexer"): ours >= 8x imagededup, >= 70% of the floor, 2 workers >= 1.7x one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from PIL import Image
+
+from bench.photos import make_photo_corpus
+from indexer.features.extract import extract_features
+
+DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "photos"
+
+
+def _ours(path: Path) -> int:
+    features, _ = extract_features(path.read_bytes())
+    return features.phash
+
+
+def _floor(path: Path) -> int:
+    with Image.open(path) as im:
+        im.draft("RGB", (256, 256))
+        im.load()
+        return im.width
+
+
+def _run_serial(fn: Callable[[Path], int], paths: Sequence[Path]) -> float:
+    start = time.perf_counter()
+    for path in paths:
+        fn(path)
+    return time.perf_counter() - start
+
+
+def _best_rate(fn: Callable[[Path], int], paths: Sequence[Path], repeat: int) -> float:
+    return max(len(paths) / _run_serial(fn, paths) for _ in range(repeat))
+
+
+def _pool_rate(paths: Sequence[Path], workers: int, repeat: int) -> float:
+    chunk = max(1, len(paths) // (workers * 16))
+    rates = []
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_ours, paths[: workers * 8], chunksize=1))  # start and warm the workers
+        for _ in range(repeat):
+            start = time.perf_counter()
+            list(pool.map(_ours, paths, chunksize=chunk))
+            rates.append(len(paths) / (time.perf_counter() - start))
+    return max(rates)
+
+
+def _imagededup_rate(folder: Path, count: int) -> float:
+    from imagededup.methods import PHash
+
+    hasher = PHash(verbose=False)
+    start = time.perf_counter()
+    encodings = hasher.encode_images(image_dir=str(folder), num_enc_workers=0)
+    elapsed = time.perf_counter() - start
+    if len(encodings) != count:
+        print(f"  note: imagededup encoded {len(encodings)} files, expected {count}")
+    return len(encodings) / elapsed
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Generate/reuse the photo corpus, measure every variant, print rates and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000, help="number of JPEGs (default 1000)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="photo cache folder")
+    parser.add_argument("--repeat", type=int, default=3, help="passes per variant; best kept")
+    parser.add_argument("--skip-imagededup", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    folder: Path = args.dir / f"n{args.n}-s{args.seed}"
+    paths = make_photo_corpus(folder, n=args.n, seed=args.seed)
+    total_mb = sum(p.stat().st_size for p in paths) / 1e6
+    sizes = []
+    for p in paths:
+        with Image.open(p) as im:
+            sizes.append(max(im.size))
+    sizes.sort()
+    print(
+        f"corpus: {len(paths)} JPEGs, {total_mb:.0f} MB, long side "
+        f"min {sizes[0]} / median {sizes[len(sizes) // 2]} / max {sizes[-1]} px, "
+        f"cpus {os.cpu_count()}"
+    )
+
+    _run_serial(_floor, paths)  # warm the page cache and Pillow's plugins
+    floor = _best_rate(_floor, paths, args.repeat)
+    ours = _best_rate(_ours, paths, args.repeat)
+    pool2 = _pool_rate(paths, 2, args.repeat)
+    dedup = None if args.skip_imagededup else _imagededup_rate(folder, len(paths))
+
+    print(f"decode floor (open+draft+load)  {floor:8.1f} img/s")
+    print(f"ours, 1 process                 {ours:8.1f} img/s")
+    print(f"ours, 2-process pool            {pool2:8.1f} img/s")
+    if dedup is not None:
+        print(f"imagededup PHash, 1 process     {dedup:8.1f} img/s")
+    print("ratios (target):")
+    if dedup is not None:
+        print(f"  ours / imagededup   {ours / dedup:6.2f}x  (>= 8x)")
+    print(f"  ours / floor        {ours / floor:6.1%}  (>= 70%)")
+    print(f"  2 workers / 1       {pool2 / ours:6.2f}x  (>= 1.7x)")
+
+
+if __name__ == "__main__":
+    main()

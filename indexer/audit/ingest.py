@@ -1,0 +1,160 @@
+"""Split ingestion: read, hash and embed every split item once, in batches."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import islice
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import select
+
+from indexer.db.engine import transaction
+from indexer.db.models import Split, SplitItem
+from indexer.embed.protocol import Embedder
+from indexer.features.hashes import Hash64
+from indexer.pipeline.extract import Extracted, Extractor
+from indexer.pipeline.index import locator_dict
+from indexer.sources.record import Record, Source
+from indexer.workspace import Workspace
+
+log = logging.getLogger(__name__)
+BATCH = 64
+
+
+@dataclass
+class SplitState:
+    """In-memory arrays over the readable items of a split (test splits are small).
+
+    Row ``i`` of every array is split item ``ids[i]``; ``vectors[model_id]`` holds the
+    L2-normalised embeddings under each model a selected corpus uses.
+    """
+
+    ids: npt.NDArray[np.int64]
+    keys: list[str]
+    labels: list[str | None]
+    sha256: list[str]
+    pixel: list[str]
+    phash: npt.NDArray[np.uint64]
+    phash_mirror: npt.NDArray[np.uint64]
+    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def ingest_split(
+    ws: Workspace,
+    split_id: int,
+    source: Source,
+    *,
+    embedders: Mapping[str, Embedder],
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> SplitState:
+    """Read every item of ``source`` once: store split_item rows (first time) and build arrays."""
+    with ws.sessions() as s:
+        split = s.get_one(Split, split_id)
+        labels_override: Mapping[str, str] = dict(split.labels or {})
+        already = split.ingested
+        existing = {
+            key: item_id
+            for key, item_id in s.execute(
+                select(SplitItem.key, SplitItem.id).where(SplitItem.split_id == split_id)
+            ).all()
+        } if already else {}
+    ids: list[int] = []
+    keys: list[str] = []
+    labels: list[str | None] = []
+    sha: list[str] = []
+    pix: list[str] = []
+    ph: list[int] = []
+    phm: list[int] = []
+    vec_parts: dict[str, list[npt.NDArray[np.float32]]] = {m: [] for m in embedders}
+    total = 0
+    with Extractor(workers=workers, keep_image=bool(embedders)) as extractor:
+        for batch in extractor.map_batches(_batches(source, BATCH)):
+            rows = _store_batch(ws, split_id, batch, labels_override, existing, already)
+            good = [(e, row_id) for e, row_id in zip(batch, rows, strict=True) if e.features is not None]
+            for e, row_id in good:
+                f = e.features
+                assert f is not None
+                ids.append(row_id)
+                keys.append(e.record.key)
+                labels.append(labels_override.get(e.record.key, e.record.label))
+                sha.append(f.sha256)
+                pix.append(f.pixel_digest)
+                ph.append(f.phash)
+                phm.append(f.phash_mirror)
+            if good:
+                images = [e.image for e, _ in good]
+                for model_id, embedder in embedders.items():
+                    vec_parts[model_id].append(embedder.embed(images))  # type: ignore[arg-type]
+            total += len(batch)
+            if progress:
+                progress(len(batch))
+    with transaction(ws.sessions) as s:
+        split = s.get_one(Split, split_id)
+        split.ingested = True
+        split.item_count = total
+    return SplitState(
+        ids=np.asarray(ids, np.int64), keys=keys, labels=labels, sha256=sha, pixel=pix,
+        phash=np.asarray(ph, np.uint64), phash_mirror=np.asarray(phm, np.uint64),
+        vectors={
+            m: (np.concatenate(parts) if parts else np.zeros((0, embedders[m].dim), np.float32))
+            for m, parts in vec_parts.items()
+        },
+    )
+
+
+def _batches(source: Source, n: int) -> Iterator[list[Record]]:
+    def records() -> Iterator[Record]:
+        for shard in source.shards():
+            yield from source.records(shard)
+
+    it = records()
+    while batch := list(islice(it, n)):
+        yield batch
+
+
+def _store_batch(
+    ws: Workspace,
+    split_id: int,
+    batch: list[Extracted],
+    labels_override: Mapping[str, str],
+    existing: Mapping[str, int],
+    already: bool,
+) -> list[int]:
+    """Insert the batch's split_item rows (or look up their ids on a re-run); returns ids."""
+    if already:
+        out = []
+        for e in batch:
+            if e.record.key not in existing:
+                raise RuntimeError(f"split item {e.record.key!r} appeared after ingestion")
+            out.append(existing[e.record.key])
+        return out
+    with transaction(ws.sessions) as s:
+        rows = [_split_item(split_id, e, labels_override) for e in batch]
+        s.add_all(rows)
+        s.flush()
+        return [r.id for r in rows]
+
+
+def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str]) -> SplitItem:
+    r, f = e.record, e.features
+    meta = dict(r.metadata)
+    if f is not None and f.text_fields:
+        meta["text_fields"] = f.text_fields
+    row = SplitItem(
+        split_id=split_id, key=r.key, uri=r.locator.uri(), locator=locator_dict(r),
+        label=labels_override.get(r.key, r.label), caption=r.caption, meta=meta, error=e.error,
+    )
+    if f is not None:
+        row.sha256, row.pixel_digest = f.sha256, f.pixel_digest
+        row.phash = Hash64(f.phash).to_signed()
+        row.phash_mirror = Hash64(f.phash_mirror).to_signed()
+        row.dhash = Hash64(f.dhash).to_signed()
+        row.width, row.height = f.width, f.height
+    return row

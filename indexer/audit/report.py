@@ -1,0 +1,176 @@
+"""The ``splitaudit.report/v1`` report and its summary, built from the DB rows of an audit."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from indexer.db.models import Audit, Item, Job, Match, Review, Shard, Split, SplitDuplicate, SplitItem
+
+SCHEMA = "splitaudit.report/v1"
+KINDS = ("exact", "near", "semantic", "label_leak")
+KIND_RANK = {k: i for i, k in enumerate(KINDS)}
+VISUAL_KINDS = ("exact", "near")
+MAX_MATCHES_PER_ITEM = 10
+
+
+def _item_kinds(session: Session, audit_id: int) -> dict[int, set[str]]:
+    kinds: dict[int, set[str]] = defaultdict(set)
+    for sid, kind in session.execute(
+        select(Match.split_item_id, Match.kind).where(Match.audit_id == audit_id).distinct()
+    ):
+        kinds[int(sid)].add(kind)
+    return kinds
+
+
+def verdict_of(kinds: set[str]) -> str:
+    """The strongest kind among ``kinds`` (exact > near > semantic > label_leak), or ``clean``."""
+    return min(kinds, key=KIND_RANK.__getitem__) if kinds else "clean"
+
+
+def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
+    """Counts of test *images* (not pairs) per kind, rates, and a per-label breakdown."""
+    audit = session.get_one(Audit, audit_id)
+    kinds = _item_kinds(session, audit_id)
+    rows = session.execute(
+        select(SplitItem.id, SplitItem.label, SplitItem.error).where(SplitItem.split_id == audit.split_id)
+    ).all()
+    total = len(rows)
+    failed = sum(1 for r in rows if r.error)
+    readable = total - failed
+    by_kind = {k: 0 for k in KINDS}
+    by_label: dict[str, dict[str, Any]] = {}
+    flagged = contaminated = 0
+    for item_id, label, error in rows:
+        ks = kinds.get(int(item_id), set())
+        for k in ks:
+            by_kind[k] += 1
+        flagged += bool(ks)
+        contaminated += bool(ks & set(VISUAL_KINDS))
+        if label is not None and not error:
+            entry = by_label.setdefault(label, {"items": 0, "flagged": 0, "by_kind": {k: 0 for k in KINDS}})
+            entry["items"] += 1
+            entry["flagged"] += bool(ks)
+            for k in ks:
+                entry["by_kind"][k] += 1
+    for entry in by_label.values():
+        entry["rate"] = round(entry["flagged"] / entry["items"], 6) if entry["items"] else 0.0
+    dup_count = session.scalar(
+        select(func.count(SplitDuplicate.id)).where(SplitDuplicate.audit_id == audit_id)
+    ) or 0
+    return {
+        "items": total,
+        "readable": readable,
+        "failed": failed,
+        "flagged": flagged,
+        "flagged_rate": round(flagged / readable, 6) if readable else 0.0,
+        "contaminated": contaminated,
+        "contaminated_rate": round(contaminated / readable, 6) if readable else 0.0,
+        "by_kind": by_kind,
+        "by_label": dict(sorted(by_label.items())),
+        "split_duplicates": dup_count,
+    }
+
+
+def latest_reviews(session: Session, match_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The current (newest) review of each match that has one."""
+    out: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(match_ids), 500):
+        chunk = match_ids[start : start + 500]
+        newest = (
+            select(func.max(Review.id)).where(Review.match_id.in_(chunk)).group_by(Review.match_id)
+        ).scalar_subquery()
+        for r in session.scalars(select(Review).where(Review.id.in_(newest))):
+            out[r.match_id] = review_dict(r)
+    return out
+
+
+def review_dict(r: Review) -> dict[str, Any]:
+    """A review row as JSON."""
+    return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer,
+            "at": r.created_at.isoformat() if r.created_at else None}
+
+
+def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
+    """Status, progress, message and error of an audit, from its job."""
+    job = session.get(Job, audit.job_id) if audit.job_id else None
+    if job is None:
+        return {"status": "done" if audit.finished_at else "queued", "progress": 1.0 if audit.finished_at else 0.0,
+                "message": None, "error": None}
+    return {"status": job.status, "progress": round(job.progress, 4), "message": job.message, "error": job.error}
+
+
+def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
+    """The full ``splitaudit.report/v1`` dict of an audit."""
+    audit = session.get_one(Audit, audit_id)
+    split = session.get_one(Split, audit.split_id)
+    items = session.execute(
+        select(SplitItem).where(SplitItem.split_id == split.id).order_by(SplitItem.key)
+    ).scalars().all()
+    matches = session.execute(
+        select(Match, Item, Shard.name)
+        .outerjoin(Item, Match.item_id == Item.id)
+        .outerjoin(Shard, Item.shard_id == Shard.id)
+        .where(Match.audit_id == audit_id)
+    ).all()
+    reviews = latest_reviews(session, [m.id for m, _i, _s in matches])
+    per_item: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for m, item, shard_name in matches:
+        per_item[m.split_item_id].append(match_dict(m, item, shard_name, reviews.get(m.id)))
+    out_items, failed = [], []
+    for it in items:
+        if it.error:
+            failed.append({"key": it.key, "reason": it.error, "split_item_id": it.id})
+            continue
+        ms = sorted(per_item.get(it.id, []),
+                    key=lambda d: (KIND_RANK[d["kind"]], -(d["score"] or 0.0)))
+        out_items.append({
+            "split_item_id": it.id, "key": it.key, "label": it.label, "sha256": it.sha256,
+            "pixel_digest": it.pixel_digest,
+            "verdict": verdict_of({d["kind"] for d in ms}),
+            "matches": ms[:MAX_MATCHES_PER_ITEM], "match_count": len(ms),
+        })
+    keys = {it.id: it.key for it in items}
+    dups = [
+        {"a": keys.get(d.a_id), "b": keys.get(d.b_id), "kind": d.kind, "cosine": d.cosine, "hamming": d.hamming}
+        for d in session.scalars(select(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
+    ]
+    status = audit_status(session, audit)
+    return {
+        "schema": SCHEMA,
+        "audit_id": audit.id,
+        "status": status["status"],
+        "split": {"id": split.id, "name": split.name},
+        "corpora": list(audit.corpora),
+        "created_at": audit.created_at.isoformat() if audit.created_at else None,
+        "finished_at": audit.finished_at.isoformat() if audit.finished_at else None,
+        "summary": audit.summary or compute_summary(session, audit_id),
+        "thresholds": audit.thresholds,
+        "model": audit.model,
+        "index": audit.index_info,
+        "code_version": audit.code_version,
+        "params": audit.params,
+        "items": out_items,
+        "failed": failed,
+        "split_duplicates": dups,
+    }
+
+
+def match_dict(m: Match, item: Item | None, shard_name: str | None, review: dict[str, Any] | None) -> dict[str, Any]:
+    """One match with the corpus item's provenance."""
+    d: dict[str, Any] = {
+        "id": m.id, "kind": m.kind, "corpus": m.corpus, "cosine": _r(m.cosine), "hamming": m.hamming,
+        "score": _r(m.score), "evidence": m.evidence or {}, "review": review,
+        "corpus_item_id": m.item_id, "corpus_key": None, "uri": None,
+    }
+    if item is not None:
+        d.update(corpus_key=item.key, uri=item.uri, url=item.url, caption=item.caption, label=item.label,
+                 license=item.license, shard=shard_name, sha256=item.sha256)
+    return d
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)

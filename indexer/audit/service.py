@@ -1,0 +1,243 @@
+"""Audit entry points shared by the CLI and the API: register a split, create and run an audit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import delete, select
+
+from indexer import __version__
+from indexer.audit.engine import match_corpus, split_duplicates
+from indexer.audit.ingest import SplitState, ingest_split
+from indexer.audit.label_tier import LabelTierResult, label_leak_matches
+from indexer.audit.report import compute_summary
+from indexer.audit.thresholds import Thresholds
+from indexer.db.engine import transaction
+from indexer.db.models import Audit, Corpus, Job, Match, Split, SplitDuplicate
+from indexer.db.queries import get_corpus
+from indexer.embed.protocol import Embedder
+from indexer.errors import ModelUnavailableError, UsageError
+from indexer.pipeline.index import open_corpus_index
+from indexer.sources.record import Source
+from indexer.workspace import Workspace
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[float, str], None]
+EmbedderFactory = Callable[[str], Embedder]
+
+
+def create_split(
+    ws: Workspace, source: Source, *, name: str, labels: Mapping[str, str] | None = None, root: str = ""
+) -> int:
+    """Register a split (fast: nothing is read until the audit runs); returns its id."""
+    with transaction(ws.sessions) as s:
+        split = Split(name=name, root=root, source=source.uri, labels=dict(labels or {}))
+        s.add(split)
+        s.flush()
+        return split.id
+
+
+def create_audit(
+    ws: Workspace,
+    *,
+    split_id: int,
+    corpora: Sequence[str],
+    thresholds: Mapping[str, Any] | Thresholds | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> int:
+    """Create an audit of a registered split against named corpora, queued as a job."""
+    if not corpora:
+        raise UsageError("name at least one corpus to audit against (--corpus NAME)")
+    th = thresholds if isinstance(thresholds, Thresholds) else Thresholds.from_mapping(dict(thresholds or {}))
+    with transaction(ws.sessions) as s:
+        for name in corpora:
+            get_corpus(s, name=name)
+        s.get_one(Split, split_id)
+        job = Job(kind="audit", status="queued", params={})
+        s.add(job)
+        s.flush()
+        audit = Audit(split_id=split_id, job_id=job.id, corpora=list(dict.fromkeys(corpora)),
+                      thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
+        s.add(audit)
+        s.flush()
+        job.params = {"audit_id": audit.id}
+        return audit.id
+
+
+def default_embedder_factory(spec: str) -> Embedder:
+    """Load an embedder by spec (lazily imports torch/open_clip)."""
+    from indexer.embed.loader import load_embedder
+
+    return load_embedder(spec)
+
+
+def run_audit(
+    ws: Workspace,
+    audit_id: int,
+    *,
+    progress: ProgressFn | None = None,
+    workers: int = 1,
+    embedder_factory: EmbedderFactory = default_embedder_factory,
+) -> None:
+    """Run an audit end to end and mark its job done (or failed, re-raising the error).
+
+    Idempotent: partial results of a killed run are replaced. The results and the job's
+    ``done`` status are committed in one transaction.
+    """
+    _mark_job(ws, audit_id, status="running")
+    try:
+        _run(ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory)
+    except BaseException as exc:
+        _mark_job(ws, audit_id, status="failed", error=str(exc) or type(exc).__name__)
+        raise
+
+
+def _mark_job(ws: Workspace, audit_id: int, *, status: str, error: str | None = None) -> None:
+    with transaction(ws.sessions) as s:
+        audit = s.get_one(Audit, audit_id)
+        job = s.get(Job, audit.job_id) if audit.job_id else None
+        if job is None:
+            return
+        now = datetime.now(UTC)
+        if status == "running" and job.status != "running":
+            job.status, job.started_at = "running", job.started_at or now
+        elif status == "failed":
+            job.status, job.error, job.finished_at = "failed", error, now
+
+
+def _run(
+    ws: Workspace,
+    audit_id: int,
+    *,
+    progress: ProgressFn | None,
+    workers: int,
+    embedder_factory: EmbedderFactory,
+) -> None:
+    from indexer.sources.open import open_split
+
+    report = progress or (lambda _f, _m: None)
+    with transaction(ws.sessions) as s:
+        audit = s.get_one(Audit, audit_id)
+        split = s.get_one(Split, audit.split_id)
+        s.execute(delete(Match).where(Match.audit_id == audit_id))
+        s.execute(delete(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
+        corpora = [get_corpus(s, name=n) for n in audit.corpora]
+        th = Thresholds.from_mapping(audit.thresholds)
+        split_id, split_source, split_count = split.id, split.source, split.item_count
+        params = dict(audit.params)
+        corpus_rows = [(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
+
+    model_info, embedders = _load_embedders(corpus_rows, embedder_factory)
+    report(0.02, "reading split")
+    source = open_split(split_source)
+    seen = 0
+
+    def on_items(n: int) -> None:
+        nonlocal seen
+        seen += n
+        frac = 0.05 + 0.55 * (min(seen / split_count, 1.0) if split_count else 0.0)
+        report(frac, f"read {seen} split images")
+
+    state = ingest_split(ws, split_id, source, embedders=embedders, workers=workers, progress=on_items)
+    report(0.6, f"matching {len(state)} images")
+    all_matches: list[dict[str, Any]] = []
+    index_info: dict[str, Any] = {}
+    for n, (corpus_id, name, model_id, _spec) in enumerate(corpus_rows):
+        index = open_corpus_index(ws, name)
+        index_info[name] = index.info()
+        vectors = state.vectors.get(model_id) if model_id in embedders else None
+        with ws.sessions() as s:
+            found = match_corpus(s, corpus_id=corpus_id, index=index, state=state, vectors=vectors,
+                                 thresholds=th)
+        for p in found.pairs:
+            all_matches.append(dict(
+                split_item_id=int(state.ids[p.row]), item_id=p.item_id, corpus=name, kind=p.kind,
+                cosine=p.cosine, hamming=p.hamming, score=_score(p.cosine, p.hamming),
+                evidence=p.evidence(),
+            ))
+        report(0.6 + 0.3 * (n + 1) / len(corpus_rows), f"matched against {name}")
+
+    label = _label_tier(ws, state, all_matches, dict(params, corpora_ids=[c[0] for c in corpus_rows]))
+    label_matches = label.matches if label else []
+    dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
+    dups = split_duplicates(state, dup_vectors, th)
+    with transaction(ws.sessions) as s:
+        s.bulk_insert_mappings(Match, [dict(m, audit_id=audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
+        s.bulk_insert_mappings(SplitDuplicate, [  # type: ignore[arg-type]
+            dict(audit_id=audit_id, a_id=int(state.ids[i]), b_id=int(state.ids[j]), kind=kind,
+                 cosine=cos, hamming=ham)
+            for i, j, kind, cos, ham in dups
+        ])
+        s.flush()
+        audit = s.get_one(Audit, audit_id)
+        audit.model = model_info
+        audit.index_info = index_info
+        audit.summary = compute_summary(s, audit_id)
+        if label and label.prevalence:
+            audit.summary = dict(audit.summary, label_prevalence=label.prevalence)
+        audit.finished_at = datetime.now(UTC)
+        job = s.get(Job, audit.job_id) if audit.job_id else None
+        if job is not None:
+            job.status, job.progress, job.finished_at, job.error = "done", 1.0, audit.finished_at, None
+            job.message = "done"
+    report(1.0, "done")
+
+
+def _score(cosine: float | None, hamming: int | None) -> float:
+    """One sortable similarity in [0, 1]: the better of cosine and 1 - hamming/64."""
+    best = 0.0
+    if cosine is not None:
+        best = max(best, float(cosine))
+    if hamming is not None:
+        best = max(best, 1.0 - hamming / 64.0)
+    return round(best, 4)
+
+
+def _load_embedders(
+    corpus_rows: Sequence[tuple[int, str, str | None, str | None]], factory: EmbedderFactory
+) -> tuple[dict[str, Any], dict[str, Embedder]]:
+    """One embedder per distinct corpus model; unavailable ones make the semantic tier skipped."""
+    embedders: dict[str, Embedder] = {}
+    per_corpus: dict[str, dict[str, Any]] = {}
+    for _id, name, model_id, spec in corpus_rows:
+        if model_id is None:
+            per_corpus[name] = {"model_id": None, "status": "skipped",
+                                "reason": "corpus was indexed without embeddings (--no-embed)"}
+            continue
+        if model_id not in embedders:
+            try:
+                if not spec:
+                    raise ModelUnavailableError(f"corpus {name!r} does not record how to load {model_id}")
+                emb = factory(spec)
+                if emb.model_id != model_id:
+                    raise ModelUnavailableError(
+                        f"model spec {spec!r} now loads {emb.model_id}, but the corpus was indexed with "
+                        f"{model_id}; restore the original weights"
+                    )
+                embedders[model_id] = emb
+            except ModelUnavailableError as exc:
+                per_corpus[name] = {"model_id": model_id, "status": "skipped", "reason": str(exc)}
+                continue
+        per_corpus[name] = {"model_id": model_id, "status": "ok", "reason": None}
+    statuses = {v["status"] for v in per_corpus.values()}
+    skipped = [f"{n}: {v['reason']}" for n, v in per_corpus.items() if v["status"] == "skipped"]
+    info = {
+        "id": next((v["model_id"] for v in per_corpus.values() if v["status"] == "ok"), None),
+        "semantic": "ok" if statuses == {"ok"} else ("skipped" if "ok" not in statuses else "partial"),
+        "reason": "; ".join(skipped) or None,
+        "corpora": per_corpus,
+    }
+    return info, embedders
+
+
+def _label_tier(
+    ws: Workspace, state: SplitState, matches: list[dict[str, Any]], params: Mapping[str, Any]
+) -> LabelTierResult | None:
+    """Label-leak matches (self-leak and match-leak), when the split has labels."""
+    if not any(state.labels):
+        return None
+    return label_leak_matches(ws, state, matches, params)

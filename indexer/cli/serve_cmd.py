@@ -1,0 +1,92 @@
+"""``splitaudit serve`` (the REST API + review UI, with an in-process job worker) and ``splitaudit worker``."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from indexer.cli.common import handle_errors, home_option
+from indexer.errors import UsageError
+
+
+def _settings(**overrides: Any) -> Any:
+    """``ApiSettings`` from the environment plus the command-line overrides."""
+    from pydantic import ValidationError
+
+    from app.settings import ApiSettings
+
+    try:
+        return ApiSettings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"SPLITAUDIT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"invalid server settings: {problems}") from exc
+
+
+@click.command()
+@home_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 for all).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port.")
+@click.option("--no-worker", is_flag=True,
+              help="Do not run jobs in this process; run `splitaudit worker` next to it instead.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="Server log level.")
+@handle_errors
+def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> None:
+    """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
+
+    Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
+    SPLITAUDIT_API_TOKENS (name:token,...), SPLITAUDIT_SOURCE_ROOTS (server folders
+    manifests may read), SPLITAUDIT_MAX_UPLOAD_MB. Killed audits resume on restart.
+    """
+    import uvicorn
+
+    from app.main import create_app
+    from indexer.workspace import Workspace
+
+    settings = _settings(home=home, run_worker=not no_worker)
+    Workspace.open(settings.home, settings.database_url).close()  # fail fast with a clear error
+    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
+               f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",
+               err=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+
+
+@click.command()
+@home_option
+@click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="Seconds between looks at the queue when it is empty.")
+@handle_errors
+def worker(home: Path, poll: float) -> None:
+    """Run queued jobs (audits, server-side index runs) until stopped (Ctrl-C / SIGTERM).
+
+    Several workers may share one PostgreSQL database; with SQLite run a single worker
+    (and start `splitaudit serve --no-worker`). A job whose worker dies is re-run by
+    another one once its lease (SPLITAUDIT_JOB_LEASE_S) expires.
+    """
+    from indexer.jobs.handlers import default_handlers
+    from indexer.jobs.worker import Worker
+    from indexer.workspace import Workspace
+
+    settings = _settings(home=home)
+    ws = Workspace.open(settings.home, settings.database_url)
+    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll,
+                    delay_s=settings.test_job_delay)
+    if ws.database_url.startswith("sqlite"):
+        click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        click.echo(f"{signal.Signals(signum).name}: finishing; the running job is re-queued", err=True)
+        runner.request_stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}", err=True)
+    try:
+        runner.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        ws.close()

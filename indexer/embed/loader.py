@@ -1,0 +1,272 @@
+"""``load_embedder``: turn a model spec into a ready ``Embedder`` (or a clear ``ModelUnavailableError``).
+
+Weights are never random: every path either loads a full checkpoint strictly (no missing or
+unexpected keys) or raises. Registry weights come from the local Hugging Face cache only,
+unless ``allow_download=True``, so a machine without a model hub fails fast instead of retrying.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from indexer.embed.efficientnet import load_efficientnet_lite0
+from indexer.embed.embedder import OpenClipEmbedder
+from indexer.embed.spec import (
+    BUNDLED_MODEL_NAME,
+    DEFAULT_MODEL_SPEC,
+    ModelSpec,
+    parse_model_spec,
+)
+from indexer.errors import ModelUnavailableError, SplitauditError, UsageError
+
+if TYPE_CHECKING:
+    from indexer.embed.protocol import Embedder
+
+__all__ = ["DEFAULT_MODEL_SPEC", "ModelSpec", "load_embedder", "parse_model_spec"]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "open_clip_config.json"
+# open_clip's own preference order for a checkpoint directory (factory._find_checkpoint_in_dir)
+DIR_WEIGHTS_FILES = (
+    "open_clip_model.safetensors",
+    "open_clip_pytorch_model.safetensors",
+    "open_clip_pytorch_model.bin",
+    "open_clip_pytorch_model.pth",
+)
+_ALTERNATIVES = (
+    f"pass --model {BUNDLED_MODEL_NAME} for the bundled offline encoder, or a local checkpoint "
+    "(NAME:/path/to/weights.pt, or a directory holding open_clip_config.json + weights)"
+)
+_hub_lock = threading.Lock()
+
+
+def load_embedder(
+    spec: str, *, device: str = "cpu", batch_size: int = 32, allow_download: bool = False
+) -> Embedder:
+    """Load the embedding model named by ``spec`` (see ``parse_model_spec``) onto ``device``.
+
+    Raises ``UsageError`` for a malformed spec, unknown architecture/tag or unusable device, and
+    ``ModelUnavailableError`` when the weights cannot be found or loaded.
+    """
+    parsed = parse_model_spec(spec)
+    _check_device(device)
+    if parsed.kind == "bundled":
+        bundled = load_efficientnet_lite0(device)
+        return OpenClipEmbedder(
+            bundled.image_tower,
+            bundled.preprocess,
+            model_id=bundled.model_id,
+            dim=bundled.dim,
+            batch_size=batch_size,
+            device=device,
+        )
+    if parsed.kind == "registry":
+        model, preprocess = _load_registry(parsed, device, allow_download)
+        model_id = f"open_clip:{parsed.arch}:{parsed.pretrained}"
+    elif parsed.kind == "weights":
+        model, preprocess, model_id = _load_weights_file(parsed, device)
+    else:
+        model, preprocess, model_id = _load_directory(parsed, device)
+    model.eval()
+    dim = _probe_dim(model, device, model_id)
+    logger.info("loaded embedding model %s (dim %d) on %s", model_id, dim, device)
+    return OpenClipEmbedder(
+        model.encode_image, preprocess, model_id=model_id, dim=dim, batch_size=batch_size, device=device
+    )
+
+
+def weights_digest(path: Path) -> str:
+    """``sha256-<first 16 hex>`` of a weights file: names weights independently of their path."""
+    with path.open("rb") as f:
+        return "sha256-" + hashlib.file_digest(f, "sha256").hexdigest()[:16]
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(f"unknown device {device!r}: use 'cpu' or 'cuda'") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {device!r} is not available here (no CUDA GPU); use 'cpu'")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"device {device!r} is not available here; use 'cpu'")
+
+
+def _require_arch(arch: str) -> None:
+    import open_clip
+
+    if arch not in open_clip.list_models():
+        raise UsageError(
+            f"unknown open_clip architecture {arch!r}; see open_clip.list_models() "
+            f"(e.g. ViT-B-32, ViT-B-16, ViT-L-14, convnext_base_w)"
+        )
+
+
+@contextmanager
+def _hub_offline(enabled: bool = True) -> Iterator[None]:
+    """Make huggingface_hub serve from its cache only (like ``HF_HUB_OFFLINE=1``) while loading."""
+    if not enabled:
+        yield
+        return
+    from huggingface_hub import constants
+
+    with _hub_lock:
+        previous = constants.HF_HUB_OFFLINE
+        constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            constants.HF_HUB_OFFLINE = previous
+
+
+def _registry_weights_cached(cfg: dict[str, Any]) -> bool:
+    """Whether open_clip would find this pretrained tag's weights without a download."""
+    if "file" in cfg:
+        return Path(cfg["file"]).is_file()
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        from huggingface_hub import try_to_load_from_cache
+        from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
+
+        # same split as open_clip.pretrained.download_pretrained: "org/repo/" or "org/repo/file"
+        repo_id, filename = os.path.split(hub)
+        filename = filename or HF_WEIGHTS_NAME
+        names = [filename]
+        if filename == HF_WEIGHTS_NAME:
+            names.insert(0, HF_SAFE_WEIGHTS_NAME)
+        elif filename.endswith((".bin", ".pth")):
+            names.insert(0, filename[:-4] + ".safetensors")
+        return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in names)
+    url = cfg.get("url", "")
+    return bool(url) and (Path("~/.cache/clip").expanduser() / os.path.basename(url)).is_file()
+
+
+def _load_registry(spec: ModelSpec, device: str, allow_download: bool) -> tuple[Any, Any]:
+    """``open_clip.create_model_and_transforms(arch, pretrained=tag)``, cache-only by default."""
+    import open_clip
+
+    assert spec.arch is not None and spec.pretrained is not None
+    _require_arch(spec.arch)
+    cfg = open_clip.get_pretrained_cfg(spec.arch, spec.pretrained)
+    if not cfg:
+        tags = open_clip.list_pretrained_tags_by_model(spec.arch)
+        raise UsageError(
+            f"open_clip architecture {spec.arch} has no pretrained tag {spec.pretrained!r}; "
+            f"known tags: {', '.join(tags) or 'none'}"
+        )
+    if not allow_download and not _registry_weights_cached(cfg):
+        raise ModelUnavailableError(
+            f"weights for {spec.arch}:{spec.pretrained} could not be loaded: they are not in the "
+            f"local model cache and downloading is disabled (no model hub reachable); {_ALTERNATIVES}"
+        )
+    try:
+        with _hub_offline(not allow_download):
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                spec.arch, pretrained=spec.pretrained, device=device, require_pretrained=True
+            )
+    except SplitauditError:
+        raise
+    except Exception as exc:
+        raise ModelUnavailableError(
+            f"weights for {spec.arch}:{spec.pretrained} could not be loaded or downloaded "
+            f"({exc}); {_ALTERNATIVES}"
+        ) from exc
+    return model, preprocess
+
+
+def _load_weights_file(spec: ModelSpec, device: str) -> tuple[Any, Any, str]:
+    """An open_clip architecture with a local weights file, loaded strictly."""
+    import open_clip
+
+    assert spec.arch is not None and spec.path is not None
+    _require_arch(spec.arch)
+    path = spec.path
+    if not path.is_file():
+        raise ModelUnavailableError(f"weights file {path} does not exist; {_ALTERNATIVES}")
+    digest = weights_digest(path)
+    try:
+        with _hub_offline():
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                spec.arch, pretrained=str(path.resolve()), device=device, require_pretrained=True
+            )
+    except Exception as exc:
+        raise ModelUnavailableError(
+            f"weights file {path} could not be loaded into open_clip {spec.arch} "
+            f"(corrupt, or not weights for this architecture): {exc}"
+        ) from exc
+    return model, preprocess, f"open_clip:{spec.arch}:{digest}"
+
+
+def _directory_weights(path: Path) -> Path:
+    """The weights file open_clip will pick in a checkpoint directory."""
+    for name in DIR_WEIGHTS_FILES:
+        if (path / name).is_file():
+            return path / name
+    found = sorted(p.name for p in path.iterdir() if p.is_file())
+    raise ModelUnavailableError(
+        f"checkpoint directory {path} holds no weights file (expected one of "
+        f"{', '.join(DIR_WEIGHTS_FILES)}; found {', '.join(found) or 'nothing'})"
+    )
+
+
+def _config_digest(config: dict[str, Any]) -> str:
+    """``cfg-<8 hex>`` of the model + preprocess config, stable across whitespace and key order."""
+    relevant = {"model_cfg": config.get("model_cfg"), "preprocess_cfg": config.get("preprocess_cfg", {})}
+    canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
+    return "cfg-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8]
+
+
+def _load_directory(spec: ModelSpec, device: str) -> tuple[Any, Any, str]:
+    """A Hugging Face-layout open_clip directory, loaded through open_clip's ``local-dir:`` schema."""
+    import open_clip
+
+    assert spec.path is not None
+    path = spec.path
+    if not path.is_dir():
+        raise ModelUnavailableError(f"checkpoint directory {path} does not exist; {_ALTERNATIVES}")
+    config_path = path / CONFIG_FILE
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelUnavailableError(f"checkpoint directory {path} has no {CONFIG_FILE}") from exc
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailableError(f"{config_path} is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict) or not isinstance(config.get("model_cfg"), dict):
+        raise ModelUnavailableError(f"{config_path} has no 'model_cfg' object (open_clip layout)")
+    weights = _directory_weights(path)
+    digest = weights_digest(weights)
+    try:
+        with _hub_offline():
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                f"local-dir:{path.resolve()}", device=device, require_pretrained=True
+            )
+    except Exception as exc:
+        raise ModelUnavailableError(
+            f"checkpoint {weights} could not be loaded with {config_path} "
+            f"(corrupt, or weights that do not fit the config): {exc}"
+        ) from exc
+    return model, preprocess, f"open_clip:{_config_digest(config)}:{digest}"
+
+
+def _probe_dim(model: Any, device: str, model_id: str) -> int:
+    """Embedding length, from one forward pass on a blank image (also proves the model runs)."""
+    import torch
+
+    size = getattr(model.visual, "image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)
+    with torch.inference_mode():
+        out = model.encode_image(torch.zeros(1, 3, height, width, device=device))
+    if out.ndim != 2:
+        raise ModelUnavailableError(f"{model_id}: encode_image returned shape {tuple(out.shape)}")
+    return int(out.shape[1])

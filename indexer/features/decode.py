@@ -1,0 +1,225 @@
+"""Decode image bytes once into the RGB image every feature is computed from.
+
+``decode_image`` is the only place image bytes are decoded. It:
+
+- refuses decompression bombs: more pixels than ``PIL.Image.MAX_IMAGE_PIXELS`` (read at
+  call time) is an error, not Pillow's mere warning;
+- turns every unreadable input (empty, not an image, truncated, corrupt) into
+  ``ImageDecodeError`` with a human reason, so callers record a failed item and go on;
+- applies the EXIF orientation;
+- decodes JPEG at reduced DCT scale with the fixed request ``draft("RGB", (256, 256))``:
+  the largest 1/2, 1/4 or 1/8 reduction keeping both sides >= 256, i.e. at least what a
+  224-px embedder needs. The request never depends on configuration, so the same file
+  always gives the same pixels;
+- keeps the first frame of animated / multi-frame files;
+- converts every mode to RGB deterministically: alpha (RGBA, LA, PA, palette or grey with
+  a transparency key) is composited on white, 16/32-bit greyscale keeps its top 8 bits,
+  CMYK / 1-bit / L / YCbCr go through Pillow's converters.
+
+``pixel_digest`` is the hex SHA-256 of mode, size and raw RGB pixels of that oriented
+decode *before* the final resize. For JPEG this is the DCT-scaled decode, for every other
+format the full-resolution one. Metadata-only edits and lossless re-encodes between
+non-JPEG formats (PNG -> lossless WebP, BMP -> PNG, ...) therefore keep the digest, while a
+JPEG and its lossless PNG copy get different digests (different decode scales) yet hash
+at Hamming ~0, so the near tier catches that pair.
+
+``image`` is the RGB decode with its short side Lanczos-resized to at most 256 px; the
+perceptual hashes and the embedder consume it.
+
+Warnings raised by Pillow while decoding (corrupt EXIF and the like) are logged at debug
+level rather than left to the process's warning filters, so results do not depend on
+them. This uses ``warnings.catch_warnings``: call from processes, not threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from indexer.errors import ImageDecodeError
+from indexer.features.textfields import extract_text_fields
+
+logger = logging.getLogger(__name__)
+
+DRAFT_SIZE = (256, 256)  # fixed JPEG DCT-scale request; see module docstring
+MAX_SHORT_SIDE = 256
+_RESAMPLE = Image.Resampling.LANCZOS
+_REDUCING_GAP = 3.0  # box-reduce first for big non-JPEG images; visually equal, much faster
+_WHITE = (255, 255, 255)
+
+# Formats we accept. Pillow's others (EPS via Ghostscript, PSD, exotic scientific formats)
+# are more attack surface than use for a dataset audit.
+SUPPORTED_FORMATS = (
+    "JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "PPM", "TGA", "ICO", "AVIF", "JPEG2000",
+)  # fmt: skip
+_JPEG_FORMATS = frozenset({"JPEG", "MPO"})
+_ORIENTATION_TAG = 0x0112
+_ORIENTATION_TRANSPOSE = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_ALPHA_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
+_WIDE_GREY_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedImage:
+    """One decoded image: the <=256 px RGB working copy plus what the decode revealed."""
+
+    image: Image.Image
+    width: int
+    height: int
+    format: str
+    pixel_digest: str
+    text_fields: dict[str, str] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def _open_formats() -> tuple[str, ...]:
+    Image.init()
+    return tuple(fmt for fmt in SUPPORTED_FORMATS if fmt in Image.OPEN)
+
+
+def decode_image(data: bytes) -> DecodedImage:
+    """Decode image bytes once; raise ``ImageDecodeError`` with a reason if they are unusable."""
+    if not data:
+        raise ImageDecodeError("empty file (0 bytes): not an image")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            decoded = _decode(data)
+        except ImageDecodeError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise ImageDecodeError(
+                f"decompression bomb refused: {exc} Raise PIL.Image.MAX_IMAGE_PIXELS only "
+                "if you trust this file."
+            ) from None
+        except UnidentifiedImageError:
+            raise ImageDecodeError(
+                f"not an image, or a format splitaudit does not read ({len(data)} bytes; "
+                f"supported: {', '.join(_open_formats())})"
+            ) from None
+        except MemoryError:
+            raise ImageDecodeError("out of memory while decoding: image too large") from None
+        except Exception as exc:  # any plugin failure on bad bytes is a per-image failure
+            raise ImageDecodeError(_describe_failure(exc)) from None
+    for warning in caught:
+        logger.debug("decode warning: %s", warning.message)
+    return decoded
+
+
+def _describe_failure(exc: Exception) -> str:
+    message = str(exc) or type(exc).__name__
+    lowered = message.lower()
+    if "truncated" in lowered or isinstance(exc, EOFError):
+        return f"truncated image: {message}"
+    return f"corrupt image: {type(exc).__name__}: {message}"
+
+
+def _decode(data: bytes) -> DecodedImage:
+    opened = Image.open(io.BytesIO(data), formats=_open_formats())
+    width, height = opened.size
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        # Pillow only warns between 1x and 2x its limit; we refuse.
+        raise ImageDecodeError(
+            f"decompression bomb refused: {width}x{height} = {width * height} pixels exceeds "
+            f"the limit of {limit} (PIL.Image.MAX_IMAGE_PIXELS)"
+        )
+    if opened.format in _JPEG_FORMATS:
+        opened.draft("RGB", DRAFT_SIZE)
+    opened.load()
+
+    text_fields = extract_text_fields(opened)
+    orientation = _orientation(opened)
+    rgb = _to_rgb(opened)
+    transpose = _ORIENTATION_TRANSPOSE.get(orientation)
+    if transpose is not None:
+        rgb = rgb.transpose(transpose)
+        if transpose in (
+            Image.Transpose.TRANSPOSE,
+            Image.Transpose.TRANSVERSE,
+            Image.Transpose.ROTATE_90,
+            Image.Transpose.ROTATE_270,
+        ):
+            width, height = height, width
+    return DecodedImage(
+        image=_fit_short_side(rgb, MAX_SHORT_SIDE),
+        width=width,
+        height=height,
+        format=opened.format or "unknown",
+        pixel_digest=pixel_digest(rgb),
+        text_fields=text_fields,
+    )
+
+
+def _orientation(image: Image.Image) -> int:
+    try:
+        value = image.getexif().get(_ORIENTATION_TAG, 1)
+    except Exception as exc:  # corrupt EXIF: keep the pixels as stored
+        logger.debug("unreadable EXIF orientation ignored: %s", exc)
+        return 1
+    return value if isinstance(value, int) else 1
+
+
+def pixel_digest(image: Image.Image) -> str:
+    """Hex SHA-256 of an image's mode, size and raw pixel bytes."""
+    digest = hashlib.sha256(f"{image.mode} {image.width}x{image.height}\n".encode())
+    digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Deterministic conversion of any decoded mode to 8-bit RGB (alpha on white)."""
+    mode = image.mode
+    if mode == "RGB" and "transparency" not in image.info:
+        return image
+    if mode in _WIDE_GREY_MODES:
+        return _wide_grey_to_l(image).convert("RGB")
+    if mode in _ALPHA_MODES or "transparency" in image.info:
+        return _composite_on_white(image if mode == "RGBA" else image.convert("RGBA"))
+    if mode == "F":
+        return image.convert("L").convert("RGB")
+    try:
+        return image.convert("RGB")
+    except ValueError as exc:
+        raise ImageDecodeError(f"unsupported pixel mode {mode}: {exc}") from None
+
+
+def _wide_grey_to_l(image: Image.Image) -> Image.Image:
+    """16/32-bit greyscale -> 8-bit by keeping the top byte of the 16-bit range."""
+    values = np.asarray(image)
+    if image.mode == "I":
+        values = np.clip(values, 0, 0xFFFF)
+    return Image.fromarray((values.astype(np.uint32) >> 8).astype(np.uint8))
+
+
+def _composite_on_white(rgba: Image.Image) -> Image.Image:
+    background = Image.new("RGB", rgba.size, _WHITE)
+    background.paste(rgba.convert("RGB"), mask=rgba.getchannel("A"))
+    return background
+
+
+def _fit_short_side(image: Image.Image, short_side: int) -> Image.Image:
+    """Downscale so the short side is ``short_side`` (keeps aspect); smaller images pass through."""
+    width, height = image.size
+    current = min(width, height)
+    if current <= short_side:
+        return image
+    scale = short_side / current
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)

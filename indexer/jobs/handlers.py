@@ -1,0 +1,78 @@
+"""What each job kind does: ``audit`` runs the audit engine, ``index`` indexes server-side sources."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from indexer.db.models import Audit, Corpus
+from indexer.errors import InputError, NotFoundError
+from indexer.jobs.queue import ClaimedJob
+from indexer.jobs.worker import Handler, JobOutcome, ProgressFn
+from indexer.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
+    """The audit a job runs (``params["audit_id"]``, else the audit row pointing at the job)."""
+    audit_id = job.params.get("audit_id")
+    if isinstance(audit_id, int):
+        return audit_id
+    with ws.sessions() as s:
+        found = s.scalar(select(Audit.id).where(Audit.job_id == job.id))
+    if found is None:
+        raise NotFoundError(f"job {job.id} has no audit attached; submit the audit again")
+    return found
+
+
+def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+    """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
+    from indexer.audit.service import run_audit
+
+    audit_id = audit_id_of(ws, job)
+    run_audit(ws, audit_id, progress=progress)
+    return JobOutcome(message=f"audit {audit_id} done")
+
+
+def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+    """Index the server-side sources of ``job`` into its corpus (resumes like the CLI)."""
+    from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
+    from indexer.pipeline.index import index_sources
+    from indexer.sources.open import open_source
+
+    params: Mapping[str, Any] = job.params
+    corpus_name = str(params.get("corpus", ""))
+    paths = [str(p) for p in params.get("sources", [])]
+    if not corpus_name or not paths:
+        raise InputError(f"index job {job.id} names no corpus or no sources")
+    no_embed = bool(params.get("no_embed", False))
+    model_spec = params.get("model")
+    if not no_embed and not model_spec:
+        with ws.sessions() as s:
+            model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
+        model_spec = model_spec or DEFAULT_MODEL_SPEC
+    sources = [open_source(p) for p in paths]
+    embedder = None if no_embed else load_embedder(str(model_spec))
+    done = 0
+
+    def count(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(0.0, f"{done} images processed")
+
+    summary = index_sources(ws, corpus_name, sources, embedder=embedder,
+                            workers=int(params.get("workers", 1)), progress=count,
+                            model_spec=None if no_embed else str(model_spec))
+    return JobOutcome(
+        message=f"indexed {summary.indexed}, already present {summary.skipped}, failed {summary.failed}",
+        result=summary.to_dict(),
+    )
+
+
+def default_handlers() -> dict[str, Handler]:
+    """The handler of every job kind."""
+    return {"audit": run_audit_job, "index": run_index_job}

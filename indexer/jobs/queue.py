@@ -1,0 +1,225 @@
+"""The job queue: rows in ``job``, claimed under a lease that a heartbeat renews.
+
+A worker claims the oldest job that is ``queued`` or ``running`` with an expired lease (its
+worker died), so a killed server's jobs are picked up again. On PostgreSQL the candidate
+row is locked with ``SELECT ... FOR UPDATE SKIP LOCKED``, so concurrent workers skip each
+other's rows instead of waiting; on every backend the claim itself is a compare-and-set
+``UPDATE`` (status / lease still as read), so two workers never run one job. SQLite is
+meant for a single worker; the compare-and-set keeps even two of them correct.
+
+Each claim counts an attempt. A job whose worker died ``max_attempts`` times is failed
+rather than retried forever (it is probably what kills the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
+
+from indexer.db.engine import transaction
+from indexer.db.models import Job
+from indexer.errors import NotFoundError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_S = 60.0
+DEFAULT_MAX_ATTEMPTS = 3
+JOB_KINDS = ("audit", "index")
+_MAX_ERROR_CHARS = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job this worker holds the lease of."""
+
+    id: int
+    kind: str
+    owner: str
+    attempts: int
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def utc_now() -> datetime:
+    """Timezone-aware UTC now (every lease time is UTC)."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """A stored timestamp as aware UTC (SQLite hands them back naive)."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def enqueue(session: Session, *, kind: str, params: dict[str, Any] | None = None) -> Job:
+    """Add a queued job (flushed, not committed) and return it."""
+    job = Job(kind=kind, status="queued", params=dict(params or {}), progress=0.0, attempts=0)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(session: Session, *, job_id: int) -> Job:
+    """The job ``job_id``; ``NotFoundError`` if there is none."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFoundError(f"job {job_id} does not exist; list audits with GET /api/v1/audits")
+    return job
+
+
+def _claimable(now: datetime) -> ColumnElement[bool]:
+    return or_(
+        Job.status == "queued",
+        and_(Job.status == "running", Job.lease_expires_at.is_not(None), Job.lease_expires_at < now),
+    )
+
+
+def claim_next(
+    sessions: sessionmaker[Session],
+    *,
+    owner: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    kinds: tuple[str, ...] = JOB_KINDS,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> ClaimedJob | None:
+    """Claim the oldest runnable job for ``owner``; ``None`` when the queue is empty."""
+    while True:
+        with transaction(sessions) as s:
+            now = utc_now()
+            query = select(Job).where(_claimable(now), Job.kind.in_(kinds)).order_by(Job.id).limit(1)
+            if s.get_bind().dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            job = s.scalars(query).first()
+            if job is None:
+                return None
+            if job.status == "running" and job.attempts >= max_attempts:
+                _give_up(s, job, now)
+                continue
+            result = s.execute(
+                update(Job)
+                .where(Job.id == job.id, _claimable(now), Job.attempts == job.attempts)
+                .values(
+                    status="running",
+                    lease_owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                    attempts=Job.attempts + 1,
+                    started_at=job.started_at or now,
+                    error=None,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != 1:  # type: ignore[attr-defined]
+                continue  # another worker won the race; look again
+            log.info("job %d (%s) claimed by %s, attempt %d", job.id, job.kind, owner, job.attempts + 1)
+            return ClaimedJob(id=job.id, kind=job.kind, owner=owner, attempts=job.attempts + 1,
+                              params=dict(job.params or {}))
+
+
+def _give_up(session: Session, job: Job, now: datetime) -> None:
+    """Fail a job whose workers keep dying instead of retrying it forever."""
+    job.status = "failed"
+    job.error = (
+        f"the worker running this job stopped {job.attempts} times without finishing it "
+        "(killed, out of memory?); check the server log, then submit it again"
+    )
+    job.finished_at = now
+    job.lease_owner = None
+    job.lease_expires_at = None
+    log.warning("job %d failed after %d abandoned attempts", job.id, job.attempts)
+
+
+def _owned(job_id: int, owner: str) -> ColumnElement[bool]:
+    return and_(Job.id == job_id, Job.lease_owner == owner, Job.status == "running")
+
+
+def _update_owned(sessions: sessionmaker[Session], job_id: int, owner: str, **values: Any) -> bool:
+    with transaction(sessions) as s:
+        result = s.execute(
+            update(Job).where(_owned(job_id, owner)).values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def heartbeat(
+    sessions: sessionmaker[Session],
+    *,
+    job_id: int,
+    owner: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    progress: float | None = None,
+    message: str | None = None,
+) -> bool:
+    """Renew the lease (and store progress); ``False`` when ``owner`` no longer holds the job."""
+    values: dict[str, Any] = {"lease_expires_at": utc_now() + timedelta(seconds=lease_s)}
+    if progress is not None:
+        values["progress"] = min(max(float(progress), 0.0), 1.0)
+    if message is not None:
+        values["message"] = message[:_MAX_ERROR_CHARS]
+    return _update_owned(sessions, job_id, owner, **values)
+
+
+def complete(
+    sessions: sessionmaker[Session],
+    *,
+    job_id: int,
+    owner: str,
+    message: str | None = None,
+    result: dict[str, Any] | None = None,
+) -> bool:
+    """Mark the job done (``result`` is stored under ``params["result"]``); ``False`` if not held."""
+    values: dict[str, Any] = {
+        "status": "done", "progress": 1.0, "finished_at": utc_now(),
+        "lease_owner": None, "lease_expires_at": None, "error": None,
+    }
+    if message is not None:
+        values["message"] = message[:_MAX_ERROR_CHARS]
+    if result is not None:
+        with sessions() as s:
+            params = dict(get_job(s, job_id=job_id).params or {})
+        values["params"] = params | {"result": result}
+    return _update_owned(sessions, job_id, owner, **values)
+
+
+def fail(sessions: sessionmaker[Session], *, job_id: int, owner: str, error: str) -> bool:
+    """Mark the job failed with ``error``; ``False`` if ``owner`` no longer holds it."""
+    return _update_owned(
+        sessions, job_id, owner, status="failed", error=error[:_MAX_ERROR_CHARS] or "failed",
+        finished_at=utc_now(), lease_owner=None, lease_expires_at=None,
+    )
+
+
+def release(sessions: sessionmaker[Session], *, job_id: int, owner: str) -> bool:
+    """Put a held job back in the queue without counting the attempt (graceful shutdown)."""
+    return _update_owned(
+        sessions, job_id, owner, status="queued", lease_owner=None, lease_expires_at=None,
+        attempts=Job.attempts - 1, message="re-queued: the worker was shut down",
+    )
+
+
+def requeue_expired(sessions: sessionmaker[Session], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> int:
+    """Re-queue running jobs whose lease expired (their worker died); returns how many."""
+    now = utc_now()
+    count = 0
+    with transaction(sessions) as s:
+        expired = s.scalars(
+            select(Job).where(Job.status == "running", Job.lease_expires_at < now).order_by(Job.id)
+        ).all()
+        for job in expired:
+            if job.attempts >= max_attempts:
+                _give_up(s, job, now)
+                continue
+            job.status = "queued"
+            job.lease_owner = None
+            job.lease_expires_at = None
+            job.message = f"re-queued after its worker stopped (attempt {job.attempts} abandoned)"
+            count += 1
+    if count:
+        log.warning("re-queued %d job(s) whose worker stopped", count)
+    return count

@@ -1,0 +1,114 @@
+"""Open a corpus source or a test split from a path, choosing the reader by what the path is."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from indexer.errors import InputError, UsageError
+from indexer.sources._layout import is_hidden, is_image_name
+from indexer.sources.archive import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MEMBERS,
+    ArchiveSource,
+    archive_kind,
+    extract_archive,
+)
+from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from indexer.sources.folder import FolderSource
+from indexer.sources.labels_csv import LabelledSource, load_labels_csv
+from indexer.sources.manifest import FORMATS, ManifestSource
+from indexer.sources.record import Source
+from indexer.sources.webdataset import COMPRESSED_SUFFIXES, WebDatasetSource, looks_like_webdataset
+
+__all__ = ["load_labels_csv", "open_source", "open_split"]
+
+SPLIT_MANIFESTS = ("manifest.jsonl", "manifest.csv", "manifest.parquet")
+
+
+def _is_shard_dir(path: Path) -> bool:
+    """A folder of (WebDataset) tar files with no images directly in it."""
+    names = [e.name for e in os.scandir(path) if not is_hidden(e.name) and e.is_file()]
+    tars = [n for n in names if n.endswith(".tar") or n.lower().endswith(COMPRESSED_SUFFIXES)]
+    return bool(tars) and not any(is_image_name(n) for n in names)
+
+
+def open_source(spec: str | os.PathLike[str]) -> Source:
+    """A corpus source for ``spec``.
+
+    A folder with ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files ->
+    WebDataset; another folder -> images in it; ``.csv``/``.tsv``/``.jsonl``/``.parquet`` ->
+    manifest; a ``.tar`` whose members pair ``{key}.jpg`` with ``{key}.json`` (or flat
+    ``{key}.txt``) -> one WebDataset shard; another ``.zip``/``.tar`` -> archive read in place.
+    """
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise InputError(f"{spec} does not exist")
+    if path.is_dir():
+        if (path / "img_emb").is_dir():
+            return PrecomputedEmbeddingSource(path)
+        if _is_shard_dir(path):
+            return WebDatasetSource(path)
+        return FolderSource(path)
+    if path.suffix.lower() in FORMATS:
+        return ManifestSource(path)
+    kind = archive_kind(path)
+    if kind == "tar" and looks_like_webdataset(path):
+        return WebDatasetSource(path)
+    if kind is not None:
+        return ArchiveSource(path)
+    raise InputError(
+        f"cannot tell what kind of source {spec} is: expected a folder, a manifest "
+        "(.csv/.tsv/.jsonl/.parquet), WebDataset .tar shards, a zip/tar archive, "
+        "or a clip-retrieval folder with img_emb/"
+    )
+
+
+def open_split(
+    path: str | os.PathLike[str],
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_members: int = DEFAULT_MAX_MEMBERS,
+) -> Source:
+    """A test split: a folder (ImageFolder or not), a manifest file, or a zip/tar archive.
+
+    Archives are unpacked with ``extract_archive`` into ``workdir``, an empty folder the
+    caller owns and deletes (required for archives). In a split folder, ``manifest.jsonl`` /
+    ``manifest.csv`` / ``manifest.parquet`` at the root switch to manifest mode (paths relative
+    to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
+    sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"{path} does not exist")
+    source: Source
+    if p.is_dir():
+        source = _open_split_folder(p)
+    elif p.suffix.lower() in FORMATS:
+        source = ManifestSource(p)
+    elif archive_kind(p) is not None:
+        if workdir is None:
+            raise UsageError(
+                f"{path} is an archive: pass workdir= (an empty folder) to unpack it into"
+            )
+        root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
+        source = _open_split_folder(root)
+    else:
+        raise InputError(
+            f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
+        )
+    return LabelledSource(source, labels) if labels else source
+
+
+def _open_split_folder(root: Path) -> Source:
+    """Manifest mode when the folder has a root manifest, else images with optional labels.csv."""
+    for name in SPLIT_MANIFESTS:
+        if (root / name).is_file():
+            return ManifestSource(root / name)
+    folder = FolderSource(root)
+    if (root / "labels.csv").is_file():
+        return LabelledSource(folder, load_labels_csv(root / "labels.csv"))
+    return folder
