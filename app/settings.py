@@ -27,22 +27,22 @@ class ApiSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SPLITAUDIT_", extra="ignore")
 
-    home: Path = Field(DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads.")
-    database_url: str | None = Field(None, description="PostgreSQL URL; default SQLite inside home.")
+    home: Path = Field(default=DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads.")
+    database_url: str | None = Field(default=None, description="PostgreSQL URL; default SQLite inside home.")
     # name -> token, from ``name:token,name2:token2``.
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False, description="API tokens as name:token pairs, comma separated."
     )
-    read_requires_token: bool = Field(False, description="Also require a token for GET endpoints.")
-    max_upload_mb: float = Field(1024, gt=0, description="Largest accepted upload (413 above).")
-    max_unpacked_mb: float = Field(8192, gt=0, description="Largest unpacked size of an uploaded archive.")
+    read_requires_token: bool = Field(default=False, description="Also require a token for GET endpoints.")
+    max_upload_mb: float = Field(default=1024, gt=0, description="Largest accepted upload (413 above).")
+    max_unpacked_mb: float = Field(default=8192, gt=0, description="Largest unpacked size of an uploaded archive.")
     source_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="Server folders that manifests, split folders and index jobs may read."
     )
-    run_worker: bool = Field(True, description="Run the job worker inside the server process.")
-    job_lease_s: float = Field(60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
-    job_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for queued jobs.")
-    test_job_delay: float = Field(0.0, ge=0, description="Test hook: seconds slept at each job progress report.")
+    run_worker: bool = Field(default=True, description="Run the job worker inside the server process.")
+    job_lease_s: float = Field(default=60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
+    job_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued jobs.")
+    test_job_delay: float = Field(default=0.0, ge=0, description="Test hook: seconds slept at each job progress report.")
 
     @field_validator("api_tokens", mode="before")
     @classmethod

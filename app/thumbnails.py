@@ -70,7 +70,7 @@ def read_original(
 def render_thumbnail(data: bytes, size: int) -> Thumbnail:
     """Downscale to fit ``size`` x ``size``: PNG when the image has transparency, else JPEG."""
     try:
-        image = Image.open(io.BytesIO(data))
+        image: Image.Image = Image.open(io.BytesIO(data))
         limit = Image.MAX_IMAGE_PIXELS
         if limit is not None and image.width * image.height > limit:
             raise ImageDecodeError(f"decompression bomb refused: {image.width}x{image.height} pixels")

@@ -134,7 +134,7 @@ def _variant(name: str, rng: random.Random) -> str:
     form = rng.randrange(5)
     if form == 0:
         last = words[-1]
-        words[-1] = last + ("es" if last.endswith(("x", "ch", "sh")) else "s")
+        words[-1] = last + ("es" if last.endswith(("s", "x", "ch", "sh")) else "s")
         return " ".join(words)
     if form == 1:
         return "_".join(words) + f"_{rng.randrange(10000):04d}.jpg"

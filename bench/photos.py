@@ -59,7 +59,9 @@ def source_photos() -> list[tuple[str, Image.Image]]:
             with Image.open(path) as im:
                 found[f"darknet-{path.stem}"] = im.convert("RGB")
     if not found:
-        raise RuntimeError("no source photos found: install scikit-image (pip install scikit-image)")
+        raise RuntimeError(
+            "no source photos found: install scikit-image (pip install scikit-image)"
+        )
     return [(name, found[name]) for name in sorted(found)]
 
 

@@ -6,9 +6,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
+
+from indexer.demo import synthetic_photo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,21 +20,8 @@ PG_URL = os.environ.get(
 
 
 def photo(seed: int, size: tuple[int, int] = (320, 240)) -> Image.Image:
-    """A deterministic photo-like RGB image: smooth gradients, blobs and texture."""
-    rng = np.random.default_rng(seed)
-    w, h = size
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    img = np.zeros((h, w, 3), np.float32)
-    for c in range(3):
-        a, b, p = rng.uniform(-1, 1, 3)
-        img[..., c] = 128 + 60 * np.sin(a * xx / w * 6 + b * yy / h * 6 + p * 6)
-    for _ in range(6):
-        cx, cy, r = rng.uniform(0, w), rng.uniform(0, h), rng.uniform(10, min(w, h) / 3)
-        color = rng.uniform(0, 255, 3)
-        mask = ((xx - cx) ** 2 + (yy - cy) ** 2) < r**2
-        img[mask] = 0.35 * img[mask] + 0.65 * color
-    img += rng.normal(0, 6, img.shape)
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    """A deterministic photo-like RGB image (see ``indexer.demo.synthetic_photo``)."""
+    return synthetic_photo(seed, size)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 DARKNET_DIR = Path("/usr/share/darknet/data")
 MAX_SIDE = 768
+DUPLICATE_RADIUS = 12  # pHash bits; unrelated photos sit at ~32
 
 # scikit-image samples bundled in the wheel (the others need a network fetch). ``cat`` is
 # ``chelsea`` again, ``horse`` / ``logo`` / ``colorwheel`` are drawings, not photos.
@@ -142,7 +143,24 @@ def collect_photos() -> list[Photo]:
     for source in (_skimage_photos, _darknet_photos, _matplotlib_photos, _sklearn_photos, _frost_photos):
         for photo in source():
             photos[photo.name] = Photo(photo.name, photo.origin, _shrink(photo.image))
-    return [photos[name] for name in sorted(photos)]
+    return _drop_duplicates([photos[name] for name in sorted(photos)])
+
+
+def _drop_duplicates(photos: list[Photo]) -> list[Photo]:
+    """Drop photos that duplicate an earlier one (imagecorruptions' frost3 is frost2 again):
+    a duplicate pair would otherwise be labelled 'unrelated' and count as a false positive."""
+    from indexer.features.hashes import hamming
+    from indexer.features.perceptual import phash
+
+    kept: list[tuple[Photo, int]] = []
+    for photo in photos:
+        value = phash(photo.image).value
+        twin = next((p for p, v in kept if hamming(v, value) <= DUPLICATE_RADIUS), None)
+        if twin is not None:
+            log.info("skipping %s: a duplicate of %s", photo.name, twin.name)
+            continue
+        kept.append((photo, value))
+    return [photo for photo, _ in kept]
 
 
 def lfw_faces() -> npt.NDArray[np.uint8]:

@@ -228,7 +228,10 @@ def render_junit(report: Mapping[str, Any]) -> str:
     fail_on = _fail_on(report)
     corpora = ",".join(str(c) for c in report.get("corpora") or []) or "corpus"
     classname = _xml(f"splitaudit.{corpora}")
-    suite = ET.Element("testsuite", name="splitaudit leakage audit", timestamp=_xml(report.get("created_at") or ""))
+    suite = ET.Element("testsuite", name="splitaudit leakage audit")
+    if report.get("created_at"):
+        # JUnit's timestamp is ISO 8601 without a zone: drop the UTC offset the report carries.
+        suite.set("timestamp", _xml(str(report["created_at"])[:19]))
     props = ET.SubElement(suite, "properties")
     for name, value in (("schema", report.get("schema")), ("audit_id", report.get("audit_id")),
                         ("corpora", corpora), ("fail_on", ",".join(fail_on)),
@@ -245,8 +248,8 @@ def render_junit(report: Mapping[str, Any]) -> str:
         counted = _counted(item)
         if key in failed_by_key:
             errors += 1
-            reason = failed_by_key.pop(key).get("reason")
-            ET.SubElement(case, "error", message=_xml(reason), type="unreadable").text = _xml(reason)
+            reason = _xml(failed_by_key.pop(key).get("reason"))
+            ET.SubElement(case, "error", message=reason, type="unreadable").text = reason
         elif _item_failed(item, report):
             failures += 1
             failing = [m for m in counted if m.get("kind") in fail_on] or counted
@@ -258,7 +261,9 @@ def render_junit(report: Mapping[str, Any]) -> str:
             body += "\n" + _match_lines(failing)
             if others:
                 body += "\nalso (not failing the gate):\n" + _match_lines(others)
-            ET.SubElement(case, "failure", message=_xml(message), type=_xml(failing[0].get("kind") if failing else "flagged")).text = _xml(body)
+            kind = failing[0].get("kind") if failing else "flagged"
+            failure = ET.SubElement(case, "failure", message=_xml(message), type=_xml(kind))
+            failure.text = _xml(body)
         notes = []
         if counted and not _item_failed(item, report):
             notes.append("matches in tiers that do not fail the gate:\n" + _match_lines(counted))
@@ -270,12 +275,13 @@ def render_junit(report: Mapping[str, Any]) -> str:
             ET.SubElement(case, "system-out").text = _xml("\n".join(notes))
     for key, failed in failed_by_key.items():
         case = ET.SubElement(suite, "testcase", classname=classname, name=_xml(key), time="0")
-        ET.SubElement(case, "error", message=_xml(failed.get("reason")), type="unreadable").text = _xml(failed.get("reason"))
+        reason = _xml(failed.get("reason"))
+        ET.SubElement(case, "error", message=reason, type="unreadable").text = reason
         tests += 1
         errors += 1
     counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors), "skipped": "0", "time": "0"}
     suite.attrib.update(counts)
-    root = ET.Element("testsuites", name="splitaudit", **counts)
+    root = ET.Element("testsuites", {"name": "splitaudit", **counts})
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

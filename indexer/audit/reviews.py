@@ -39,7 +39,7 @@ def _latest_review_ids() -> Any:
 
 def _filtered(
     audit_id: int, kind: str | None, review: str | None, label: str | None
-) -> Select[tuple[Match, SplitItem, Item, str, Review]]:
+) -> Select[Match, SplitItem, Item, str, Review]:
     latest = _latest_review_ids()
     query = (
         select(Match, SplitItem, Item, Shard.name, Review)
@@ -124,7 +124,7 @@ def list_matches(
         .limit(page_size)
         .offset((page - 1) * page_size)
     ).all()
-    return [_row_dict(*row) for row in rows], int(total)
+    return [_row_dict(m, si, it, sh, rv) for m, si, it, sh, rv in rows], int(total)
 
 
 def get_match(session: Session, *, match_id: int) -> Match:
@@ -151,7 +151,7 @@ def match_detail(session: Session, *, match_id: int) -> dict[str, Any]:
         .outerjoin(Review, Review.id == latest.c.review_id)
         .where(Match.id == match.id)
     ).one()
-    out = _row_dict(*row)
+    out = _row_dict(row[0], row[1], row[2], row[3], row[4])
     out["history"] = review_history(session, match_id=match_id)
     return out
 

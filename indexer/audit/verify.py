@@ -44,6 +44,8 @@ _SIGMA_FINE = 0.6
 _SIGMA_COARSE = 3.0
 _RESAMPLE = Image.Resampling.BILINEAR
 _EPS = 1e-6
+# Band-pass standard deviation (grey levels) below which a window counts as flat.
+MIN_CONTRAST = 2.0
 
 ImageOrThumbnail = Image.Image | npt.NDArray[np.uint8]
 
@@ -81,10 +83,24 @@ def _band_pass(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 
 def _normalise_rows(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Zero mean, unit L2 norm per row (flat rows stay all-zero and so score 0)."""
+    """Zero mean per row, divided by the row's norm -- or by the norm a window of
+    ``MIN_CONTRAST`` standard deviation would have, if larger: a nearly flat window (sky,
+    wall, over-exposed thumbnail) is shrunk toward zero instead of having its noise blown up
+    to unit length, so two flat images never verify as the same picture."""
     rows = rows - rows.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    out: npt.NDArray[np.float32] = rows / np.maximum(norms, _EPS)
+    floor = MIN_CONTRAST * np.sqrt(rows.shape[1])
+    out: npt.NDArray[np.float32] = rows / np.maximum(norms, max(floor, _EPS))
+    return out
+
+
+def _separable(pixels: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``rows @ P @ rows.T`` for every square image P in a (n, s, s) stack, as two BLAS calls."""
+    n, s, _ = pixels.shape
+    k = rows.shape[0]
+    right = (pixels.reshape(n * s, s) @ rows.T).reshape(n, s, k)  # P @ rows.T
+    left = (right.transpose(0, 2, 1).reshape(n * k, s) @ rows.T).reshape(n, k, k)
+    out: npt.NDArray[np.float32] = left.transpose(0, 2, 1)
     return out
 
 
@@ -92,11 +108,10 @@ def _reference_vectors(thumbs: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]
     """(n, 32, 32) thumbnails -> (n, WINDOW**2) normalised central band-passed windows."""
     lo = (THUMB_SIZE - WINDOW) // 2
     pixels = thumbs.astype(np.float32)
-    fine = _blur_matrix(THUMB_SIZE, _SIGMA_FINE)
-    coarse = _blur_matrix(THUMB_SIZE, _SIGMA_COARSE)
-    band = fine @ pixels @ fine.T - coarse @ pixels @ coarse.T  # batched matmul
-    windows = band[:, lo : lo + WINDOW, lo : lo + WINDOW].reshape(len(thumbs), -1)
-    return _normalise_rows(windows)
+    fine = _blur_matrix(THUMB_SIZE, _SIGMA_FINE)[lo : lo + WINDOW]
+    coarse = _blur_matrix(THUMB_SIZE, _SIGMA_COARSE)[lo : lo + WINDOW]
+    band = _separable(pixels, fine) - _separable(pixels, coarse)
+    return _normalise_rows(band.reshape(len(thumbs), WINDOW * WINDOW))
 
 
 def _query_source(image: ImageOrThumbnail) -> Image.Image:

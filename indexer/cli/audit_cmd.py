@@ -178,8 +178,8 @@ def _exit_code(result: GateResult) -> int:
               help="Fraction (0.01) or percentage (1%) of test images allowed to be flagged [default: 0].")
 @click.option("--max-count", type=click.IntRange(min=0), metavar="N",
               help="Number of test images allowed to be flagged.")
-@click.option("--threshold", "thresholds", multiple=True, metavar="TIER=VALUE",
-              help="Per-tier matching threshold handed to the audit (repeatable), e.g. semantic=0.9.")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Matching threshold handed to the audit (repeatable), e.g. semantic_cosine=0.9 or phash_hamming=6.")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Policy file to use instead of the nearest splitaudit.toml / pyproject.toml.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),

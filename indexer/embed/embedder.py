@@ -22,6 +22,8 @@ class BatchPreprocess:
     The geometric steps (resize, crop/pad, convert) run per image exactly as the model's own
     transform defines them; when the transform ends in ``ToTensor`` + ``Normalize`` those two are
     done once on the stacked uint8 batch instead of per image (same numbers, less overhead).
+    Batches come out channels-last (the stacked HWC arrays' natural layout), which CPU
+    convolutions run faster on; values are identical either way.
     """
 
     def __init__(self, transform: Callable[[Image.Image], Any]) -> None:
@@ -44,7 +46,8 @@ class BatchPreprocess:
 
         rgb = [image if image.mode == "RGB" else image.convert("RGB") for image in images]
         if self._geometry is None:
-            return torch.stack([self.transform(image) for image in rgb])
+            stacked = torch.stack([self.transform(image) for image in rgb])
+            return stacked.contiguous(memory_format=torch.channels_last)
         arrays = []
         for image in rgb:
             out: Any = image
@@ -54,7 +57,8 @@ class BatchPreprocess:
                 out = out.convert("RGB")
             arrays.append(np.asarray(out))
         batch = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
-        return (batch.float() * self._scale + self._shift).contiguous()
+        normalised = batch.float() * self._scale + self._shift
+        return normalised.contiguous(memory_format=torch.channels_last)
 
 
 def _is_to_tensor(step: object) -> bool:

@@ -23,8 +23,10 @@ non-JPEG formats (PNG -> lossless WebP, BMP -> PNG, ...) therefore keep the dige
 JPEG and its lossless PNG copy get different digests (different decode scales) yet hash
 at Hamming ~0, so the near tier catches that pair.
 
-``image`` is the RGB decode with its short side Lanczos-resized to at most 256 px; the
-perceptual hashes and the embedder consume it.
+``decoded`` is that RGB decode; perceptual hashes are computed from it (they shrink to
+32x32 themselves, so an intermediate resize would only cost time). ``image`` is the
+decode with its short side Lanczos-resized to at most 256 px, made on first access: the
+embedder consumes it, hash-only runs never pay for it.
 
 Warnings raised by Pillow while decoding (corrupt EXIF and the like) are logged at debug
 level rather than left to the process's warning filters, so results do not depend on
@@ -38,7 +40,7 @@ import io
 import logging
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -74,16 +76,21 @@ _ALPHA_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
 _WIDE_GREY_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DecodedImage:
-    """One decoded image: the <=256 px RGB working copy plus what the decode revealed."""
+    """One decoded image: oriented RGB pixels at decode scale plus what the decode revealed."""
 
-    image: Image.Image
+    decoded: Image.Image
     width: int
     height: int
     format: str
     pixel_digest: str
     text_fields: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def image(self) -> Image.Image:
+        """The RGB working copy, short side at most 256 px (what the embedder consumes)."""
+        return _fit_short_side(self.decoded, MAX_SHORT_SIDE)
 
 
 @lru_cache(maxsize=1)
@@ -158,7 +165,7 @@ def _decode(data: bytes) -> DecodedImage:
         ):
             width, height = height, width
     return DecodedImage(
-        image=_fit_short_side(rgb, MAX_SHORT_SIDE),
+        decoded=rgb,
         width=width,
         height=height,
         format=opened.format or "unknown",

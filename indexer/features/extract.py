@@ -19,7 +19,7 @@ def extract_features(
     The returned image is what the embedder should consume, so embedding needs no second decode.
     """
     decoded = decode_image(data)
-    hashes = perceptual_hashes(decoded.image)
+    hashes = perceptual_hashes(decoded.decoded)
     features = ImageFeatures(
         sha256=sha256_bytes(data),
         pixel_digest=decoded.pixel_digest,

@@ -8,8 +8,11 @@ frequencies, so the mirrored image's pHash comes from the same coefficients for 
 
 dHash: grayscale, Lanczos-resize to 9x8, bit = pixel brighter than its left neighbour.
 
-Bits are packed row-major with the first bit most significant, so ``Hash64.hex()`` prints
-what ``str(imagehash.phash(img))`` prints for the same grayscale input.
+Both resizes use Pillow's ``reducing_gap=3``: a source more than 3x the target is first
+box-reduced, then Lanczos-filtered. That makes hashing ~6x cheaper on a decoded photo and
+is a fixed part of the definition; it also means a few bits can differ from imagehash's
+(plain Lanczos) for the same input. Bits are packed row-major with the first bit most
+significant, as imagehash prints them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from indexer.features.hashes import Hash64, bits_to_int
 HASH_SIZE = 8
 PHASH_IMG_SIZE = 32  # imagehash's default: highfreq_factor 4 x hash_size 8
 _LANCZOS = Image.Resampling.LANCZOS
+REDUCING_GAP = 3.0  # part of the hash definition: changing it changes stored hashes
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +63,7 @@ def _grayscale(image: Image.Image) -> Image.Image:
 
 def phash_lowfreq(gray: Image.Image) -> npt.NDArray[np.float64]:
     """The 8x8 low-frequency DCT block of a grayscale image resized to 32x32."""
-    small = gray.resize((PHASH_IMG_SIZE, PHASH_IMG_SIZE), _LANCZOS)
+    small = gray.resize((PHASH_IMG_SIZE, PHASH_IMG_SIZE), _LANCZOS, reducing_gap=REDUCING_GAP)
     pixels = np.asarray(small, dtype=np.float64)
     basis = _dct_basis(PHASH_IMG_SIZE, HASH_SIZE)
     lowfreq: npt.NDArray[np.float64] = basis @ pixels @ basis.T
@@ -67,21 +71,26 @@ def phash_lowfreq(gray: Image.Image) -> npt.NDArray[np.float64]:
 
 
 def _median_bits(coefficients: npt.NDArray[np.float64]) -> int:
-    return bits_to_int(coefficients > np.median(coefficients))
+    # np.median's generality costs ~10x a sort of 64 values; same value for an even count.
+    ordered = np.sort(coefficients, axis=None)
+    middle = ordered.size // 2
+    median = (ordered[middle - 1] + ordered[middle]) / 2.0
+    return bits_to_int(coefficients > median)
 
 
 def phash(image: Image.Image) -> Hash64:
-    """imagehash-compatible 64-bit pHash."""
+    """64-bit pHash (DCT low frequencies vs their median)."""
     return Hash64(_median_bits(phash_lowfreq(_grayscale(image))))
 
 
 def dhash(image: Image.Image) -> Hash64:
-    """imagehash-compatible 64-bit horizontal difference hash."""
+    """64-bit horizontal difference hash."""
     return Hash64(_dhash_bits(_grayscale(image)))
 
 
 def _dhash_bits(gray: Image.Image) -> int:
-    small = np.asarray(gray.resize((HASH_SIZE + 1, HASH_SIZE), _LANCZOS), dtype=np.int16)
+    small_img = gray.resize((HASH_SIZE + 1, HASH_SIZE), _LANCZOS, reducing_gap=REDUCING_GAP)
+    small = np.asarray(small_img, dtype=np.int16)
     return bits_to_int(small[:, 1:] > small[:, :-1])
 
 

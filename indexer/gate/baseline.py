@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,6 +219,6 @@ def merge_baselines(baselines: Iterable[Baseline]) -> Baseline:
     return Baseline(entries=tuple(seen))
 
 
-def _sort_key(e: BaselineEntry) -> Sequence[str]:
+def _sort_key(e: BaselineEntry) -> tuple[str, ...]:
     """Stable order for written files."""
     return (e.test_key or "", e.corpus or "", e.corpus_key or "", e.kind, e.test_sha256 or "")

@@ -139,7 +139,7 @@ class AuditClient:
         per-chunk callback (e.g. a progress bar's ``update``).
         """
         split = Path(split)
-        data: dict[str, Any] = {"corpus": list(corpora)}
+        data: dict[str, Any] = {"corpus": list(corpora), "name": split.resolve().name or "split"}
         if thresholds:
             data["thresholds"] = json.dumps(dict(thresholds))
         with contextlib.ExitStack() as stack:

@@ -7,8 +7,8 @@ level) or in ``pyproject.toml`` under ``[tool.splitaudit]``::
     max_rate = 0.0                   # fraction of test images allowed to be flagged
     max_count = 0                    # number of test images allowed to be flagged
     baseline = "splitaudit.baseline.json"   # relative to the policy file
-    [thresholds]                     # per-tier thresholds handed to the audit engine
-    semantic = 0.9
+    [thresholds]                     # handed to the audit engine (Thresholds field names)
+    semantic_cosine = 0.9            # aliases: semantic, phash / hamming (= phash_hamming)
 
 Command-line flags override the file key by key (thresholds tier by tier).
 """
@@ -33,6 +33,8 @@ DEFAULT_FAIL_ON: tuple[str, ...] = ("exact", "near")
 POLICY_FILE = "splitaudit.toml"
 PYPROJECT = "pyproject.toml"
 _KEYS = ("fail_on", "max_rate", "max_count", "thresholds", "baseline")
+# Short names for the engine's threshold fields (``indexer.audit.thresholds.Thresholds``).
+THRESHOLD_ALIASES = {"semantic": "semantic_cosine", "phash": "phash_hamming", "hamming": "phash_hamming"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class Policy:
         object.__setattr__(self, "fail_on", parse_tiers(self.fail_on))
         object.__setattr__(self, "max_rate", _check_rate(self.max_rate))
         object.__setattr__(self, "max_count", _check_count(self.max_count))
-        object.__setattr__(self, "thresholds", dict(self.thresholds))
+        object.__setattr__(self, "thresholds", {THRESHOLD_ALIASES.get(k, k): v for k, v in self.thresholds.items()})
 
     @property
     def effective_max_rate(self) -> float | None:
@@ -83,7 +85,8 @@ class Policy:
         if max_count is not None:
             changes["max_count"] = max_count
         if thresholds:
-            changes["thresholds"] = {**self.thresholds, **thresholds}
+            changes["thresholds"] = {**self.thresholds,
+                                     **{THRESHOLD_ALIASES.get(k, k): v for k, v in thresholds.items()}}
         if baseline is not None:
             changes["baseline"] = baseline
         return dataclasses.replace(self, **changes)
@@ -132,14 +135,14 @@ def parse_tiers(value: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def parse_threshold_options(values: Iterable[str]) -> dict[str, float]:
-    """``["near=8", "semantic=0.9"]`` -> ``{"near": 8.0, "semantic": 0.9}``; ``UsageError`` if malformed."""
+    """``["phash_hamming=6", "semantic=0.9"]`` -> ``{"phash_hamming": 6.0, "semantic_cosine": 0.9}``."""
     out: dict[str, float] = {}
     for raw in values:
         name, sep, number = raw.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or not name:
-            raise UsageError(f"--threshold takes TIER=VALUE (e.g. semantic=0.9), got {raw!r}")
-        out[name] = _number(number.strip(), f"--threshold {name}")
+            raise UsageError(f"--threshold takes NAME=VALUE (e.g. semantic_cosine=0.9), got {raw!r}")
+        out[THRESHOLD_ALIASES.get(name, name)] = _number(number.strip(), f"--threshold {name}")
     return out
 
 

@@ -16,6 +16,8 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", 
 # A caption sidecar larger than this is not a caption; we keep only its start.
 MAX_CAPTION_BYTES = 64 * 1024
 
+_PLAIN = frozenset({str, int, bool})
+
 # Folders that archive tools add and that never hold dataset images.
 JUNK_DIRS = frozenset({"__MACOSX"})
 
@@ -101,6 +103,8 @@ def lookup_label(labels: Mapping[str, str], key: str) -> str | None:
 
 def text_value(value: Any) -> str | None:
     """A metadata cell as text: ``None``/NaN/blank -> ``None``, integral floats without ``.0``."""
+    if type(value) is str:  # the common case, kept fast for million-row manifests
+        return value.strip() or None
     if value is None:
         return None
     if isinstance(value, float):
@@ -116,7 +120,7 @@ def text_value(value: Any) -> str | None:
 
 def json_safe(value: Any) -> Any:
     """``value`` converted to plain JSON types (NaN -> None, bytes -> text or base64, dates -> ISO)."""
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or type(value) in _PLAIN:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None

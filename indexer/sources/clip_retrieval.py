@@ -162,10 +162,11 @@ class PrecomputedEmbeddingSource:
         _, pq = self._files(shard)
         seen: set[str] = set()
         row = 0
-        for batch in pq_mod.ParquetFile(pq).iter_batches(batch_size=4096):
-            for item in batch.to_pylist():
-                yield self._record(shard, row, item, seen)
-                row += 1
+        with pq_mod.ParquetFile(pq) as pf:
+            for batch in pf.iter_batches(batch_size=4096):
+                for item in batch.to_pylist():
+                    yield self._record(shard, row, item, seen)
+                    row += 1
 
     def _record(self, shard: Shard, row: int, item: dict[str, Any], seen: set[str]) -> Record:
         key = next((k for c in _KEY_COLUMNS if (k := text_value(item.get(c)))), None) or str(row)
@@ -193,6 +194,7 @@ def _parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq_mod
 
     try:
-        return int(pq_mod.ParquetFile(path).metadata.num_rows)
+        with pq_mod.ParquetFile(path) as pf:
+            return int(pf.metadata.num_rows)
     except Exception as exc:  # pyarrow raises several ArrowInvalid / OSError variants
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc

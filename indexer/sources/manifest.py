@@ -44,28 +44,27 @@ def _columns_error(name: str, line: int | None, found: Sequence[str]) -> InputEr
     )
 
 
-class _Lines:
-    """UTF-8 lines of a binary file from a byte offset, tracking offset and line number."""
+class _Pos:
+    """Byte offset and line number reached by ``_utf8_lines``."""
 
-    def __init__(self, fh: IO[bytes], name: str, offset: int, line: int) -> None:
-        fh.seek(offset)
-        self.fh, self.name, self.offset, self.line = fh, name, offset, line
+    __slots__ = ("line", "offset")
 
-    def __iter__(self) -> _Lines:
-        return self
+    def __init__(self, offset: int, line: int) -> None:
+        self.offset, self.line = offset, line
 
-    def __next__(self) -> str:
-        raw = self.fh.readline()
-        if not raw:
-            raise StopIteration
-        first = self.offset == 0
-        self.offset += len(raw)
-        self.line += 1
+
+def _utf8_lines(fh: IO[bytes], name: str, pos: _Pos) -> Iterator[str]:
+    """UTF-8 lines of a binary file from ``pos.offset``, advancing ``pos`` line by line."""
+    fh.seek(pos.offset)
+    for raw in fh:
+        first = pos.offset == 0
+        pos.offset += len(raw)
+        pos.line += 1
         try:
-            return raw.decode("utf-8-sig" if first else "utf-8")
+            yield raw.decode("utf-8-sig" if first else "utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(
-                f"{self.name} line {self.line}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8"
+                f"{name} line {pos.line}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8"
             ) from exc
 
 
@@ -103,10 +102,12 @@ class ManifestSource:
         self.uri = str(self.path)
         self.format = fmt
         self.base = Path(root).expanduser().resolve() if root is not None else self.path.parent
+        self._base = str(self.base)
         self.allowed_roots = (
             None if allowed_roots is None else [os.path.realpath(r) for r in allowed_roots]
         )
         self.chunk_rows = chunk_rows
+        self._delimiter = "\t" if fmt == "tsv" else ","
         # (byte offset, line number before it) of each chunk's first row; CSV/JSONL only.
         self._chunks: list[tuple[int, int]] | None = None
         self._rows = 0
@@ -123,7 +124,8 @@ class ManifestSource:
     def _check_columns(self) -> None:
         """Refuse a manifest without a ``path`` or ``url`` column (JSONL: in its first row)."""
         if self.format == "parquet":
-            names = self._parquet().schema_arrow.names
+            with self._parquet() as pf:
+                names = pf.schema_arrow.names
             if "path" not in names and "url" not in names:
                 raise _columns_error(self.uri, None, names)
             return
@@ -156,10 +158,10 @@ class ManifestSource:
 
     def _csv_rows(self, fh: IO[bytes], offset: int, line: int) -> Iterator[tuple[int, list[str]]]:
         """(first line number, cells) of each non-blank CSV row from ``offset``."""
-        lines = _Lines(fh, self.uri, offset, line)
-        reader = csv.reader(lines, delimiter="\t" if self.format == "tsv" else ",")
+        pos = _Pos(offset, line)
+        reader = csv.reader(_utf8_lines(fh, self.uri, pos), delimiter=self._delimiter)
         while True:
-            start = lines.line + 1
+            start = pos.line + 1
             try:
                 row = next(reader)
             except StopIteration:
@@ -171,14 +173,14 @@ class ManifestSource:
 
     def _json_objects(self, fh: IO[bytes], offset: int, line: int) -> Iterator[tuple[int, Any]]:
         """(line number, parsed object or the ``ValueError``) of each non-blank JSONL line."""
-        lines = _Lines(fh, self.uri, offset, line)
-        for text in lines:
+        pos = _Pos(offset, line)
+        for text in _utf8_lines(fh, self.uri, pos):
             if not text.strip():
                 continue
             try:
-                yield lines.line, json.loads(text)
+                yield pos.line, json.loads(text)
             except ValueError as exc:
-                yield lines.line, exc
+                yield pos.line, exc
 
     def _index(self) -> list[tuple[int, int]]:
         """Chunk start offsets of a CSV/JSONL manifest (one streaming pass, cached)."""
@@ -189,23 +191,20 @@ class ManifestSource:
         rows = 0
         with open(self.path, "rb") as fh:
             if self.format == "jsonl":
-                lines = _Lines(fh, self.uri, 0, 0)
-                while True:
-                    offset, line = lines.offset, lines.line
-                    try:
-                        text = next(lines)
-                    except StopIteration:
-                        break
+                pos = _Pos(0, 0)
+                offset, line = 0, 0
+                for text in _utf8_lines(fh, self.uri, pos):
                     if text.strip():
                         if rows % self.chunk_rows == 0:
                             chunks.append((offset, line))
                         rows += 1
+                    offset, line = pos.offset, pos.line
             else:
-                lines = _Lines(fh, self.uri, 0, 0)
-                reader = csv.reader(lines, delimiter="\t" if self.format == "tsv" else ",")
+                pos = _Pos(0, 0)
+                reader = csv.reader(_utf8_lines(fh, self.uri, pos), delimiter=self._delimiter)
                 header_seen = False
                 while True:
-                    offset, line = lines.offset, lines.line
+                    offset, line = pos.offset, pos.line
                     try:
                         row = next(reader)
                     except StopIteration:
@@ -226,7 +225,8 @@ class ManifestSource:
     def row_count(self) -> int:
         """Number of data rows."""
         if self.format == "parquet":
-            return int(self._parquet().metadata.num_rows)
+            with self._parquet() as pf:
+                return int(pf.metadata.num_rows)
         self._index()
         return self._rows
 
@@ -280,28 +280,29 @@ class ManifestSource:
         return dict(zip(self._header, cells, strict=False))
 
     def _parquet_rows(self, start: int, stop: int) -> Iterator[tuple[int | None, int, Any]]:
-        pf = self._parquet()
-        meta = pf.metadata
-        groups: list[int] = []
-        first_row = None
-        row = 0
-        for i in range(meta.num_row_groups):
-            n = meta.row_group(i).num_rows
-            if row + n > start and row < stop:
-                groups.append(i)
-                first_row = row if first_row is None else first_row
-            row += n
-        if first_row is None:
-            return
-        row = first_row
-        for batch in pf.iter_batches(batch_size=2048, row_groups=groups):
-            lo, hi = max(start - row, 0), min(stop - row, batch.num_rows)
-            if hi > lo:
-                for i, item in enumerate(batch.slice(lo, hi - lo).to_pylist()):
-                    yield None, row + lo + i, item
-            row += batch.num_rows
-            if row >= stop:
+        """Rows ``start..stop-1`` of a Parquet manifest, reading only the row groups that hold them."""
+        with self._parquet() as pf:
+            meta = pf.metadata
+            groups: list[int] = []
+            first_row: int | None = None
+            row = 0
+            for i in range(meta.num_row_groups):
+                n = meta.row_group(i).num_rows
+                if row + n > start and row < stop:
+                    groups.append(i)
+                    first_row = row if first_row is None else first_row
+                row += n
+            if first_row is None:
                 return
+            row = first_row
+            for batch in pf.iter_batches(batch_size=2048, row_groups=groups):
+                lo, hi = max(start - row, 0), min(stop - row, batch.num_rows)
+                if hi > lo:
+                    for i, item in enumerate(batch.slice(lo, hi - lo).to_pylist()):
+                        yield None, row + lo + i, item
+                row += batch.num_rows
+                if row >= stop:
+                    return
 
     # -- rows to records -----------------------------------------------------------------------
 
@@ -309,7 +310,7 @@ class ManifestSource:
         self, shard: Shard, line_no: int | None, row_no: int, row: Any, seen: set[str]
     ) -> Record:
         where = f"line {line_no}" if line_no is not None else f"row {row_no}"
-        if isinstance(row, Exception) or not isinstance(row, Mapping):
+        if type(row) is not dict and (isinstance(row, Exception) or not isinstance(row, Mapping)):
             reason = row if isinstance(row, Exception) else "expected a JSON object"
             if isinstance(row, json.JSONDecodeError):
                 reason = f"not valid JSON ({row.msg})"
@@ -336,7 +337,7 @@ class ManifestSource:
         if path is None:
             assert url is not None
             return Record(key, self.uri, shard.name, Locator(kind="url", url=url), **fields)
-        resolved = os.path.normpath(os.path.join(self.base, os.path.expanduser(path)))
+        resolved = os.path.normpath(os.path.join(self._base, os.path.expanduser(path)))
         locator = Locator(kind="file", path=resolved)
         return Record(
             key, self.uri, shard.name, locator, error=self._path_error(resolved), **fields

@@ -28,8 +28,12 @@ SPLIT_MANIFESTS = ("manifest.jsonl", "manifest.csv", "manifest.parquet")
 
 
 def _is_shard_dir(path: Path) -> bool:
-    """A folder of (WebDataset) tar files with no images directly in it."""
-    names = [e.name for e in os.scandir(path) if not is_hidden(e.name) and e.is_file()]
+    """A folder of tar files (as img2dataset writes it): tars, no images, no subfolders."""
+    with os.scandir(path) as it:
+        entries = [e for e in it if not is_hidden(e.name)]
+    if any(e.is_dir() for e in entries):
+        return False
+    names = [e.name for e in entries if e.is_file()]
     tars = [n for n in names if n.endswith(".tar") or n.lower().endswith(COMPRESSED_SUFFIXES)]
     return bool(tars) and not any(is_image_name(n) for n in names)
 
@@ -37,10 +41,11 @@ def _is_shard_dir(path: Path) -> bool:
 def open_source(spec: str | os.PathLike[str]) -> Source:
     """A corpus source for ``spec``.
 
-    A folder with ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files ->
-    WebDataset; another folder -> images in it; ``.csv``/``.tsv``/``.jsonl``/``.parquet`` ->
-    manifest; a ``.tar`` whose members pair ``{key}.jpg`` with ``{key}.json`` (or flat
-    ``{key}.txt``) -> one WebDataset shard; another ``.zip``/``.tar`` -> archive read in place.
+    A folder with ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files (no
+    images, no subfolders: img2dataset's output) -> WebDataset; another folder -> the images
+    in it; ``.csv``/``.tsv``/``.jsonl``/``.parquet`` -> manifest; a ``.tar`` whose members
+    pair ``{key}.jpg`` with ``{key}.json`` (or flat ``{key}.txt``) -> one WebDataset shard;
+    another ``.zip``/``.tar`` -> archive read in place.
     """
     path = Path(spec).expanduser()
     if not path.exists():

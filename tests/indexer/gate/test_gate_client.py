@@ -14,7 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.errors import AuthError, InputError, NotFoundError, ServerError, UploadTooLargeError, UsageError
+from indexer.errors import (
+    AuthError,
+    InputError,
+    NotFoundError,
+    ServerError,
+    UploadTooLargeError,
+    UsageError,
+)
 from indexer.gate.client import AuditClient
 
 
@@ -157,7 +164,7 @@ def test_status_codes_map_to_errors_with_the_server_message(status: int, error: 
 
 def test_non_json_error_body_is_quoted() -> None:
     with client(lambda r: httpx.Response(502, text="Bad Gateway from nginx")) as c, \
-            pytest.raises(ServerError, match="502.*Bad Gateway from nginx"):
+            pytest.raises(ServerError, match=r"502.*Bad Gateway from nginx"):
         c.report(7)
 
 
@@ -165,7 +172,7 @@ def test_connection_failure_is_a_server_error() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    with client(handler) as c, pytest.raises(ServerError, match="cannot reach the splitaudit server at http://sa.test"):
+    with client(handler) as c, pytest.raises(ServerError, match=r"cannot reach the splitaudit server at http://sa\.test"):
         c.status(7)
 
 

@@ -128,6 +128,8 @@ def test_spans_are_ordered_and_inside_the_text(text: str) -> None:
         ("wolves", "wolf"),
         ("shoes", "shoe"),
         ("buses", "bus"),
+        ("emus", "emu"),
+        ("dresses", "dress"),
         # Not plurals: unchanged.
         ("bus", "bus"),
         ("glass", "glass"),

@@ -196,3 +196,8 @@ def test_load_labels_csv_missing_and_not_utf8(tmp_path: Path) -> None:
     (tmp_path / "l.csv").write_bytes(b"key,label\na,caf\xe9\n")
     with pytest.raises(InputError, match="UTF-8"):
         load_labels_csv(tmp_path / "l.csv")
+
+
+def test_folder_with_a_stray_tar_stays_a_folder(tmp_path: Path) -> None:
+    write_files(tmp_path, {**IMAGEFOLDER, "backup.tar": b""})
+    assert isinstance(open_source(tmp_path), FolderSource)

@@ -1,0 +1,133 @@
+"""Embedding throughput: ``load_embedder(...).embed(images)`` against a bare forward pass.
+
+Run: ``.venv/bin/python -m bench.embedding [--model efficientnet-lite0] [--n 256]
+[--batch-size 32] [--rounds 5] [--threads N] [--min-side 256 --max-side 640] [--device cpu]``
+
+All figures come from one run on the same images:
+
+- images: random crops of the offline sample photos (``bench.photos.source_photos``), resized
+  so the long side is uniform in ``[--min-side, --max-side]`` (what a draft-decoded JPEG
+  looks like when it reaches the embedder), decoded PIL RGB images held in memory;
+- pipeline: ``embedder.embed(images)``: preprocess (resize, crop, normalise), batches of
+  ``--batch-size``, forward, L2 normalisation, float32 numpy out;
+- bare: ``embedder.encode_image(batch)`` under ``torch.inference_mode()`` on the same
+  images preprocessed beforehand (outside the timer), same batches;
+- preprocess: the preprocessing step alone, for attribution.
+
+Rounds alternate bare / pipeline (after one warm-up round each) and the median is reported.
+Target (issue "Indexer"): pipeline overhead over the bare forward <= 15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+from PIL import Image
+
+from bench.photos import source_photos
+from indexer.embed import load_embedder
+from indexer.embed.embedder import OpenClipEmbedder
+
+TARGET_OVERHEAD = 0.15
+
+
+def make_images(n: int, min_side: int, max_side: int, seed: int = 0) -> list[Image.Image]:
+    """``n`` decoded RGB images cut from the sample photos, long side in ``[min_side, max_side]``."""
+    rng = np.random.default_rng(seed)
+    sources = [image for _, image in source_photos()]
+    images = []
+    for i in range(n):
+        source = sources[i % len(sources)]
+        w, h = source.size
+        cw, ch = int(w * rng.uniform(0.5, 1.0)), int(h * rng.uniform(0.5, 1.0))
+        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        crop = source.crop((x, y, x + cw, y + ch))
+        long_side = int(rng.integers(min_side, max_side + 1))
+        scale = long_side / max(crop.size)
+        size = (max(1, round(crop.width * scale)), max(1, round(crop.height * scale)))
+        images.append(crop.resize(size, Image.Resampling.BILINEAR).convert("RGB"))
+    return images
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure and print images/s for the pipeline, the bare forward and preprocessing."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="efficientnet-lite0")
+    parser.add_argument("--n", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser.add_argument("--min-side", type=int, default=256)
+    parser.add_argument("--max-side", type=int, default=640)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    embedder = load_embedder(args.model, device=args.device, batch_size=args.batch_size)
+    assert isinstance(embedder, OpenClipEmbedder)
+    images = make_images(args.n, args.min_side, args.max_side)
+    chunks = [images[i : i + args.batch_size] for i in range(0, len(images), args.batch_size)]
+    batches = [embedder.preprocess(chunk) for chunk in chunks]
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+
+    def bare() -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                embedder.encode_image(batch.to(args.device))
+        sync()
+
+    def pipeline() -> None:
+        embedder.embed(images)
+        sync()
+
+    def preprocess() -> None:
+        for chunk in chunks:
+            embedder.preprocess(chunk)
+
+    # same numbers both ways (the pipeline adds only normalisation)
+    ref = torch.nn.functional.normalize(torch.cat([embedder.encode_image(b) for b in batches[:1]]), dim=-1)
+    np.testing.assert_allclose(embedder.embed(chunks[0]), ref.detach().cpu().numpy(), atol=1e-4)
+
+    bare(), pipeline()  # warm-up
+    times: dict[str, list[float]] = {"bare": [], "pipeline": [], "preprocess": []}
+    for _ in range(args.rounds):
+        times["bare"].append(_timed(bare))
+        times["pipeline"].append(_timed(pipeline))
+        times["preprocess"].append(_timed(preprocess))
+    med = {name: statistics.median(values) for name, values in times.items()}
+
+    print(
+        f"model {embedder.model_id} (dim {embedder.dim}) on {args.device}, "
+        f"torch threads {torch.get_num_threads()}, {args.n} images "
+        f"(long side {args.min_side}-{args.max_side} px), batch {args.batch_size}, "
+        f"median of {args.rounds} rounds"
+    )
+    for name in ("bare", "pipeline", "preprocess"):
+        spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}"
+        print(f"  {name:<10} {args.n / med[name]:8.1f} images/s   ({med[name]:.3f} s; range {spread} s)")
+    overhead = med["pipeline"] / med["bare"] - 1.0
+    verdict = "ok" if overhead <= TARGET_OVERHEAD else "OVER TARGET"
+    print(f"  pipeline / bare = {med['pipeline'] / med['bare']:.3f}x -> overhead {overhead:+.1%} "
+          f"(target <= {TARGET_OVERHEAD:.0%}: {verdict})")
+    print(f"  preprocess alone = {med['preprocess'] / med['bare']:.1%} of the bare forward time")
+
+
+if __name__ == "__main__":
+    main()

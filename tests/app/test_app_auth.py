@@ -1,0 +1,73 @@
+"""Bearer tokens: writes need one when tokens are configured, reads only when asked; reviewer = token name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from apptest_support import api_client, assert_error, new_home, seed_audit
+
+from app.auth import ANONYMOUS, authenticate, bearer_token
+from indexer.errors import AuthError
+
+TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}
+
+
+def test_bearer_token_parsing() -> None:
+    assert bearer_token("Bearer abc") == "abc"
+    assert bearer_token("bearer  abc ") == "abc"
+    assert bearer_token("Basic abc") is None
+    assert bearer_token("Bearer ") is None
+    assert bearer_token(None) is None
+
+
+def test_authenticate_rules() -> None:
+    assert authenticate({}, "Bearer whatever", required=True) is ANONYMOUS
+    assert authenticate(TOKENS, "Bearer tok-bob", required=True).name == "bob"
+    assert authenticate(TOKENS, None, required=False) is ANONYMOUS
+    with pytest.raises(AuthError, match="needs an API token"):
+        authenticate(TOKENS, None, required=True)
+    with pytest.raises(AuthError, match="invalid API token"):
+        authenticate(TOKENS, "Bearer tok-eve", required=False)
+    with pytest.raises(AuthError, match="malformed Authorization header"):
+        authenticate(TOKENS, "Token tok-bob", required=True)
+
+
+def test_writes_need_a_token_and_reviewer_is_its_name(tmp_path: Path) -> None:
+    home = new_home(tmp_path)
+    seeded = seed_audit(home, tmp_path / "files")
+    url = f"/api/v1/matches/{seeded.matches['near']}/review"
+    with api_client(home, api_tokens=TOKENS) as client:
+        assert_error(client.put(url, json={"verdict": "duplicate"}), 401, "unauthorized", contains="needs an API token")
+        assert_error(client.put(url, json={"verdict": "duplicate"}, headers={"Authorization": "Bearer nope"}),
+                     401, "unauthorized", contains="invalid API token")
+        assert_error(client.post("/api/v1/corpora", json={"name": "x"}), 401, "unauthorized")
+        ok = client.put(url, json={"verdict": "duplicate", "note": "same"},
+                        headers={"Authorization": "Bearer tok-alice"})
+        assert ok.status_code == 200 and ok.json()["reviewer"] == "alice"
+        # reads stay open by default
+        detail = client.get(f"/api/v1/matches/{seeded.matches['near']}")
+        assert detail.status_code == 200
+        assert detail.json()["history"][0]["reviewer"] == "alice"
+
+
+def test_read_requires_token_when_configured(tmp_path: Path) -> None:
+    home = new_home(tmp_path)
+    seeded = seed_audit(home, tmp_path / "files")
+    with api_client(home, api_tokens=TOKENS, read_requires_token=True) as client:
+        assert_error(client.get(f"/api/v1/audits/{seeded.audit}"), 401, "unauthorized")
+        assert_error(client.get("/api/v1/corpora"), 401, "unauthorized")
+        ok = client.get(f"/api/v1/audits/{seeded.audit}", headers={"Authorization": "Bearer tok-bob"})
+        assert ok.status_code == 200
+        assert client.get("/api/v1/health").status_code == 200  # liveness stays open
+        thumb = client.get(f"/api/v1/items/{seeded.items['file']}/thumbnail",
+                           headers={"Authorization": "Bearer tok-bob"})
+        assert thumb.headers["cache-control"].startswith("private")
+
+
+def test_without_tokens_reviews_are_anonymous(tmp_path: Path) -> None:
+    home = new_home(tmp_path)
+    seeded = seed_audit(home, tmp_path / "files")
+    with api_client(home) as client:
+        ok = client.put(f"/api/v1/matches/{seeded.matches['exact']}/review", json={"verdict": "unsure"})
+    assert ok.status_code == 200 and ok.json()["reviewer"] == "anonymous"

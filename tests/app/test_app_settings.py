@@ -1,0 +1,53 @@
+"""Server settings from ``SPLITAUDIT_*`` variables; nothing is built at import time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import ApiSettings
+
+
+def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPLITAUDIT_HOME", str(tmp_path))
+    monkeypatch.setenv("SPLITAUDIT_API_TOKENS", "alice:t1, bob:t2")
+    monkeypatch.setenv("SPLITAUDIT_SOURCE_ROOTS", "/data,/srv/splits")
+    monkeypatch.setenv("SPLITAUDIT_MAX_UPLOAD_MB", "5")
+    monkeypatch.setenv("SPLITAUDIT_READ_REQUIRES_TOKEN", "true")
+    monkeypatch.setenv("SPLITAUDIT_RUN_WORKER", "0")
+    s = ApiSettings()
+    assert s.home == tmp_path
+    assert s.api_tokens == {"alice": "t1", "bob": "t2"}
+    assert s.source_roots == [Path("/data"), Path("/srv/splits")]
+    assert s.max_upload_bytes == 5 * 1024 * 1024
+    assert s.read_requires_token is True and s.run_worker is False and s.auth_enabled
+    assert "t1" not in repr(s)
+
+
+def test_defaults_have_auth_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SPLITAUDIT_API_TOKENS", "SPLITAUDIT_SOURCE_ROOTS", "SPLITAUDIT_RUN_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    s = ApiSettings()
+    assert s.api_tokens == {} and not s.auth_enabled and s.source_roots == [] and s.run_worker
+
+
+@pytest.mark.parametrize("value", ["alice", "alice:", ":tok", "a:1,a:2"])
+def test_bad_token_lists_are_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match="api_tokens"):
+        ApiSettings(api_tokens=value)  # type: ignore[arg-type]
+
+
+def test_importing_the_app_builds_nothing() -> None:
+    code = (
+        "import sys, app.main, app.api.router\n"
+        "import fastapi\n"
+        "assert 'torch' not in sys.modules and 'faiss' not in sys.modules, 'heavy import'\n"
+        "assert not hasattr(app.main, 'app'), 'module-level app instance'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
