@@ -1,0 +1,146 @@
+"""The audit engine end to end on a real (small) index: tiers, report shape, idempotence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageOps
+
+from conftest import photo
+from indexer.audit.report import SCHEMA, audit_report
+from indexer.audit.service import create_audit, create_split, run_audit
+from indexer.db.models import Job
+from indexer.errors import NotFoundError, UsageError
+from indexer.pipeline.index import index_sources
+from indexer.sources.folder import FolderSource
+from indexer.sources.open import open_split
+from indexer.workspace import Workspace
+
+
+def _corpus(root: Path, n: int = 12) -> Path:
+    for i in range(n):
+        (root / "all").mkdir(parents=True, exist_ok=True)
+        photo(i, (256, 192)).save(root / "all" / f"c{i}.jpg", quality=92)
+    return root
+
+
+def _split(root: Path, corpus: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "exact.jpg").write_bytes((corpus / "all" / "c0.jpg").read_bytes())
+    photo(1, (256, 192)).resize((128, 96)).save(root / "resized.jpg", quality=30)
+    ImageOps.mirror(photo(2, (256, 192))).save(root / "mirrored.png")
+    photo(3, (256, 192)).crop((10, 8, 246, 184)).save(root / "cropped.jpg", quality=85)
+    photo(500, (256, 192)).save(root / "clean.jpg", quality=90)
+    photo(500, (256, 192)).save(root / "clean_again.png")  # within-split duplicate
+    (root / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    return root
+
+
+def _audit(ws: Workspace, split: Path, **kw: object) -> dict:
+    split_id = create_split(ws, open_split(str(split)), name="test")
+    audit_id = create_audit(ws, split_id=split_id, corpora=["c"], **kw)  # type: ignore[arg-type]
+    run_audit(ws, audit_id)
+    with ws.sessions() as s:
+        return audit_report(s, audit_id)
+
+
+def test_tiers_report_and_failed_items_hash_only(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "corpus")
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(corpus)], embedder=None)
+    report = _audit(ws, _split(tmp_path / "split", corpus))
+    assert report["schema"] == SCHEMA and report["status"] == "done"
+    verdicts = {it["key"]: it["verdict"] for it in report["items"]}
+    assert verdicts["exact.jpg"] == "exact"
+    assert verdicts["resized.jpg"] == "near"
+    assert verdicts["mirrored.png"] == "near"
+    assert verdicts["clean.jpg"] == "clean"
+    assert [f["key"] for f in report["failed"]] == ["broken.jpg"]
+    by_key = {it["key"]: it for it in report["items"]}
+    top = by_key["exact.jpg"]["matches"][0]
+    assert top["corpus_key"] == "all/c0.jpg" and top["corpus"] == "c"
+    assert top["evidence"]["sha256_equal"] is True and isinstance(top["id"], int)
+    assert by_key["mirrored.png"]["matches"][0]["evidence"].get("mirrored") is True
+    assert by_key["resized.jpg"]["matches"][0]["corpus_key"] == "all/c1.jpg"
+    sm = report["summary"]
+    assert sm["items"] == 7 and sm["failed"] == 1 and sm["readable"] == 6
+    assert sm["by_kind"]["exact"] == 1 and sm["by_kind"]["near"] >= 2
+    assert report["model"]["semantic"] == "skipped"
+    assert "--no-embed" in report["model"]["reason"]
+    assert report["thresholds"]["phash_hamming"] >= 0
+    assert report["index"]["c"]["hash_count"] == 12
+    dups = {(d["a"], d["b"]) for d in report["split_duplicates"]}
+    assert ("clean.jpg", "clean_again.png") in dups
+
+
+def test_rerun_replaces_results_and_marks_job_done(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "corpus", 4)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(corpus)], embedder=None)
+    split = _split(tmp_path / "split", corpus)
+    split_id = create_split(ws, open_split(str(split)), name="s")
+    audit_id = create_audit(ws, split_id=split_id, corpora=["c"])
+    run_audit(ws, audit_id)
+    run_audit(ws, audit_id)  # as after a crash: same results, no duplicates
+    with ws.sessions() as s:
+        report = audit_report(s, audit_id)
+        job = s.get_one(Job, 1)
+    ids = [m["id"] for it in report["items"] for m in it["matches"]]
+    assert len(ids) == len(set(ids))
+    assert sum(1 for it in report["items"] if it["verdict"] == "exact") == 1
+    assert job.status == "done" and job.progress == 1.0
+
+
+def test_bad_corpus_and_thresholds_are_refused(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "corpus", 2)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(corpus)], embedder=None)
+    split_id = create_split(ws, open_split(str(corpus)), name="s")
+    with pytest.raises(NotFoundError, match="nope"):
+        create_audit(ws, split_id=split_id, corpora=["nope"])
+    with pytest.raises(UsageError, match="unknown threshold"):
+        create_audit(ws, split_id=split_id, corpora=["c"], thresholds={"bogus": 1})
+
+
+def test_semantic_tier_with_embeddings(tmp_path: Path, tiny_model_spec: str) -> None:
+    from indexer.embed.loader import load_embedder
+
+    corpus = _corpus(tmp_path / "corpus", 6)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(corpus)], embedder=load_embedder(tiny_model_spec),
+                  model_spec=tiny_model_spec)
+    split = tmp_path / "split"
+    split.mkdir()
+    photo(4, (256, 192)).resize((200, 150)).save(split / "near.jpg", quality=50)
+    report = _audit(ws, split)
+    assert report["model"]["semantic"] == "ok"
+    item = report["items"][0]
+    assert item["verdict"] == "near"
+    assert item["matches"][0]["cosine"] is not None and item["matches"][0]["cosine"] > 0.9
+
+
+def test_label_leak_self_and_match(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "x"
+    corpus.mkdir(parents=True)
+    photo(7, (256, 192)).save(corpus / "a.jpg", quality=92)
+    (corpus / "a.txt").write_text("a tabby cat sleeping on a sofa")
+    photo(8, (256, 192)).save(corpus / "b.jpg", quality=92)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(tmp_path / "corpus")], embedder=None)
+    split = tmp_path / "split"
+    for cls in ("tabby cat", "dog"):
+        (split / cls).mkdir(parents=True)
+    photo(7, (256, 192)).resize((128, 96)).save(split / "tabby cat" / "img1.jpg", quality=60)
+    photo(9, (256, 192)).save(split / "dog" / "dog_0001.jpg")
+    photo(10, (256, 192)).save(split / "dog" / "img2.jpg")
+    report = _audit(ws, split)
+    by_key = {it["key"]: it for it in report["items"]}
+    cat = by_key["tabby cat/img1.jpg"]
+    leak = [m for m in cat["matches"] if m["kind"] == "label_leak"]
+    assert leak and leak[0]["evidence"]["type"] == "match"
+    assert leak[0]["evidence"]["hits"][0]["field"] == "caption"
+    self_leak = [m for m in by_key["dog/dog_0001.jpg"]["matches"] if m["kind"] == "label_leak"]
+    assert self_leak and self_leak[0]["evidence"]["type"] == "self"
+    assert by_key["dog/img2.jpg"]["verdict"] == "clean"
+    assert report["summary"]["by_label"]["dog"]["by_kind"]["label_leak"] == 1
