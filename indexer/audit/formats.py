@@ -339,10 +339,11 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
                          f"{by.count('baseline')} in baseline.")
         stale = gate.get("stale_baseline") or []
         if stale:
-            notes.append(f"{len(stale)} stale baseline entries matched nothing; remove them from "
-                         f"{_code(gate.get('baseline') or 'the baseline')}.")
+            notes.append(f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'} matched "
+                         f"nothing; remove with `splitaudit baseline prune` "
+                         f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`.")
     if failed:
-        notes.append(f"{len(failed)} test images could not be read.")
+        notes.append(f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read.")
     status, reason = _semantic_status(report)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")

@@ -26,6 +26,26 @@ def _settings(**overrides: Any) -> Any:
         raise UsageError(f"invalid server settings: {problems}") from exc
 
 
+def _open_workspace(settings: Any) -> Any:
+    """Open the workspace, turning an unusable database URL into a usage error (exit 2)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from indexer.db.engine import make_engine
+    from indexer.workspace import Workspace
+
+    if settings.database_url:
+        make_engine(settings.database_url).dispose()  # refuses unsupported schemes first
+    try:
+        return Workspace.open(settings.home, settings.database_url)
+    except SQLAlchemyError as exc:
+        where = (settings.database_url or "").split("@")[-1] or str(settings.home)
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise UsageError(
+            f"cannot open the database at {where}: {reason}; check SPLITAUDIT_DATABASE_URL and that the "
+            "server is running"
+        ) from exc
+
+
 @click.command()
 @home_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 for all).")
@@ -45,10 +65,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
     import uvicorn
 
     from app.main import create_app
-    from indexer.workspace import Workspace
 
     settings = _settings(home=home, run_worker=not no_worker)
-    Workspace.open(settings.home, settings.database_url).close()  # fail fast with a clear error
+    _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
                f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",
                err=True)
@@ -69,10 +88,9 @@ def worker(home: Path, poll: float) -> None:
     """
     from indexer.jobs.handlers import default_handlers
     from indexer.jobs.worker import Worker
-    from indexer.workspace import Workspace
 
     settings = _settings(home=home)
-    ws = Workspace.open(settings.home, settings.database_url)
+    ws = _open_workspace(settings)
     runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll,
                     delay_s=settings.test_job_delay)
     if ws.database_url.startswith("sqlite"):

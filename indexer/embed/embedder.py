@@ -96,7 +96,9 @@ class OpenClipEmbedder:
         self.preprocess = BatchPreprocess(preprocess)
 
     def __repr__(self) -> str:
-        return f"OpenClipEmbedder(model_id={self.model_id!r}, dim={self.dim}, device={self.device!r})"
+        return (
+            f"OpenClipEmbedder(model_id={self.model_id!r}, dim={self.dim}, device={self.device!r})"
+        )
 
     def embed(self, images: Sequence[Image.Image]) -> npt.NDArray[np.float32]:
         """Embed RGB images -> float32 ``(len(images), dim)``, each row L2-normalised."""

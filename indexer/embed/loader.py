@@ -57,9 +57,9 @@ def load_embedder(
     Raises ``UsageError`` for a malformed spec, unknown architecture/tag or unusable device, and
     ``ModelUnavailableError`` when the weights cannot be found or loaded.
     """
+    parsed = parse_model_spec(spec)
     import torch
 
-    parsed = parse_model_spec(spec)
     _check_device(device)
     if parsed.kind == "bundled":
         bundled = load_efficientnet_lite0(device)
@@ -83,7 +83,12 @@ def load_embedder(
     dim = _probe_dim(model, device, model_id)
     logger.info("loaded embedding model %s (dim %d) on %s", model_id, dim, device)
     return OpenClipEmbedder(
-        model.encode_image, preprocess, model_id=model_id, dim=dim, batch_size=batch_size, device=device
+        model.encode_image,
+        preprocess,
+        model_id=model_id,
+        dim=dim,
+        batch_size=batch_size,
+        device=device,
     )
 
 
@@ -225,7 +230,10 @@ def _directory_weights(path: Path) -> Path:
 
 def _config_digest(config: dict[str, Any]) -> str:
     """``cfg-<8 hex>`` of the model + preprocess config, stable across whitespace and key order."""
-    relevant = {"model_cfg": config.get("model_cfg"), "preprocess_cfg": config.get("preprocess_cfg", {})}
+    relevant = {
+        "model_cfg": config.get("model_cfg"),
+        "preprocess_cfg": config.get("preprocess_cfg", {}),
+    }
     canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
     return "cfg-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8]
 

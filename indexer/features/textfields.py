@@ -74,15 +74,29 @@ def decode_user_comment(raw: bytes | str, *, endian: str = "<") -> str:
         # No valid prefix: some writers store bare text.
         return _repair_text(raw)
     if charset == "utf-16":
-        if body[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            text = body.decode("utf-16", "replace")
-        else:
-            text = body.decode("utf-16-be" if endian == ">" else "utf-16-le", "replace")
+        text = _decode_ucs2(body, endian)
     elif charset == "undefined":
         text = _repair_text(body)
     else:
         text = body.decode(charset, "replace")
     return text.split("\0", 1)[0]
+
+
+def _decode_ucs2(body: bytes, endian: str) -> str:
+    """UCS-2 in the EXIF block's byte order, unless the bytes plainly say otherwise."""
+    if body[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return body.decode("utf-16", "replace")
+    body = body[: len(body) - len(body) % 2]
+    # Writers disagree on byte order (the spec says: the TIFF header's). Mostly-Latin text
+    # has zero high bytes, which tells little- from big-endian regardless of the header.
+    zeros_even, zeros_odd = body[0::2].count(0), body[1::2].count(0)
+    if zeros_odd > 2 * zeros_even:
+        encoding = "utf-16-le"
+    elif zeros_even > 2 * zeros_odd:
+        encoding = "utf-16-be"
+    else:
+        encoding = "utf-16-be" if endian == ">" else "utf-16-le"
+    return body.decode(encoding, "replace")
 
 
 def _add_exif_fields(image: Image.Image, fields: dict[str, str]) -> None:

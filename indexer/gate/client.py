@@ -44,9 +44,11 @@ class _CountingReader:
         self.name = getattr(fh, "name", "upload")
 
     def fileno(self) -> int:
+        """The wrapped file's descriptor (lets httpx send a Content-Length)."""
         return self._fh.fileno()
 
     def read(self, size: int = -1) -> bytes:
+        """Read and report ``size`` bytes."""
         data = self._fh.read(size)
         if data and self._on_read is not None:
             self._on_read(len(data))
@@ -90,10 +92,12 @@ class AuditClient:
                                   timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
 
     def __enter__(self) -> AuditClient:
+        """Use as a context manager; closes the connection pool on exit."""
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Close the connection pool."""
         self.close()
 
     def close(self) -> None:

@@ -53,17 +53,21 @@ class _Sink(io.RawIOBase):
         self.position = 0
 
     def writable(self) -> bool:
+        """Always: this is where the zip is written."""
         return True
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
+        """Buffer ``data`` until the reader drains it."""
         self.buffer += data
         self.position += len(data)
         return len(data)
 
     def tell(self) -> int:
+        """Bytes written so far (zipfile records member offsets with it)."""
         return self.position
 
     def drain(self) -> bytes:
+        """The bytes written since the last drain."""
         data = bytes(self.buffer)
         self.buffer.clear()
         return data
@@ -83,9 +87,11 @@ class ZipStream(io.RawIOBase):
         self._done = False
 
     def readable(self) -> bool:
+        """Always: the zip is read from here."""
         return True
 
     def _generate(self, files: list[FolderFile]) -> Iterator[bytes]:
+        """Zip bytes in chunks of about ``READ_CHUNK``, written while the files are read."""
         sink = _Sink()
         with zipfile.ZipFile(sink, "w", allowZip64=True) as zf:
             for f in files:
@@ -105,6 +111,7 @@ class ZipStream(io.RawIOBase):
         yield sink.drain()
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        """Fill ``buffer`` with the next zip bytes; 0 at the end."""
         while not self._pending and not self._done:
             try:
                 self._pending = next(self._chunks)

@@ -135,7 +135,9 @@ def _give_up(session: Session, job: Job, now: datetime) -> None:
 
 
 def _owned(job_id: int, owner: str) -> ColumnElement[bool]:
-    return and_(Job.id == job_id, Job.lease_owner == owner, Job.status == "running")
+    # Ownership is the lease owner alone, whatever the status: the audit engine records its own
+    # "done" (with its results, in one transaction) before the worker hears back from it.
+    return and_(Job.id == job_id, Job.lease_owner == owner)
 
 
 def _update_owned(sessions: sessionmaker[Session], job_id: int, owner: str, **values: Any) -> bool:
@@ -199,7 +201,8 @@ def release(sessions: sessionmaker[Session], *, job_id: int, owner: str) -> bool
     """Put a held job back in the queue without counting the attempt (graceful shutdown)."""
     return _update_owned(
         sessions, job_id, owner, status="queued", lease_owner=None, lease_expires_at=None,
-        attempts=Job.attempts - 1, message="re-queued: the worker was shut down",
+        attempts=Job.attempts - 1, message="re-queued: the worker was shut down", error=None,
+        finished_at=None,
     )
 
 

@@ -147,7 +147,7 @@ def test_markdown_summary_table_and_flagged_items() -> None:
     assert "| near | 1 | yes |" in lines
     assert "| label_leak | 1 | no |" in lines
     assert "Matches not counted: 1 reviewed not_duplicate, 0 in baseline." in lines
-    assert "1 test images could not be read." in lines
+    assert "1 test image could not be read." in lines
     assert "| `cats/1.jpg` | cat | near | `laion:000/17.jpg` | hamming 3, cosine 0.981 |" in lines
     assert "- `broken.jpg`: cannot identify image file" in lines
 
@@ -159,3 +159,19 @@ def test_markdown_escapes_table_cells_and_reports_skipped_semantic() -> None:
     assert r"`dogs/x\|2.jpg`" in md
     assert "Semantic tier skipped: weights missing." in md
     assert "Gate" not in md.splitlines()[2]  # no gate section: no verdict line
+
+
+def test_baseline_suppression_and_stale_entries_are_shown() -> None:
+    from indexer.gate.baseline import Baseline, BaselineEntry
+
+    report = sample_report()
+    used = BaselineEntry(corpus="laion", kind="near", test_sha256="s1", corpus_key="000/17.jpg")
+    stale = BaselineEntry(corpus="laion", kind="near", test_sha256="gone", corpus_key="000/1.jpg")
+    gated_report = apply_gate(report, evaluate(report, Policy(), Baseline(entries=(used, stale), source="b.json")))
+    md = render_markdown(gated_report)
+    assert md.splitlines()[2] == "**Gate passed**"
+    assert "Matches not counted: 1 reviewed not_duplicate, 1 in baseline." in md
+    assert "1 stale baseline entry matched nothing" in md and "`b.json`" in md
+    case = junit_tree(render_junit(gated_report)).find("testsuite/testcase")
+    assert case is not None and case.find("failure") is None
+    assert "[baseline] near: laion:000/17.jpg" in (case.findtext("system-out") or "")

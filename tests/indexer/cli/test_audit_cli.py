@@ -72,6 +72,7 @@ def make_split(root: Path, *, planted: bool) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_clean_split_passes_planted_near_duplicate_fails_and_baseline_suppresses(
         workdir: Path, indexed_home: Path) -> None:
     clean = run("audit", make_split(workdir / "clean", planted=False), "--corpus", "ref",
@@ -132,11 +133,42 @@ def test_clean_split_passes_planted_near_duplicate_fails_and_baseline_suppresses
     assert "max rate 0.25" in tolerated.stdout
 
 
-def test_unknown_corpus_is_a_usage_error(workdir: Path, indexed_home: Path) -> None:
-    done = run("audit", make_split(workdir / "s", planted=False), "--corpus", "nope", "--home", indexed_home,
-               cwd=workdir)
-    assert done.returncode == 2
-    assert "nope" in done.stderr and "Traceback" not in done.stderr
+@pytest.mark.slow
+def test_label_leak_tier_fails_the_gate_when_asked(workdir: Path, indexed_home: Path) -> None:
+    split = workdir / "flat"
+    split.mkdir()
+    photo(100).save(split / "tabby_cat_01.png")
+    photo(101).save(split / "img_0002.png")
+    (workdir / "labels.csv").write_text("key,label\ntabby_cat_01.png,cat\nimg_0002.png,dog\n")
+    leak = run("audit", split, "--corpus", "ref", "--home", indexed_home, "--labels", "labels.csv",
+               "--fail-on", "label_leak", "--junit", "leak.xml", cwd=workdir)
+    assert leak.returncode == 1, leak.stdout + leak.stderr
+    assert "label_leak 1*" in leak.stdout
+    failures = [(c.get("name"), c.find("failure")) for c in ET.parse(workdir / "leak.xml").getroot().iter("testcase")
+                if c.find("failure") is not None]
+    assert [name for name, _f in failures] == ["tabby_cat_01.png"]
+    assert failures[0][1].get("type") == "label_leak"  # type: ignore[union-attr]
+    assert "'cat' in filename" in (failures[0][1].get("message") or "")  # type: ignore[union-attr]
+
+    tolerated = run("audit", split, "--corpus", "ref", "--home", indexed_home, "--labels", "labels.csv",
+                    "--fail-on", "label_leak", "--max-count", "1", cwd=workdir)
+    assert tolerated.returncode == 0, tolerated.stdout + tolerated.stderr
+    assert "max count 1" in tolerated.stdout
+
+
+@pytest.mark.slow
+def test_unknown_corpus_exits_2_and_a_skipped_failing_tier_exits_3(workdir: Path, indexed_home: Path) -> None:
+    split = make_split(workdir / "s", planted=False)
+    unknown = run("audit", split, "--corpus", "nope", "--home", indexed_home, cwd=workdir)
+    assert unknown.returncode == 2
+    assert "nope" in unknown.stderr and "Traceback" not in unknown.stderr
+
+    # The corpus has no embeddings: a policy failing on `semantic` cannot be honoured.
+    skipped = run("audit", split, "--corpus", "ref", "--home", indexed_home,
+                  "--fail-on", "exact,near,semantic", "--junit", "out.xml", cwd=workdir)
+    assert skipped.returncode == 3, skipped.stdout + skipped.stderr
+    assert "Gate ERROR: the policy fails on the semantic tier but it was skipped" in skipped.stdout
+    assert (workdir / "out.xml").is_file()  # reports are still written
 
 
 def test_missing_index_and_unreachable_server_exit_3(workdir: Path) -> None:
@@ -170,7 +202,7 @@ def test_bad_arguments_exit_2_with_one_line(workdir: Path) -> None:
         (["--max-rate", "2"], "max rate is a fraction"),
         (["--max-rate", "lots"], "--max-rate takes a fraction"),
         (["--threshold", "semantic"], "NAME=VALUE"),
-        (["--threshold", "near=3"], "unknown threshold(s) near"),
+        (["--threshold", "near=3"], "unknown threshold"),
         (["--baseline", "missing.json"], "baseline file missing.json does not exist"),
         (["--labels", "missing.csv"], "missing.csv does not exist"),
         (["--server", "http://127.0.0.1:9", "--home", "h"], "either --home"),
@@ -268,8 +300,18 @@ def server(workdir: Path, indexed_home: Path) -> Iterator[str]:
         log.close()
 
 
+def review_not_duplicate(server: str, report: dict[str, Any], key: str) -> dict[str, Any]:
+    """PUT a ``not_duplicate`` verdict on every match of test item ``key``; returns the item."""
+    item = next(i for i in report["items"] if i["key"] == key)
+    for m in item["matches"]:
+        put = httpx.put(f"{server}/api/v1/matches/{m['id']}/review",
+                        json={"verdict": "not_duplicate", "note": "different shot"}, timeout=10)
+        assert put.status_code == 200, put.text
+    return item
+
+
 @pytest.mark.slow
-def test_server_mode_gate_and_review_suppression(workdir: Path, server: str) -> None:
+def test_server_mode_gate_review_and_baseline(workdir: Path, server: str) -> None:
     split = make_split(workdir / "leaky", planted=True)
     first = run("audit", split, "--corpus", "ref", "--server", server, "--json", "first.json",
                 "--junit", "first.xml", cwd=workdir)
@@ -277,22 +319,34 @@ def test_server_mode_gate_and_review_suppression(workdir: Path, server: str) -> 
     report: dict[str, Any] = json.loads((workdir / "first.json").read_text())
     assert isinstance(report["audit_id"], int)
     assert report["gate"]["flagged_keys"] == ["dog/leaked.jpg"]
-    leaked = next(i for i in report["items"] if i["key"] == "dog/leaked.jpg")
+    root = ET.parse(workdir / "first.xml").getroot()
+    assert [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None] == ["dog/leaked.jpg"]
 
-    for m in leaked["matches"]:
-        put = httpx.put(f"{server}/api/v1/matches/{m['id']}/review",
-                        json={"verdict": "not_duplicate", "note": "different shot"}, timeout=10)
-        assert put.status_code == 200, put.text
+    leaked = review_not_duplicate(server, report, "dog/leaked.jpg")
 
-    # The reviewed audit's report now carries the verdicts: re-gating the same audit via a baseline...
+    # The reviewed audit's verdicts become a baseline...
     exported = run("baseline", "export", str(report["audit_id"]), "--server", server, "-o", "b.json", cwd=workdir)
     assert exported.returncode == 0, exported.stderr
     entries = json.loads((workdir / "b.json").read_text())["entries"]
     assert {e["test_sha256"] for e in entries} == {leaked["sha256"]}
+    assert {e["note"] for e in entries} == {"different shot"}
 
-    # ...and a new server audit of the same split: reviews are keyed by match, so a new audit's
-    # matches are new rows; the baseline carries the verdict over.
+    # ...that lets a new audit of the same split pass offline-reviewed pairs.
     second = run("audit", split, "--corpus", "ref", "--server", server, "--baseline", "b.json",
                  "--json", "second.json", cwd=workdir)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "by baseline" in second.stdout
+    assert json.loads((workdir / "second.json").read_text())["audit_id"] != report["audit_id"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="needs the report to carry not_duplicate verdicts over to a new audit's "
+                   "matches of the same (test content, corpus item) pair (indexer/audit/report.py)")
+def test_server_mode_review_carries_over_to_the_next_gate_run(workdir: Path, server: str) -> None:
+    split = make_split(workdir / "leaky", planted=True)
+    first = run("audit", split, "--corpus", "ref", "--server", server, "--json", "first.json", cwd=workdir)
+    assert first.returncode == 1, first.stdout + first.stderr
+    review_not_duplicate(server, json.loads((workdir / "first.json").read_text()), "dog/leaked.jpg")
+    again = run("audit", split, "--corpus", "ref", "--server", server, cwd=workdir)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "by review" in again.stdout

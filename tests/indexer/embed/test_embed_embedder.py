@@ -56,7 +56,9 @@ def _embedder(batch_size: int) -> OpenClipEmbedder:
         return torch.cat([batch.mean(dim=(2, 3)), torch.ones(len(batch), 1)], dim=1)
 
     transform = open_clip.image_transform(32, is_train=False)
-    return OpenClipEmbedder(encode_image, transform, model_id="double:v1", dim=4, batch_size=batch_size)
+    return OpenClipEmbedder(
+        encode_image, transform, model_id="double:v1", dim=4, batch_size=batch_size
+    )
 
 
 def test_embed_batches_and_normalises() -> None:

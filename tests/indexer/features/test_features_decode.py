@@ -46,6 +46,8 @@ def photo(width: int = 160, height: int = 120, seed: int = 0) -> Image.Image:
 
 def encode(image: Image.Image, fmt: str = "PNG", **options: object) -> bytes:
     buffer = io.BytesIO()
+    if fmt == "PNG":
+        options.setdefault("compress_level", 1)  # lossless either way; level 1 is fast
     image.save(buffer, fmt, **options)
     return buffer.getvalue()
 
@@ -78,19 +80,19 @@ def test_text_file_is_not_an_image() -> None:
 
 def test_truncated_jpeg_is_refused() -> None:
     data = encode(photo(400, 300), "JPEG", quality=90)
-    with pytest.raises(ImageDecodeError, match="^truncated image: "):
+    with pytest.raises(ImageDecodeError, match=r"^truncated image: "):
         decode_image(data[: len(data) // 2])
 
 
 def test_jpeg_cut_inside_its_header_is_refused() -> None:
     data = encode(photo(), "JPEG")
-    with pytest.raises(ImageDecodeError, match="truncated|not an image"):
+    with pytest.raises(ImageDecodeError, match=r"truncated|not an image"):
         decode_image(data[:300])
 
 
 def test_truncated_png_is_refused() -> None:
     data = encode(photo(300, 200))
-    with pytest.raises(ImageDecodeError, match="truncated|corrupt"):
+    with pytest.raises(ImageDecodeError, match=r"truncated|corrupt"):
         decode_image(data[: len(data) * 2 // 3])
 
 
@@ -98,7 +100,7 @@ def test_corrupt_png_data_is_refused() -> None:
     data = bytearray(encode(photo(300, 200)))
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(64)  # zero a run inside IDAT: bad CRC / zlib stream
-    with pytest.raises(ImageDecodeError, match="corrupt|truncated"):
+    with pytest.raises(ImageDecodeError, match=r"corrupt|truncated"):
         decode_image(bytes(data))
 
 
@@ -293,6 +295,26 @@ def test_animated_gif_uses_the_first_frame() -> None:
     decoded = decode_image(buffer.getvalue())
     assert decoded.format == "GIF"
     assert _rgb_at(decoded.decoded, (16, 16)) == (255, 0, 0)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "TIFF"])
+def test_multi_frame_files_use_the_first_frame(fmt: str) -> None:
+    first = photo(96, 64)
+    options: dict[str, object] = {"lossless": True} if fmt == "WEBP" else {}
+    data = encode(
+        first, fmt, save_all=True, append_images=[Image.new("RGB", (96, 64), "red")], **options
+    )
+    decoded = decode_image(data)
+    assert decoded.format == fmt
+    assert np.array_equal(np.asarray(decoded.decoded), np.asarray(first))
+
+
+def test_mpo_is_decoded_like_jpeg() -> None:
+    image = photo(1200, 800)
+    decoded = decode_image(encode(image, "MPO", save_all=True, append_images=[image]))
+    assert decoded.format == "MPO"
+    assert decoded.decoded.size == (600, 400)  # DCT-scaled like any JPEG
+    assert (decoded.width, decoded.height) == (1200, 800)
 
 
 def test_decoding_is_deterministic() -> None:

@@ -29,12 +29,20 @@ def pinned_image() -> Image.Image:
     r = (x * x + 3 * y * y) // 37 % 256
     g = (2 * x + y) % 256
     b = ((x // 16 + y // 12) % 2) * 180 + 30
+    # Integer-hash noise (murmur3 finalizer): makes the pins sensitive to the shrink filter.
+    v = (y * 128 + x).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    v ^= v >> np.uint64(33)
+    v *= np.uint64(0xFF51AFD7ED558CCD)
+    v ^= v >> np.uint64(33)
+    texture = (v >> np.uint64(57)).astype(np.int64)  # 0..127
+    r, g, b = (np.clip(c + texture - 64, 0, 255) for c in (r, g, b))
     return Image.fromarray(np.stack([r, g, b], axis=-1).astype(np.uint8))
 
 
 def _rgb(array: np.ndarray) -> Image.Image:
-    image = Image.fromarray(array)
-    return image.convert("RGB")
+    image = Image.fromarray(array).convert("RGB")
+    image.thumbnail((512, 512), Image.Resampling.LANCZOS)  # keeps the tests fast
+    return image
 
 
 @pytest.fixture
@@ -45,6 +53,8 @@ def photos() -> dict[str, Image.Image]:
 
 def _encode(image: Image.Image, fmt: str = "PNG", **options: object) -> bytes:
     buffer = io.BytesIO()
+    if fmt == "PNG":
+        options.setdefault("compress_level", 1)  # lossless either way; level 1 is fast
     image.save(buffer, fmt, **options)
     return buffer.getvalue()
 
@@ -56,25 +66,25 @@ def _phash_of(data: bytes) -> int:
 
 def test_pinned_hash_values() -> None:
     hashes = perceptual_hashes(pinned_image())
-    assert Hash64(hashes.phash).hex() == "9334293af6e48d3a"
-    assert Hash64(hashes.dhash).hex() == "fdfafaf4bdf9f9f2"
-    assert Hash64(hashes.phash_mirror).hex() == "c6617c4f21b1d84f"
+    assert Hash64(hashes.phash).hex() == "9335293af6e48d1a"
+    assert Hash64(hashes.dhash).hex() == "fd7afa74bdf8b9f2"
+    assert Hash64(hashes.phash_mirror).hex() == "c6607c4fa3b1584f"
     assert phash(pinned_image()).value == hashes.phash
     assert dhash(pinned_image()).value == hashes.dhash
 
 
 def test_pinned_hashes_through_extract() -> None:
     features, _ = extract_features(_encode(pinned_image()))
-    assert Hash64(features.phash).hex() == "9334293af6e48d3a"
+    assert Hash64(features.phash).hex() == "9335293af6e48d1a"
     assert (
-        features.pixel_digest == "517032419e66e1cd3f8fed52cd30ceff86e295d48ec2f9a02c25632913b1477f"
+        features.pixel_digest == "53181db515cbadda01dbde96a62fff88618fadc01826d3d816aab274b8395ecc"
     )
 
 
 def test_dct_matches_scipy_reference() -> None:
     fft = pytest.importorskip("scipy.fft")
     gray = pinned_image().convert("L")
-    pixels = np.asarray(gray.resize((32, 32), Image.Resampling.LANCZOS, reducing_gap=3.0), float)
+    pixels = np.asarray(gray.resize((32, 32), Image.Resampling.BOX), float)
     reference = fft.dct(fft.dct(pixels, axis=0), axis=1)[:8, :8]
     assert np.allclose(phash_lowfreq(gray), reference, rtol=0, atol=1e-6)
 
@@ -119,8 +129,8 @@ def test_mirror_hash_is_hash_of_mirrored_image(photos: dict[str, Image.Image]) -
     for name, image in photos.items():
         hashes = perceptual_hashes(image)
         mirrored = perceptual_hashes(ImageOps.mirror(image))
-        assert hamming(hashes.phash_mirror, mirrored.phash) <= 2, name
-        assert hamming(mirrored.phash_mirror, hashes.phash) <= 2, name
+        assert hashes.phash_mirror == mirrored.phash, name
+        assert mirrored.phash_mirror == hashes.phash, name
 
 
 def test_mirroring_changes_the_plain_hash(photos: dict[str, Image.Image]) -> None:

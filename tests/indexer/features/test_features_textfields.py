@@ -104,9 +104,16 @@ def test_user_comment_charsets(raw: bytes | str, expected: str) -> None:
     assert decode_user_comment(raw) == expected
 
 
-def test_user_comment_unicode_follows_big_endian_exif() -> None:
-    raw = b"UNICODE\0" + "dog".encode("utf-16-be")
-    assert decode_user_comment(raw, endian=">") == "dog"
+@pytest.mark.parametrize("endian", ["<", ">"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_user_comment_unicode_byte_order_is_detected(endian: str, encoding: str) -> None:
+    raw = b"UNICODE\0" + "dog, cat".encode(encoding)
+    assert decode_user_comment(raw, endian=endian) == "dog, cat"
+
+
+def test_user_comment_non_latin_unicode_follows_the_exif_byte_order() -> None:
+    assert decode_user_comment(b"UNICODE\0" + "東京".encode("utf-16-be"), endian=">") == "東京"
+    assert decode_user_comment(b"UNICODE\0" + "東京".encode("utf-16-le"), endian="<") == "東京"
 
 
 def test_xp_fields_accept_bytes_and_int_tuples() -> None:

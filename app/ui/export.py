@@ -1,0 +1,93 @@
+"""Exports of an audit's review: every pair with its current verdict (CSV / JSON), and a gate baseline."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.timefmt import iso
+from indexer.db.models import Audit, Item, Match, Review, SplitItem
+from indexer.errors import NotFoundError
+from indexer.gate.baseline import Baseline, entry_from_match
+
+REVIEW_COLUMNS = (
+    "match_id", "kind", "test_key", "test_label", "test_sha256", "corpus", "corpus_key", "corpus_url",
+    "cosine", "hamming", "score", "verdict", "note", "reviewer", "reviewed_at",
+)
+CHUNK = 1000
+
+
+def review_rows(session: Session, *, audit_id: int) -> Iterator[dict[str, Any]]:
+    """Every match of an audit with the test item, corpus item and current review (streamed, by id)."""
+    if session.get(Audit, audit_id) is None:
+        raise NotFoundError(f"audit {audit_id} does not exist; list audits at /ui")
+    latest = (
+        select(Review.match_id.label("match_id"), func.max(Review.id).label("review_id"))
+        .group_by(Review.match_id).subquery("latest_review")
+    )
+    query = (
+        select(Match, SplitItem, Item, Review)
+        .join(SplitItem, SplitItem.id == Match.split_item_id)
+        .outerjoin(Item, Item.id == Match.item_id)
+        .outerjoin(latest, latest.c.match_id == Match.id)
+        .outerjoin(Review, Review.id == latest.c.review_id)
+        .where(Match.audit_id == audit_id)
+        .order_by(Match.id)
+        .execution_options(yield_per=CHUNK)
+    )
+    for m, test, item, review in session.execute(query):
+        yield {
+            "match_id": m.id, "kind": m.kind, "test_key": test.key, "test_label": test.label,
+            "test_sha256": test.sha256, "test_pixel_digest": test.pixel_digest, "corpus": m.corpus,
+            "corpus_key": item.key if item else None, "corpus_url": item.url if item else None,
+            "corpus_sha256": item.sha256 if item else None,
+            "cosine": m.cosine, "hamming": m.hamming, "score": m.score,
+            "verdict": review.verdict if review else None, "note": review.note if review else None,
+            "reviewer": review.reviewer if review else None,
+            "reviewed_at": iso(review.created_at) if review else None,
+        }
+
+
+def review_csv(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """The rows as CSV text chunks (header first), columns ``REVIEW_COLUMNS``."""
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=REVIEW_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for n, row in enumerate(rows, 1):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        if n % CHUNK == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
+
+
+def review_json(audit_id: int, rows: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """The review as one JSON document."""
+    pairs = list(rows)
+    counts: dict[str, int] = {}
+    for row in pairs:
+        key = row["verdict"] or "unreviewed"
+        counts[key] = counts.get(key, 0) + 1
+    return {"schema": "splitaudit.review/v1", "audit_id": audit_id, "counts": counts, "pairs": pairs}
+
+
+def review_baseline(audit_id: int, rows: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """A ``splitaudit.baseline/v1`` document of every pair judged ``not_duplicate`` (what the gate honours)."""
+    entries, seen = [], set()
+    for row in rows:
+        if row["verdict"] != "not_duplicate" or not (row["test_sha256"] or row["test_pixel_digest"]):
+            continue
+        item = {"key": row["test_key"], "sha256": row["test_sha256"], "pixel_digest": row["test_pixel_digest"]}
+        match = {"corpus": row["corpus"], "corpus_key": row["corpus_key"], "kind": row["kind"],
+                 "corpus_sha256": row["corpus_sha256"]}
+        entry = entry_from_match(item, match, note=row["note"])
+        if entry not in seen:
+            seen.add(entry)
+            entries.append(entry)
+    return Baseline(entries=tuple(entries)).to_dict(origin={"audit_id": audit_id, "from": "review export"})

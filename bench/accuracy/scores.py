@@ -1,0 +1,122 @@
+"""Per-image features (cached) and per-pair score matrices for the accuracy benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
+from indexer.audit import verify
+from indexer.features.extract import extract_features
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ImageTable:
+    """Features of a list of items, row-aligned with it."""
+
+    ids: tuple[str, ...]
+    phash: npt.NDArray[np.uint64]
+    phash_mirror: npt.NDArray[np.uint64]
+    dhash: npt.NDArray[np.uint64]
+    imagededup_phash: npt.NDArray[np.uint64]
+    embedding: npt.NDArray[np.float32]
+    thumbnail: npt.NDArray[np.uint8]
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """(n_queries, n_corpus) score matrices: one row per query, one column per corpus item."""
+
+    phash_hamming: npt.NDArray[np.int16]  # min over the query and its mirror
+    dhash_hamming: npt.NDArray[np.int16]
+    cosine: npt.NDArray[np.float32]
+    imagededup_hamming: npt.NDArray[np.int16]
+    verify: npt.NDArray[np.float32]
+    verify_pairs_per_s: float
+
+
+def _hamming_matrix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.int16]:
+    """All-pairs Hamming distances of two uint64 hash vectors."""
+    return np.bitwise_count(a[:, None] ^ b[None, :]).astype(np.int16)
+
+
+def _imagededup_hash(path: Path) -> int:
+    """imagededup's PHash of a file, exactly as its users compute it, as an int."""
+    from imagededup.methods import PHash
+
+    encoder = _imagededup_hash.__dict__.setdefault("encoder", PHash(verbose=False))
+    return int(encoder.encode_image(image_file=str(path)), 16)
+
+
+def _cache_key(model: str, ids: list[str]) -> str:
+    """Names a feature cache: dataset recipe, model, verify parameters and the item list."""
+    recipe = f"{DATASET_VERSION}|{model}|{verify.THUMB_SIZE}|" + ",".join(ids)
+    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+
+
+def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Path) -> ImageTable:
+    """Features of ``items`` (hashes, imagededup hash, embedding, verify thumbnail), cached."""
+    ids = [item.id for item in items]
+    cache = cache_dir / f"features-{_cache_key(model, ids)}.npz"
+    if cache.is_file():
+        data = np.load(cache)
+        return ImageTable(tuple(ids), data["phash"], data["phash_mirror"], data["dhash"],
+                          data["imagededup_phash"], data["embedding"], data["thumbnail"])
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from indexer.embed.loader import load_embedder
+
+    embedder = load_embedder(model)
+    started = time.perf_counter()
+    hashes = np.zeros((len(items), 4), np.uint64)
+    thumbs = np.zeros((len(items), verify.THUMB_SIZE, verify.THUMB_SIZE), np.uint8)
+    embeddings = np.zeros((len(items), embedder.dim), np.float32)
+    batch: list[Image.Image] = []
+    for i, item in enumerate(items):
+        path = dataset.path(item)
+        features, image = extract_features(path.read_bytes(), keep_image=True)
+        assert image is not None
+        hashes[i] = (features.phash, features.phash_mirror, features.dhash, _imagededup_hash(path))
+        thumbs[i] = verify.verify_thumbnail(image)
+        batch.append(image)
+        if len(batch) == 64 or i == len(items) - 1:
+            embeddings[i + 1 - len(batch) : i + 1] = embedder.embed(batch)
+            batch = []
+            log.info("features: %d / %d images", i + 1, len(items))
+    log.info("features of %d images in %.0f s", len(items), time.perf_counter() - started)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, phash=hashes[:, 0], phash_mirror=hashes[:, 1], dhash=hashes[:, 2],
+             imagededup_phash=hashes[:, 3], embedding=embeddings, thumbnail=thumbs)
+    return ImageTable(tuple(ids), hashes[:, 0], hashes[:, 1], hashes[:, 2], hashes[:, 3], embeddings, thumbs)
+
+
+def compute_pair_scores(
+    dataset: Dataset, queries: list[Item], query_table: ImageTable, corpus_table: ImageTable
+) -> PairScores:
+    """Every (query, corpus) score; verification is run on all pairs so its curve is complete."""
+    phash = np.minimum(
+        _hamming_matrix(query_table.phash, corpus_table.phash),
+        _hamming_matrix(query_table.phash_mirror, corpus_table.phash),
+    )
+    dhash = _hamming_matrix(query_table.dhash, corpus_table.dhash)
+    cosine = (query_table.embedding @ corpus_table.embedding.T).astype(np.float32)
+    imagededup = _hamming_matrix(query_table.imagededup_phash, corpus_table.imagededup_phash)
+    scores = np.zeros(cosine.shape, np.float32)
+    elapsed = 0.0
+    # The engine's call: the query's <=256 px decode against the candidates' stored thumbnails.
+    for i, item in enumerate(queries):
+        _, image = extract_features(dataset.path(item).read_bytes(), keep_image=True)
+        assert image is not None
+        started = time.perf_counter()
+        scores[i] = verify.verify_scores(image, corpus_table.thumbnail)
+        elapsed += time.perf_counter() - started
+    return PairScores(phash, dhash, cosine, imagededup, scores, scores.size / max(elapsed, 1e-9))
