@@ -203,7 +203,7 @@ def remove_tree(path: Path) -> None:
 
 
 def queue_index_job(session: Session, *, corpus: str, sources: Sequence[Path], model: str | None,
-                    no_embed: bool | None, workers: int) -> int:
+                    no_embed: bool | None, workers: int, allowed_roots: Sequence[str | Path]) -> int:
     """Queue (flush, not commit) a server-side index run of ``sources`` into ``corpus``; the job id."""
     row = get_corpus(session, name=corpus)
     if model and row.model_spec and model != row.model_spec:
@@ -216,5 +216,6 @@ def queue_index_job(session: Session, *, corpus: str, sources: Sequence[Path], m
     job = enqueue(session, kind="index", params={
         "corpus": corpus, "sources": [str(p) for p in sources],
         "model": model or row.model_spec, "no_embed": bool(no_embed), "workers": workers,
+        "allowed_roots": real_roots(allowed_roots),
     })
     return job.id

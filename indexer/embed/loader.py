@@ -58,6 +58,8 @@ def load_embedder(
     ``ModelUnavailableError`` when the weights cannot be found or loaded.
     """
     parsed = parse_model_spec(spec)
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
     import torch
 
     _check_device(device)

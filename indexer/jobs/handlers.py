@@ -12,6 +12,7 @@ from indexer.db.models import Audit, Corpus
 from indexer.errors import InputError, NotFoundError
 from indexer.jobs.queue import ClaimedJob
 from indexer.jobs.worker import Handler, JobOutcome, ProgressFn
+from indexer.sources.record import Source
 from indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,11 @@ def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
 
 
 def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
-    """Index the server-side sources of ``job`` into its corpus (resumes like the CLI)."""
+    """Index the server-side sources of ``job`` into its corpus (resumes like the CLI).
+
+    With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
+    those roots become failed items instead of being read.
+    """
     from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
     from indexer.pipeline.index import index_sources
     from indexer.sources.open import open_source
@@ -55,7 +60,7 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
         with ws.sessions() as s:
             model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
         model_spec = model_spec or DEFAULT_MODEL_SPEC
-    sources = [open_source(p) for p in paths]
+    sources = [_restricted(open_source(p), params.get("allowed_roots")) for p in paths]
     embedder = None if no_embed else load_embedder(str(model_spec))
     done = 0
 
@@ -71,6 +76,15 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
         message=f"indexed {summary.indexed}, already present {summary.skipped}, failed {summary.failed}",
         result=summary.to_dict(),
     )
+
+
+def _restricted(source: Source, allowed_roots: Any) -> Source:
+    """A manifest source whose rows may only name files under ``allowed_roots`` (when given)."""
+    from indexer.sources.manifest import ManifestSource
+
+    if allowed_roots is None or not isinstance(source, ManifestSource):
+        return source
+    return ManifestSource(source.path, allowed_roots=[str(r) for r in allowed_roots])
 
 
 def default_handlers() -> dict[str, Handler]:

@@ -84,7 +84,7 @@ def test_sources_become_an_index_job_only_under_a_root(tmp_path: Path) -> None:
     assert accepted.headers["location"] == f"/api/v1/jobs/{accepted.json()['id']}"
     assert job["kind"] == "index" and job["status"] == "queued"
     assert job["params"] == {"corpus": "web", "sources": [str(root / "photos")], "model": None,
-                             "no_embed": True, "workers": 1}
+                             "no_embed": True, "workers": 1, "allowed_roots": [str(root.resolve())]}
     assert created.status_code == 201 and isinstance(created.json()["job_id"], int)
     ws = workspace(home)
     try:

@@ -44,7 +44,7 @@ def corpus_create(body: CorpusCreate, session: TransactionDep, settings: Setting
     headers = {"Location": f"/api/v1/corpora/{name}"}
     if paths:
         out["job_id"] = queue_index_job(session, corpus=name, sources=paths, model=None,
-                                        no_embed=body.no_embed, workers=1)
+                                        no_embed=body.no_embed, workers=1, allowed_roots=settings.source_roots)
     return JSONResponse(out, status_code=status.HTTP_201_CREATED, headers=headers)
 
 
@@ -67,7 +67,7 @@ def corpus_add_sources(name: str, body: SourcesCreate, session: TransactionDep, 
     """Index server-side sources (under a source root) into the corpus, as a background job."""
     paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in body.sources]
     job_id = queue_index_job(session, corpus=name, sources=paths, model=body.model,
-                             no_embed=body.no_embed, workers=body.workers)
+                             no_embed=body.no_embed, workers=body.workers, allowed_roots=settings.source_roots)
     accepted = JobAccepted(id=job_id, job_id=job_id, status="queued", kind="index",
                            links={"self": f"/api/v1/jobs/{job_id}", "corpus": f"/api/v1/corpora/{name}"})
     return JSONResponse(accepted.model_dump(), status_code=status.HTTP_202_ACCEPTED,

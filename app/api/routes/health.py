@@ -28,5 +28,6 @@ def health(request: Request, ws: WorkspaceDep) -> Health:
         database = "unreachable"
     worker = getattr(request.app.state, "worker", None)
     worker_state = "off" if worker is None else "running" if worker.is_running else "stopped"
-    return Health(status="ok" if database == "ok" else "degraded", version=__version__,
+    healthy = database == "ok" and worker_state != "stopped"
+    return Health(status="ok" if healthy else "degraded", version=__version__,
                   database=database, worker=worker_state)  # type: ignore[arg-type]

@@ -73,6 +73,12 @@ def test_unavailable_device_is_a_usage_error(tmp_path: Path) -> None:
         load_embedder(spec, device="nonsense")
 
 
+def test_batch_size_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    spec = build_tiny_checkpoint(tmp_path / "tiny")
+    with pytest.raises(UsageError, match="batch size"):
+        load_embedder(spec, batch_size=0)
+
+
 def test_tiny_checkpoint_round_trip(tmp_path: Path) -> None:
     spec = build_tiny_checkpoint(tmp_path / "tiny", seed=0)
     images = _images(5)
