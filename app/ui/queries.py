@@ -39,7 +39,7 @@ def score_counts(session: Session, *, audit_id: int) -> ScoreCounts:
         select(Match.hamming, Match.kind, func.count())
         .where(*visual, Match.hamming.is_not(None)).group_by(Match.hamming, Match.kind)
     ):
-        hamming[(int(h), str(kind))] += int(n)
+        hamming[(int(h or 0), str(kind))] += int(n)
     return ScoreCounts(cosine=cosine, hamming=hamming)
 
 

@@ -7,7 +7,7 @@ API would use (``app.errors.status_for``); a missing token becomes the token pro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -67,7 +67,7 @@ def ui_route_class(ui: Ui) -> type[APIRoute]:
     """An ``APIRoute`` whose errors render as HTML pages instead of the API's JSON shape."""
 
     class UiRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
 
             async def render_errors(request: Request) -> Response:

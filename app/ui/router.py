@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import mimetypes
-from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse

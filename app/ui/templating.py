@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from datetime import UTC, datetime
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

@@ -77,8 +77,10 @@ def _band_pass(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """Difference of Gaussians of a square image (fine minus coarse blur)."""
     n = pixels.shape[0]
     fine = _blur_matrix(n, _SIGMA_FINE)
-    coarse = _blur_matrix(n, _SIGMA_COARSE)
-    out: npt.NDArray[np.float32] = fine @ pixels @ fine.T - coarse @ pixels @ coarse.T
+    out: npt.NDArray[np.float32] = fine @ pixels @ fine.T
+    if _SIGMA_COARSE:
+        coarse = _blur_matrix(n, _SIGMA_COARSE)
+        out = out - coarse @ pixels @ coarse.T
     return out
 
 
@@ -109,8 +111,10 @@ def _reference_vectors(thumbs: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]
     lo = (THUMB_SIZE - WINDOW) // 2
     pixels = thumbs.astype(np.float32)
     fine = _blur_matrix(THUMB_SIZE, _SIGMA_FINE)[lo : lo + WINDOW]
-    coarse = _blur_matrix(THUMB_SIZE, _SIGMA_COARSE)[lo : lo + WINDOW]
-    band = _separable(pixels, fine) - _separable(pixels, coarse)
+    coarse = _blur_matrix(THUMB_SIZE, _SIGMA_COARSE or 1.0)[lo : lo + WINDOW]
+    band = _separable(pixels, fine)
+    if _SIGMA_COARSE:
+        band = band - _separable(pixels, coarse)
     return _normalise_rows(band.reshape(len(thumbs), WINDOW * WINDOW))
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from ui_browser_support import (
-    build_demo_home,
     browser_page,
+    build_demo_home,
     require_chromium,
     save_screenshot,
     serve,
