@@ -10,6 +10,7 @@
     ├── ConflictError               the request contradicts stored state, e.g. another model (HTTP 409)
     │   └── ModelMismatchError      a corpus is indexed with a different embedding model
     ├── IndexMismatchError          a FAISS store's sidecar disagrees with the DB or the request
+    ├── IndexUnavailableError       the local index (--home) does not exist (CLI exit 3)
     ├── ModelUnavailableError       embedding weights cannot be loaded (semantic tier skipped)
     ├── AuthError                   missing or wrong API token (HTTP 401)
     └── ServerError                 the audit server is unreachable or failed (CLI exit 3)
@@ -79,6 +80,12 @@ class IndexMismatchError(SplitauditError):
     """A FAISS store's sidecar disagrees with the DB or with what was asked for."""
 
     code = "index_mismatch"
+
+
+class IndexUnavailableError(SplitauditError):
+    """The local index (``--home``) is missing: nothing to audit against."""
+
+    code = "index_unavailable"
 
 
 class ModelUnavailableError(SplitauditError):

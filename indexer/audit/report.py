@@ -14,7 +14,6 @@ SCHEMA = "splitaudit.report/v1"
 KINDS = ("exact", "near", "semantic", "label_leak")
 KIND_RANK = {k: i for i, k in enumerate(KINDS)}
 VISUAL_KINDS = ("exact", "near")
-MAX_MATCHES_PER_ITEM = 10
 
 
 def _item_kinds(session: Session, audit_id: int) -> dict[int, set[str]]:
@@ -88,6 +87,37 @@ def latest_reviews(session: Session, match_ids: list[int]) -> dict[int, dict[str
     return out
 
 
+def inherited_reviews(
+    session: Session, wanted: list[tuple[int, str | None, str | None, int]]
+) -> dict[int, dict[str, Any]]:
+    """Reviews carried over from earlier audits: same test content (sha256 or pixel digest) x same corpus item.
+
+    ``wanted`` holds ``(match_id, test sha256, test pixel digest, corpus item id)`` for matches
+    without a review of their own; the newest earlier verdict on the same pair applies.
+    """
+    out: dict[int, dict[str, Any]] = {}
+    item_ids = sorted({w[3] for w in wanted})
+    newest: dict[tuple[int, str], tuple[Review, int]] = {}
+    for start in range(0, len(item_ids), 500):
+        rows = session.execute(
+            select(Review, Match.id, Match.item_id, SplitItem.sha256, SplitItem.pixel_digest)
+            .join(Match, Review.match_id == Match.id)
+            .join(SplitItem, Match.split_item_id == SplitItem.id)
+            .where(Match.item_id.in_(item_ids[start : start + 500]))
+            .order_by(Review.id)
+        ).all()
+        for review, match_id, item_id, sha, pixel in rows:
+            for digest in (sha, pixel):
+                if digest:
+                    newest[(int(item_id), digest)] = (review, int(match_id))
+    for match_id, sha, pixel, item_id in wanted:
+        found = [newest[k] for k in ((item_id, sha or ""), (item_id, pixel or "")) if k in newest]
+        if found:
+            review, source = max(found, key=lambda rm: rm[0].id)
+            out[match_id] = dict(review_dict(review), inherited_from_match=source)
+    return out
+
+
 def review_dict(r: Review) -> dict[str, Any]:
     """A review row as JSON."""
     return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer,
@@ -117,6 +147,11 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
         .where(Match.audit_id == audit_id)
     ).all()
     reviews = latest_reviews(session, [m.id for m, _i, _s in matches])
+    digests = {it.id: (it.sha256, it.pixel_digest) for it in items}
+    reviews.update(inherited_reviews(session, [
+        (m.id, *digests.get(m.split_item_id, (None, None)), m.item_id)
+        for m, _i, _s in matches if m.id not in reviews and m.item_id is not None
+    ]))
     per_item: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for m, item, shard_name in matches:
         per_item[m.split_item_id].append(match_dict(m, item, shard_name, reviews.get(m.id)))
@@ -131,7 +166,7 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
             "split_item_id": it.id, "key": it.key, "label": it.label, "sha256": it.sha256,
             "pixel_digest": it.pixel_digest,
             "verdict": verdict_of({d["kind"] for d in ms}),
-            "matches": ms[:MAX_MATCHES_PER_ITEM], "match_count": len(ms),
+            "matches": ms, "match_count": len(ms),
         })
     keys = {it.id: it.key for it in items}
     dups = [

@@ -20,17 +20,11 @@ from indexer.cli.common import (
     home_option,
     open_workspace,
 )
-from indexer.errors import AuthError, SplitauditError, UsageError
+from indexer.errors import AuthError, IndexUnavailableError, UsageError
 from indexer.gate.baseline import Baseline, load_baseline
 from indexer.gate.evaluate import GateResult, apply_gate, evaluate
 from indexer.gate.policy import Policy, load_policy, load_policy_file, parse_threshold_options
 from indexer.gate.summary import summary_paragraph
-
-
-class IndexUnavailableError(SplitauditError):
-    """The local index (``--home``) is missing: nothing to audit against (exit 3)."""
-
-    code = "index_unavailable"
 
 
 def parse_rate(value: str | None) -> float | None:

@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 import click
 
 from indexer.errors import (
+    AuthError,
     ImageDecodeError,
     IndexMismatchError,
+    IndexUnavailableError,
     InputError,
     ModelUnavailableError,
     NotFoundError,
@@ -50,9 +52,10 @@ def open_workspace(home: Path) -> Workspace:
 
 def exit_code_for(exc: SplitauditError) -> int:
     """Map a library error to the CLI's exit codes (2 usage/input, 3 internal/server)."""
-    if isinstance(exc, UsageError | InputError | NotFoundError | ModelUnavailableError | ImageDecodeError):
+    if isinstance(exc, UsageError | InputError | NotFoundError | ModelUnavailableError | ImageDecodeError
+                  | AuthError):
         return EXIT_USAGE
-    if isinstance(exc, ServerError | IndexMismatchError):
+    if isinstance(exc, ServerError | IndexMismatchError | IndexUnavailableError):
         return EXIT_INTERNAL
     return EXIT_USAGE if exc.code in {"conflict", "model_mismatch"} else EXIT_INTERNAL
 

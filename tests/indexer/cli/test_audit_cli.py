@@ -340,8 +340,6 @@ def test_server_mode_gate_review_and_baseline(workdir: Path, server: str) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the report to carry not_duplicate verdicts over to a new audit's "
-                   "matches of the same (test content, corpus item) pair (indexer/audit/report.py)")
 def test_server_mode_review_carries_over_to_the_next_gate_run(workdir: Path, server: str) -> None:
     split = make_split(workdir / "leaky", planted=True)
     first = run("audit", split, "--corpus", "ref", "--server", server, "--json", "first.json", cwd=workdir)
