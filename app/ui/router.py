@@ -39,7 +39,6 @@ def build_router(settings: ApiSettings) -> APIRouter:
             media += "; charset=utf-8"
         return FileResponse(path, media_type=media, headers={"Cache-Control": STATIC_CACHE})
 
-
     @router.get("/{path:path}")
     def not_found(path: str, request: Request, _caller: Principal = Depends(ui.reader)) -> Response:
         """An HTML 404 for any other ``/ui`` path (``/ui/`` goes to the audits list)."""

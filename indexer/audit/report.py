@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -108,7 +109,7 @@ def inherited_reviews(
         ).all()
         for review, match_id, item_id, sha, pixel in rows:
             for digest in (sha, pixel):
-                if digest:
+                if digest and item_id is not None:
                     newest[(int(item_id), digest)] = (review, int(match_id))
     for match_id, sha, pixel, item_id in wanted:
         found = [newest[k] for k in ((item_id, sha or ""), (item_id, pixel or "")) if k in newest]
@@ -120,8 +121,14 @@ def inherited_reviews(
 
 def review_dict(r: Review) -> dict[str, Any]:
     """A review row as JSON."""
-    return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer,
-            "at": r.created_at.isoformat() if r.created_at else None}
+    return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer, "at": iso_utc(r.created_at)}
+
+
+def iso_utc(at: datetime | None) -> str | None:
+    """ISO-8601 with an explicit UTC offset (SQLite hands back naive datetimes)."""
+    if at is None:
+        return None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 
 
 def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
@@ -180,8 +187,8 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
         "status": status["status"],
         "split": {"id": split.id, "name": split.name},
         "corpora": list(audit.corpora),
-        "created_at": audit.created_at.isoformat() if audit.created_at else None,
-        "finished_at": audit.finished_at.isoformat() if audit.finished_at else None,
+        "created_at": iso_utc(audit.created_at),
+        "finished_at": iso_utc(audit.finished_at),
         "summary": audit.summary or compute_summary(session, audit_id),
         "thresholds": audit.thresholds,
         "model": audit.model,
@@ -203,7 +210,8 @@ def match_dict(m: Match, item: Item | None, shard_name: str | None, review: dict
     }
     if item is not None:
         d.update(corpus_key=item.key, uri=item.uri, url=item.url, caption=item.caption, label=item.label,
-                 license=item.license, shard=shard_name, sha256=item.sha256)
+                 license=item.license, shard=shard_name, sha256=item.sha256,
+                 pixel_digest=item.pixel_digest)
     return d
 
 

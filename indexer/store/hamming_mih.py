@@ -1,0 +1,127 @@
+"""Multi-index hashing: exact sub-linear Hamming range search over 64-bit hashes (numpy).
+
+The 64 bits are cut into ``len(BLOCKS)`` blocks. If two hashes differ in at most ``r`` bits,
+at least one block differs in at most ``r // len(BLOCKS)`` bits (pigeonhole), so probing,
+per block, every bucket within that many bit flips of the query's block finds every hash
+within ``r`` — exactly, no recall loss. Each block is a sorted permutation of the items plus a
+dense offsets table (``2**width`` entries), so a probe is two array reads. Candidates are then
+checked with a full 64-bit popcount. Cost grows with the number of probes, so callers use
+it for small radii (``MAX_EXACT_RADIUS``) and brute force beyond.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+import numpy.typing as npt
+
+# (shift, width) of each block of the unsigned 64-bit value, most significant first.
+BLOCKS: tuple[tuple[int, int], ...] = ((42, 22), (21, 21), (0, 21))
+MAX_BLOCK_RADIUS = 3
+MAX_EXACT_RADIUS = len(BLOCKS) * (MAX_BLOCK_RADIUS + 1) - 1  # 11 bits
+_MAX_CANDIDATES = 8_000_000  # per query chunk, to bound memory
+
+SearchResult = list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
+
+
+@lru_cache(maxsize=32)
+def flip_masks(width: int, radius: int) -> npt.NDArray[np.int64]:
+    """Every ``width``-bit mask with at most ``radius`` bits set (0 first)."""
+    masks = [0]
+    for r in range(1, radius + 1):
+        masks.extend(sum(1 << b for b in bits) for bits in combinations(range(width), r))
+    return np.asarray(masks, dtype=np.int64)
+
+
+def block_keys(values: npt.NDArray[np.uint64], shift: int, width: int) -> npt.NDArray[np.int64]:
+    """The ``width``-bit block starting at bit ``shift`` of each value."""
+    return ((values >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.int64)
+
+
+class MultiIndexHash:
+    """Bucket tables over hashes ``codes`` (unsigned) whose item ids are ``ids``."""
+
+    def __init__(self, codes: npt.NDArray[np.uint64], ids: npt.NDArray[np.int64]) -> None:
+        self.codes = np.ascontiguousarray(codes, dtype=np.uint64)
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        pos_type = np.int32 if len(self.codes) < 2**31 else np.int64
+        self._tables: list[tuple[npt.NDArray[np.signedinteger], npt.NDArray[np.int64]]] = []
+        for shift, width in BLOCKS:
+            keys = block_keys(self.codes, shift, width)
+            order = np.argsort(keys, kind="stable").astype(pos_type)
+            offsets = np.zeros((1 << width) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(keys, minlength=1 << width), out=offsets[1:])
+            self._tables.append((order, offsets))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the tables (codes and ids included)."""
+        return int(self.codes.nbytes + self.ids.nbytes
+                   + sum(o.nbytes + off.nbytes for o, off in self._tables))
+
+    def search_radius(self, queries: npt.NDArray[np.uint64], radius: int) -> SearchResult:
+        """For each query, the ids within Hamming ``radius`` (inclusive) and their distances."""
+        if radius > MAX_EXACT_RADIUS:
+            raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
+        q = np.ascontiguousarray(queries, dtype=np.uint64)
+        out: SearchResult = []
+        start = 0
+        while start < len(q):
+            chunk = q[start : start + 1024]
+            out.extend(self._search_chunk(chunk, radius))
+            start += len(chunk)
+        return out
+
+    def _candidates(self, q: npt.NDArray[np.uint64], radius: int) -> tuple[npt.NDArray[np.int64], ...]:
+        """(query row, item position) pairs found by the probes of every block."""
+        per_block = radius // len(BLOCKS)
+        rows: list[npt.NDArray[np.int64]] = []
+        positions: list[npt.NDArray[np.int64]] = []
+        for (shift, width), (order, offsets) in zip(BLOCKS, self._tables, strict=True):
+            probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
+            lo = offsets[probes].ravel()
+            cnt = offsets[probes + 1].ravel() - lo
+            qrow = np.repeat(np.arange(len(q), dtype=np.int64), probes.shape[1])
+            keep = cnt > 0
+            lo, cnt, qrow = lo[keep], cnt[keep], qrow[keep]
+            total = int(cnt.sum())
+            if total == 0:
+                continue
+            base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+            positions.append(order[np.arange(total, dtype=np.int64) + base].astype(np.int64))
+            rows.append(np.repeat(qrow, cnt))
+        if not rows:
+            empty = np.empty(0, np.int64)
+            return empty, empty
+        return np.concatenate(rows), np.concatenate(positions)
+
+    def _count(self, q: npt.NDArray[np.uint64], radius: int) -> int:
+        per_block = radius // len(BLOCKS)
+        total = 0
+        for (shift, width), (_order, offsets) in zip(BLOCKS, self._tables, strict=True):
+            probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
+            total += int((offsets[probes + 1] - offsets[probes]).sum())
+        return total
+
+    def _search_chunk(self, q: npt.NDArray[np.uint64], radius: int) -> SearchResult:
+        if len(q) > 1 and self._count(q, radius) > _MAX_CANDIDATES:
+            half = len(q) // 2
+            return self._search_chunk(q[:half], radius) + self._search_chunk(q[half:], radius)
+        rows, pos = self._candidates(q, radius)
+        dist = np.bitwise_count(self.codes[pos] ^ q[rows]).astype(np.int32)
+        hit = dist <= radius
+        rows, pos, dist = rows[hit], pos[hit], dist[hit]
+        # the same item can be found through several blocks: keep it once
+        pair = rows * len(self.codes) + pos
+        pair, first = np.unique(pair, return_index=True)
+        rows, pos, dist = rows[first], pos[first], dist[first]
+        bounds = np.searchsorted(rows, np.arange(len(q) + 1))
+        return [
+            (self.ids[pos[bounds[i] : bounds[i + 1]]], dist[bounds[i] : bounds[i + 1]])
+            for i in range(len(q))
+        ]
