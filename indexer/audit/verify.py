@@ -2,32 +2,38 @@
 
 64-bit pHash and CNN features both miss many near-duplicates among small images (32-64 px,
 CIFAR / Tiny-ImageNet sized): a 2-pixel shift of a 32 px image is a 6% translation, enough
-to flip a third of the pHash bits, and ImageNet features of a blurry thumbnail are close
+to flip a third of the pHash bits, and ImageNet features of upscaled thumbnails are close
 for many unrelated thumbnails. The audit therefore *verifies* candidate pairs (loose pHash
-radius or top-k cosine) by aligning them directly:
+radius or cosine) by aligning the pixels directly:
 
 1. each image becomes a 32x32 grayscale thumbnail (``verify_thumbnail``; 1 KiB as uint8,
    cheap to store next to a corpus item);
 2. the reference (candidate) is band-passed -- a difference of Gaussians that drops the
-   smooth sky-above-ground layout every photo shares and the pixel noise JPEG adds -- and
-   its central 24x24 window is z-normalised;
-3. the query is resampled at a few scales (0.9-1.1), mirrored and not, band-passed, and
-   every 24x24 window within +-3 px of the centre is z-normalised;
-4. the score is the highest normalised cross-correlation (Pearson r) between the
-   reference window and any query window: one matrix product per query for all its
-   candidates.
+   smooth sky-above-ground layout every photo shares -- and its central 24x24 window is
+   normalised (zero mean, unit norm; nearly flat windows are shrunk, not blown up);
+3. the query is resampled at five scales (0.9-1.1), plain and mirrored, band-passed, and
+   every 24x24 window within +-3 px of the centre is normalised (490 windows);
+4. ``r`` = the best normalised cross-correlation (Pearson r) between the reference window
+   and any query window -- one matrix product per query for all its candidates;
+5. ``a`` = the *ambiguity* of the pair: how well each image's centre window correlates
+   with itself moved by 2 px (the larger of the two). A lone edge or a smooth gradient
+   correlates with its own shifted copy, so a search over shifts and scales finds a good
+   ``r`` against almost anything; textured content does not;
+6. score = ``(r - a) / (1 - a)``, clipped to [-1, 1]: how much better the best alignment
+   is than a 2-px misalignment of the image with itself.
 
-Scores lie in [-1, 1]: ~1 for the same picture, whatever its brightness, contrast, colour
-balance or JPEG quality (the correlation is invariant to gain and offset); unrelated
-pictures score low because the band-passed windows must line up texture for texture.
-``indexer.audit.thresholds`` holds the calibrated cut-off (see ``docs/thresholds.md``).
-The score is not symmetric in theory (only the query is shifted and scaled), but the
-tried shifts and scales are symmetric, so swapping the pair changes it by little.
+Scores lie in [-1, 1]; 1 = the best alignment is perfect. Brightness, contrast, colour
+balance and JPEG quality barely move it (the correlation ignores gain and offset). Two
+unrelated pictures score below ~0.3 even after the search; a perfect copy of an
+edge-only picture still scores 1. ``indexer.audit.thresholds`` holds the calibrated
+cut-off (see ``docs/thresholds.md``). Only the query is shifted and scaled, but the tried
+shifts and scales are symmetric, so swapping a pair changes its score little.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -38,6 +44,7 @@ from PIL import Image
 THUMB_SIZE = 32
 WINDOW = 24
 MAX_SHIFT = 3
+AMBIGUITY_SHIFT = 2
 SCALES = (0.9, 0.95, 1.0, 1.05, 1.1)
 # Difference-of-Gaussians band: sigma in thumbnail pixels (32 px = whole image).
 _SIGMA_FINE = 0.6
@@ -106,16 +113,68 @@ def _separable(pixels: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) -
     return out
 
 
-def _reference_vectors(thumbs: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-    """(n, 32, 32) thumbnails -> (n, WINDOW**2) normalised central band-passed windows."""
-    lo = (THUMB_SIZE - WINDOW) // 2
+@lru_cache(maxsize=4)
+def _offsets(radius: int) -> tuple[tuple[int, int], ...]:
+    """The (dx, dy) offsets on the square ring at Chebyshev distance ``radius``."""
+    return tuple(
+        (dx, dy)
+        for dy in range(-radius, radius + 1)
+        for dx in range(-radius, radius + 1)
+        if max(abs(dx), abs(dy)) == radius
+    )
+
+
+def _band_stack(thumbs: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+    """(n, 32, 32) thumbnails -> their band-passed versions."""
     pixels = thumbs.astype(np.float32)
-    fine = _blur_matrix(THUMB_SIZE, _SIGMA_FINE)[lo : lo + WINDOW]
-    coarse = _blur_matrix(THUMB_SIZE, _SIGMA_COARSE or 1.0)[lo : lo + WINDOW]
-    band = _separable(pixels, fine)
+    band = _separable(pixels, _blur_matrix(THUMB_SIZE, _SIGMA_FINE))
     if _SIGMA_COARSE:
-        band = band - _separable(pixels, coarse)
-    return _normalise_rows(band.reshape(len(thumbs), WINDOW * WINDOW))
+        band = band - _separable(pixels, _blur_matrix(THUMB_SIZE, _SIGMA_COARSE))
+    return band
+
+
+@dataclass(frozen=True)
+class References:
+    """Candidates prepared once for many queries: normalised central windows + ambiguity."""
+
+    vectors: npt.NDArray[np.float32]  # (n, WINDOW**2)
+    ambiguity: npt.NDArray[np.float32]  # (n,)
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+
+def prepare_references(
+    candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
+) -> References:
+    """Prepare candidates (PIL images, 32x32 uint8 thumbnails or an (n, 32, 32) stack)."""
+    if isinstance(candidates, References):
+        return candidates
+    if isinstance(candidates, np.ndarray) and candidates.ndim == 3:
+        thumbs = candidates.astype(np.uint8, copy=False)
+    else:
+        thumbs = np.stack([verify_thumbnail(c) for c in candidates])
+    band = _band_stack(thumbs)
+    lo = (THUMB_SIZE - WINDOW) // 2
+
+    def window(dx: int, dy: int) -> npt.NDArray[np.float32]:
+        cut = band[:, lo + dy : lo + dy + WINDOW, lo + dx : lo + dx + WINDOW]
+        return _normalise_rows(cut.reshape(len(thumbs), WINDOW * WINDOW))
+
+    vectors = window(0, 0)
+    ambiguity = np.max(
+        [np.einsum("ij,ij->i", vectors, window(dx, dy)) for dx, dy in _offsets(AMBIGUITY_SHIFT)],
+        axis=0,
+    ).astype(np.float32)
+    return References(vectors, ambiguity)
+
+
+@dataclass(frozen=True)
+class QueryVariants:
+    """A query's shifted / scaled / mirrored normalised windows and its own ambiguity."""
+
+    vectors: npt.NDArray[np.float32]  # (n_variants, WINDOW**2)
+    ambiguity: float
 
 
 def _query_source(image: ImageOrThumbnail) -> Image.Image:
@@ -128,11 +187,13 @@ def _query_source(image: ImageOrThumbnail) -> Image.Image:
     return gray
 
 
-def query_variants(image: ImageOrThumbnail) -> npt.NDArray[np.float32]:
-    """Every shifted / scaled / mirrored normalised window of a query: (n_variants, WINDOW**2)."""
+def query_variants(image: ImageOrThumbnail) -> QueryVariants:
+    """Every window of the query within +-MAX_SHIFT px at each scale, plain and mirrored."""
     gray = _query_source(image)
+    side = 2 * MAX_SHIFT + 1
     blocks: list[npt.NDArray[np.float32]] = []
-    for source in (gray, gray.transpose(Image.Transpose.FLIP_LEFT_RIGHT)):
+    ambiguity = 0.0
+    for mirrored, source in enumerate((gray, gray.transpose(Image.Transpose.FLIP_LEFT_RIGHT))):
         for scale in SCALES:
             n = round(THUMB_SIZE * scale)
             band = _band_pass(np.asarray(source.resize((n, n), _RESAMPLE), dtype=np.float32))
@@ -142,28 +203,33 @@ def query_variants(image: ImageOrThumbnail) -> npt.NDArray[np.float32]:
             if pad_lo or pad_hi:
                 band = np.pad(band, (pad_lo, pad_hi), mode="reflect")
             area = band[lo + pad_lo : hi + pad_lo, lo + pad_lo : hi + pad_lo]
-            windows = sliding_window_view(area, (WINDOW, WINDOW))
-            blocks.append(windows.reshape(-1, WINDOW * WINDOW))
-    return _normalise_rows(np.concatenate(blocks, axis=0))
+            windows = _normalise_rows(sliding_window_view(area, (WINDOW, WINDOW)).reshape(-1, WINDOW * WINDOW))
+            blocks.append(windows)
+            if scale == 1.0 and not mirrored:
+                # Same definition as for references: the centre window against its 2-px shifts.
+                centre = windows[MAX_SHIFT * side + MAX_SHIFT]
+                ring = [windows[(MAX_SHIFT + dy) * side + MAX_SHIFT + dx] for dx, dy in _offsets(AMBIGUITY_SHIFT)]
+                ambiguity = float(np.max(np.stack(ring) @ centre))
+    return QueryVariants(np.concatenate(blocks, axis=0), ambiguity)
 
 
 def verify_scores(
-    query: ImageOrThumbnail, candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8]
+    query: ImageOrThumbnail,
+    candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
 ) -> npt.NDArray[np.float32]:
     """Verification score in [-1, 1] of ``query`` against each candidate (order kept).
 
-    Candidates may be PIL images or 32x32 uint8 thumbnails from ``verify_thumbnail`` (a
-    stacked ``(n, 32, 32)`` array works too). Higher means more surely the same picture.
+    Candidates may be PIL images, 32x32 uint8 thumbnails from ``verify_thumbnail``, a
+    stacked ``(n, 32, 32)`` array, or ``prepare_references(...)`` reused across queries.
+    1 means the best alignment is perfect; see the module docstring for the scale.
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)
-    if isinstance(candidates, np.ndarray) and candidates.ndim == 3:
-        thumbs = candidates.astype(np.uint8, copy=False)
-    else:
-        thumbs = np.stack([verify_thumbnail(c) for c in candidates])
+    references = prepare_references(candidates)
     variants = query_variants(query)
-    references = _reference_vectors(thumbs)
-    scores = (variants @ references.T).max(axis=0)
+    best = (variants.vectors @ references.vectors.T).max(axis=0)
+    ambiguity = np.maximum(references.ambiguity, variants.ambiguity)
+    scores = (best - ambiguity) / np.maximum(1.0 - ambiguity, _EPS)
     out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32)
     return out
 

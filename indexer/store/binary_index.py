@@ -1,7 +1,15 @@
-"""FAISS binary index over 64-bit perceptual hashes, searched by Hamming distance."""
+"""FAISS binary index over 64-bit perceptual hashes, searched by Hamming distance.
+
+Hashes live in an exhaustive ``IndexBinaryIDMap2(IndexBinaryFlat(64))`` (8 bytes + an 8-byte
+id per item). Beyond a size (``IndexPolicy.hash_flat_max``) a multi-index hash table
+(``hamming_mih``, ~24 bytes per item, built in memory on load) answers radius searches up to
+``MAX_EXACT_RADIUS`` bits sub-linearly and still exactly; larger radii fall back to FAISS
+brute force. The sidecar records the type and the recall measured against brute force.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +18,19 @@ import numpy.typing as npt
 
 from indexer.errors import IndexMismatchError
 from indexer.store.atomic import atomic_write_with
+from indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
 from indexer.store.sidecar import Sidecar
+
+log = logging.getLogger(__name__)
 
 METRIC = "hamming"
 HASH_MODEL = "phash64"
 INDEX_FILE = "phash.faiss"
 SIDECAR_FILE = "phash.json"
+FLAT_TYPE = "BinaryFlat"
+MIH_TYPE = "BinaryFlat+MIH"
+
+SearchResult = list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
 
 
 def hashes_to_bytes(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
@@ -24,20 +39,28 @@ def hashes_to_bytes(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
     return arr.view(np.uint8).reshape(-1, 8)
 
 
+def bytes_to_hashes(codes: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """Inverse of ``hashes_to_bytes``."""
+    return np.ascontiguousarray(codes, dtype=np.uint8).view(">u8").reshape(-1).astype(np.uint64)
+
+
 def signed_to_unsigned(values: npt.ArrayLike) -> npt.NDArray[np.uint64]:
     """DB-stored signed int64 hashes -> unsigned uint64 (two's complement)."""
     return np.asarray(values, dtype=np.int64).view(np.uint64)
 
 
 class BinaryStore:
-    """An ``IndexBinaryIDMap2(IndexBinaryFlat(64))`` (or a hash-bucket type beyond a size)."""
+    """An ``IndexBinaryIDMap2(IndexBinaryFlat(64))``, plus multi-index hash tables beyond a size."""
 
     def __init__(self, index: Any, sidecar: Sidecar | None = None) -> None:
         self.index = index
         self.generation = sidecar.generation if sidecar else 0
         self.max_item_id = sidecar.max_item_id if sidecar else 0
-        self.index_type = sidecar.index_type if sidecar else "BinaryFlat"
+        self.index_type = sidecar.index_type if sidecar else FLAT_TYPE
         self.params: dict[str, Any] = dict(sidecar.params) if sidecar else {}
+        self.mih: MultiIndexHash | None = None
+        if self.index_type == MIH_TYPE and self.count:
+            self.mih = MultiIndexHash(*self.codes_and_ids())
 
     @classmethod
     def create(cls) -> BinaryStore:
@@ -69,29 +92,59 @@ class BinaryStore:
         """Number of hashes held."""
         return int(self.index.ntotal)
 
+    def codes_and_ids(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+        """Copies of every stored hash (unsigned) and its item id, in insertion order."""
+        import faiss
+
+        inner = faiss.downcast_IndexBinary(self.index.index)
+        codes = bytes_to_hashes(faiss.vector_to_array(inner.xb))
+        return codes, faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
     def add(self, ids: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64]) -> None:
-        """Add unsigned 64-bit hashes under the given item ids."""
+        """Add unsigned 64-bit hashes under the given item ids (hash tables are rebuilt later)."""
         if len(ids) == 0:
             return
         self.index.add_with_ids(hashes_to_bytes(hashes), np.ascontiguousarray(ids, dtype=np.int64))
+        self.mih = None
+
+    def use_mih(self, enabled: bool) -> None:
+        """Switch the multi-index hash tables on (built from the stored hashes) or off."""
+        if enabled and self.count:
+            if self.mih is None or len(self.mih) != self.count:
+                self.mih = MultiIndexHash(*self.codes_and_ids())
+            self.index_type = MIH_TYPE
+        else:
+            self.mih, self.index_type = None, FLAT_TYPE
 
     def search_radius(
-        self, hashes: npt.NDArray[np.uint64], radius: int
-    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
-        """For each query hash, the item ids within Hamming ``radius`` and their distances."""
-        if len(hashes) == 0 or self.count == 0:
-            return [(np.empty(0, np.int64), np.empty(0, np.int32)) for _ in range(len(hashes))]
+        self, hashes: npt.NDArray[np.uint64], radius: int, *, max_results: int | None = None
+    ) -> SearchResult:
+        """For each query hash, the item ids within Hamming ``radius`` and their distances.
+
+        Exact in every mode. ``max_results`` keeps only the nearest ones per query (bounded
+        output for large radii, where a million-item corpus has thousands of hashes per query).
+        """
+        q = np.asarray(hashes, dtype=np.uint64)
+        if len(q) == 0 or self.count == 0:
+            return [(np.empty(0, np.int64), np.empty(0, np.int32)) for _ in range(len(q))]
+        if self.mih is not None and radius <= MAX_EXACT_RADIUS:
+            found = self.mih.search_radius(q, radius)
+            return found if max_results is None else [_nearest(i, d, max_results) for i, d in found]
+        if max_results is not None:
+            dists, ids = self.search_knn(q, max_results)
+            return [(ids[r][(dists[r] <= radius) & (ids[r] >= 0)],
+                     dists[r][(dists[r] <= radius) & (ids[r] >= 0)]) for r in range(len(q))]
         # FAISS binary range search is exclusive of the radius.
-        lims, dists, ids = self.index.range_search(hashes_to_bytes(hashes), radius + 1)
+        lims, dists, ids = self.index.range_search(hashes_to_bytes(q), radius + 1)
         return [
             (ids[lims[i] : lims[i + 1]].astype(np.int64), dists[lims[i] : lims[i + 1]].astype(np.int32))
-            for i in range(len(hashes))
+            for i in range(len(q))
         ]
 
     def search_knn(
         self, hashes: npt.NDArray[np.uint64], k: int
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-        """The ``k`` nearest hashes (distances, ids) per query."""
+        """The ``k`` nearest hashes (distances, ids) per query (exhaustive)."""
         if len(hashes) == 0 or self.count == 0:
             return np.zeros((len(hashes), k), np.int32), np.full((len(hashes), k), -1, np.int64)
         dists, ids = self.index.search(hashes_to_bytes(hashes), min(k, self.count))
@@ -109,3 +162,12 @@ class BinaryStore:
             generation=generation, max_item_id=max_item_id, index_type=self.index_type,
             params=self.params,
         ).save(folder / SIDECAR_FILE)
+
+
+def _nearest(
+    ids: npt.NDArray[np.int64], dists: npt.NDArray[np.int32], n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    if len(ids) <= n:
+        return ids, dists
+    keep = np.argsort(dists, kind="stable")[:n]
+    return ids[keep], dists[keep]

@@ -3,7 +3,10 @@
 Indexing only writes DB rows and vector batch files; the FAISS indexes are derived data.
 ``sync_corpus_index`` loads the saved indexes, adds whatever committed rows/batches are
 newer than their sidecars, and saves them atomically. A run killed at any point therefore
-never leaves the indexes missing or duplicating an item.
+never leaves the indexes missing or duplicating an item. The index *type* follows the size
+(``IndexPolicy``): when the corpus outgrows exact Flat search (or an IVF outgrows its list
+count, or another storage is asked for) the index is rebuilt from the batch files, streaming;
+a saved index that cannot be read is rebuilt the same way.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -24,8 +29,13 @@ from indexer.db.models import Corpus, Item, VectorBatch
 from indexer.errors import IndexMismatchError
 from indexer.store import binary_index, float_index
 from indexer.store.binary_index import BinaryStore, signed_to_unsigned
+from indexer.store.calibrate import BatchRef, flip_bits, hamming_recall, iter_chunks
+from indexer.store.float_build import build_flat, build_ivf, recalibrate_ivf
 from indexer.store.float_index import FloatStore
-from indexer.store.vectors import VECTORS_DIR, batch_path, read_batch
+from indexer.store.hamming_mih import MAX_EXACT_RADIUS
+from indexer.store.policy import IndexPolicy, resolve_storage
+from indexer.store.sidecar import Sidecar
+from indexer.store.vectors import VECTORS_DIR
 
 log = logging.getLogger(__name__)
 _HASH_CHUNK = 200_000
@@ -52,6 +62,9 @@ class CorpusIndex:
         if self.floats is not None:
             out.update(vector_count=self.floats.count, vector_index=self.floats.index_type,
                        model_id=self.floats.model_id, dim=self.floats.dim)
+            if "nprobe" in self.floats.params:
+                out.update(nprobe=self.floats.params["nprobe"],
+                           recall_at_10=self.floats.params.get("recall_at_10"))
         return out
 
 
@@ -67,11 +80,14 @@ def corpus_lock(corpus_dir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def sync_corpus_index(session: Session, corpus: Corpus, corpus_dir: Path) -> CorpusIndex:
+def sync_corpus_index(
+    session: Session, corpus: Corpus, corpus_dir: Path, policy: IndexPolicy | None = None
+) -> CorpusIndex:
     """Load the corpus's stores, add committed rows newer than their sidecars, save if changed."""
+    policy = policy or IndexPolicy()
     with corpus_lock(corpus_dir):
-        hashes = _sync_hashes(session, corpus, corpus_dir)
-        floats = _sync_floats(session, corpus, corpus_dir) if corpus.model_id else None
+        hashes = _sync_hashes(session, corpus, corpus_dir, policy)
+        floats = _sync_floats(session, corpus, corpus_dir, policy) if corpus.model_id else None
     return CorpusIndex(corpus=corpus.name, generation=corpus.generation, hashes=hashes, floats=floats)
 
 
@@ -84,12 +100,28 @@ def _check_generation(saved: int, corpus: Corpus, path: Path) -> None:
         )
 
 
-def _sync_hashes(session: Session, corpus: Corpus, folder: Path) -> BinaryStore:
-    if (folder / binary_index.SIDECAR_FILE).exists():
-        store = BinaryStore.load(folder)
-        _check_generation(store.generation, corpus, folder / binary_index.SIDECAR_FILE)
-    else:
-        store = BinaryStore.create()
+def _read_sidecar(path: Path) -> Sidecar | None:
+    """The saved sidecar, or None (rebuild) when it is missing or unreadable."""
+    if not path.exists():
+        return None
+    try:
+        return Sidecar.load(path)
+    except IndexMismatchError as exc:
+        log.warning("%s; rebuilding the index from the database", exc)
+        return None
+
+
+def _sync_hashes(session: Session, corpus: Corpus, folder: Path, policy: IndexPolicy) -> BinaryStore:
+    side = _read_sidecar(folder / binary_index.SIDECAR_FILE)
+    store = BinaryStore.create()
+    if side is not None:
+        side.check(kind="binary", model_id=binary_index.HASH_MODEL, dim=64, metric=binary_index.METRIC,
+                   path=folder / binary_index.SIDECAR_FILE)
+        _check_generation(side.generation, corpus, folder / binary_index.SIDECAR_FILE)
+        try:
+            store = BinaryStore.load(folder)
+        except IndexMismatchError as exc:
+            log.warning("%s; rebuilding the hash index from the database", exc)
     last = store.max_item_id
     max_id = session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus.id)) or 0
     added = 0
@@ -106,34 +138,118 @@ def _sync_hashes(session: Session, corpus: Corpus, folder: Path) -> BinaryStore:
         store.add(ids, signed_to_unsigned([r[1] for r in rows]))
         last = int(ids[-1])
         added += len(rows)
-    if added or store.generation != corpus.generation or not (folder / binary_index.INDEX_FILE).exists():
+    retyped = _retype_hashes(store, policy)
+    if (added or retyped or store.generation != corpus.generation
+            or not (folder / binary_index.INDEX_FILE).exists()):
         store.save(folder, generation=corpus.generation, max_item_id=max(max_id, store.max_item_id))
-        log.info("hash index of %s: +%d (total %d)", corpus.name, added, store.count)
+        log.info("hash index of %s: +%d (total %d, %s)", corpus.name, added, store.count, store.index_type)
     return store
 
 
-def _sync_floats(session: Session, corpus: Corpus, folder: Path) -> FloatStore:
-    assert corpus.model_id is not None and corpus.embed_dim is not None
-    if (folder / float_index.SIDECAR_FILE).exists():
-        store = FloatStore.load(folder, model_id=corpus.model_id, dim=corpus.embed_dim)
-        _check_generation(store.generation, corpus, folder / float_index.SIDECAR_FILE)
-    else:
-        store = FloatStore.create(model_id=corpus.model_id, dim=corpus.embed_dim)
-    batches = session.execute(
-        select(VectorBatch.id, VectorBatch.name)
-        .where(VectorBatch.corpus_id == corpus.id, VectorBatch.id > store.last_batch_id)
+def _retype_hashes(store: BinaryStore, policy: IndexPolicy) -> bool:
+    """Multi-index hashing on/off by size; measure its recall when switched on or grown. True if changed."""
+    want = store.count >= policy.hash_flat_max
+    had = store.index_type == binary_index.MIH_TYPE
+    if not want:
+        if had:
+            store.use_mih(False)
+            store.params = {}
+        return had
+    store.use_mih(True)  # (re)builds the in-memory tables when missing or stale
+    calibrated = int(store.params.get("calibrated_count", 0) or 0)
+    if had and calibrated and store.count < calibrated * policy.recalibrate_factor:
+        return False
+    rng = np.random.default_rng(policy.seed)
+    codes, _ = store.codes_and_ids()
+    sample = codes[rng.choice(len(codes), min(policy.calibration_queries, len(codes)), replace=False)]
+    queries = flip_bits(sample, MAX_EXACT_RADIUS, rng)
+    assert store.mih is not None
+    recall = hamming_recall(store.mih.search_radius, partial(_brute_radius, store), queries, MAX_EXACT_RADIUS)
+    store.params = {"mih_blocks": 3, "max_exact_radius": MAX_EXACT_RADIUS, "recall": round(recall, 4),
+                    "recall_radius": MAX_EXACT_RADIUS, "recall_queries": len(queries),
+                    "calibrated_count": store.count}
+    log.info("hash index: multi-index hashing, recall %.4f at radius <= %d vs brute force",
+             recall, MAX_EXACT_RADIUS)
+    return True
+
+
+def _brute_radius(
+    store: BinaryStore, q: npt.NDArray[np.uint64], radius: int
+) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
+    """Exhaustive FAISS range search (the reference multi-index hashing is measured against)."""
+    lims, dists, ids = store.index.range_search(binary_index.hashes_to_bytes(q), radius + 1)
+    return [(ids[lims[i] : lims[i + 1]], dists[lims[i] : lims[i + 1]]) for i in range(len(q))]
+
+
+def _batch_refs(session: Session, corpus: Corpus, after: int = 0) -> list[tuple[int, str, int]]:
+    return [(int(i), str(n), int(c)) for i, n, c in session.execute(
+        select(VectorBatch.id, VectorBatch.name, VectorBatch.count)
+        .where(VectorBatch.corpus_id == corpus.id, VectorBatch.id > after)
         .order_by(VectorBatch.id)
-    ).all()
-    last = store.last_batch_id
-    for batch_id, name in batches:
-        ids, vecs = read_batch(batch_path(folder, name))
-        store.add(ids, vecs)
-        last = batch_id
-    if batches or store.generation != corpus.generation or not (folder / float_index.INDEX_FILE).exists():
-        store.save(folder, generation=corpus.generation, last_batch_id=last)
-        log.info("vector index of %s: +%d batches (total %d)", corpus.name, len(batches), store.count)
+    ).all()]
+
+
+def _sync_floats(session: Session, corpus: Corpus, folder: Path, policy: IndexPolicy) -> FloatStore:
+    assert corpus.model_id is not None and corpus.embed_dim is not None
+    model_id, dim = corpus.model_id, corpus.embed_dim
+    path = folder / float_index.SIDECAR_FILE
+    side = _read_sidecar(path)
+    if side is not None:
+        side.check(kind="float", model_id=model_id, dim=dim, metric=float_index.METRIC, path=path)
+        _check_generation(side.generation, corpus, path)
+    new = _batch_refs(session, corpus, side.last_batch_id if side else 0)
+    total = (side.count if side else 0) + sum(c for _, _, c in new)
+    storage = resolve_storage(policy.storage, side.params.get("ivf_storage") if side else None)
+    store: FloatStore | None = None
+    if side is not None and not _needs_rebuild(side, total, storage, policy):
+        fresh = not new and side.generation == corpus.generation
+        try:
+            store = FloatStore.load(folder, model_id=model_id, dim=dim, mmap=fresh and policy.mmap)
+        except IndexMismatchError as exc:
+            log.warning("%s; rebuilding the vector index from the batch files", exc)
+        if store is not None and fresh:
+            _remove_orphan_batches(session, corpus, folder)
+            return store
+        if store is not None:
+            _add_batches(store, folder, new)
+            calibrated = int(store.params.get("calibrated_count", 0) or 0)
+            if not store.is_exact and store.count >= calibrated * policy.recalibrate_factor:
+                recalibrate_ivf(store, folder, _refs(_batch_refs(session, corpus)), policy)
+    if store is None:
+        every = _batch_refs(session, corpus)
+        refs = _refs(every)
+        if policy.wants_ivf(sum(c for _, c in refs)):
+            store = build_ivf(folder, refs, model_id=model_id, dim=dim, storage=storage, policy=policy)
+        else:
+            store = build_flat(folder, refs, model_id=model_id, dim=dim)
+        store.last_batch_id = every[-1][0] if every else 0
+    store.params["ivf_storage"] = storage
+    store.save(folder, generation=corpus.generation, last_batch_id=store.last_batch_id)
+    log.info("vector index of %s: %d vectors (%s)", corpus.name, store.count, store.index_type)
     _remove_orphan_batches(session, corpus, folder)
     return store
+
+
+def _refs(rows: list[tuple[int, str, int]]) -> list[BatchRef]:
+    return [(name, count) for _, name, count in rows]
+
+
+def _needs_rebuild(side: Sidecar, total: int, storage: str, policy: IndexPolicy) -> bool:
+    """Whether the saved index no longer fits: outgrew Flat, outgrew its IVF lists, other storage."""
+    if side.index_type == float_index.FLAT_TYPE:
+        return policy.wants_ivf(total)
+    if side.params.get("storage") != storage:
+        return True
+    built_for = int(side.params.get("built_for", side.count) or 1)
+    return total >= policy.regrow_factor * built_for
+
+
+def _add_batches(store: FloatStore, folder: Path, new: list[tuple[int, str, int]]) -> None:
+    """Add new batch files (chunked) and advance ``last_batch_id``."""
+    for ids, vecs in iter_chunks(folder, _refs(new)):
+        store.add(ids, vecs)
+    if new:
+        store.last_batch_id = new[-1][0]
 
 
 def _remove_orphan_batches(session: Session, corpus: Corpus, folder: Path) -> None:
@@ -144,9 +260,11 @@ def _remove_orphan_batches(session: Session, corpus: Corpus, folder: Path) -> No
     on_disk = {p.stem: p for p in vec_dir.glob("*.npz")}
     if not on_disk:
         return
-    known = set(
-        session.scalars(select(VectorBatch.name).where(VectorBatch.name.in_(list(on_disk)))).all()
-    )
+    known: set[str] = set()
+    names = list(on_disk)
+    for start in range(0, len(names), 500):
+        known.update(session.scalars(
+            select(VectorBatch.name).where(VectorBatch.name.in_(names[start : start + 500]))).all())
     cutoff = time.time() - ORPHAN_AGE_S
     for name, path in on_disk.items():
         # Young files may belong to a batch another process is committing right now.

@@ -1,4 +1,11 @@
-"""FAISS float index over L2-normalised embeddings (inner product = cosine); ids are item ids."""
+"""FAISS float index over L2-normalised embeddings (inner product = cosine); ids are item ids.
+
+Two families, chosen by size (``IndexPolicy``) and named in the sidecar's ``index_type``:
+``Flat`` — an exact ``IndexIDMap2(IndexFlatIP)``, searched with numpy BLAS; and
+``IVF{nlist},{Flat|SQfp16|SQ8}`` — an inverted-file index whose lists hold item ids directly
+(with a hash-table direct map so ``index.reconstruct(item_id)`` works), built and calibrated
+by ``float_build``. Its ``nprobe`` is recorded in the sidecar's params and applied on load.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +17,29 @@ import numpy.typing as npt
 
 from indexer.errors import IndexMismatchError
 from indexer.store.atomic import atomic_write_with
+from indexer.store.exact import exact_search
 from indexer.store.sidecar import Sidecar
 
 METRIC = "inner_product"
 INDEX_FILE = "embeddings.faiss"
 SIDECAR_FILE = "embeddings.json"
+FLAT_TYPE = "Flat"
 
 
 class FloatStore:
-    """An ``IndexIDMap2(IndexFlatIP)`` (or a larger type chosen by size) plus its sidecar state."""
+    """A float index (Flat or IVF) plus its sidecar state."""
 
-    def __init__(self, index: Any, *, model_id: str, dim: int, sidecar: Sidecar | None = None) -> None:
+    def __init__(self, index: Any, *, model_id: str, dim: int, sidecar: Sidecar | None = None,
+                 index_type: str | None = None, params: dict[str, Any] | None = None) -> None:
         self.index = index
         self.model_id = model_id
         self.dim = dim
         self.generation = sidecar.generation if sidecar else 0
         self.last_batch_id = sidecar.last_batch_id if sidecar else 0
-        self.index_type = sidecar.index_type if sidecar else "Flat"
-        self.params: dict[str, Any] = dict(sidecar.params) if sidecar else {}
+        self.index_type = index_type or (sidecar.index_type if sidecar else FLAT_TYPE)
+        self.params: dict[str, Any] = dict(params if params is not None else (sidecar.params if sidecar else {}))
+        self._ids: npt.NDArray[np.int64] | None = None
+        self._centroids: npt.NDArray[np.float32] | None = None
 
     @classmethod
     def create(cls, *, model_id: str, dim: int) -> FloatStore:
@@ -38,12 +50,19 @@ class FloatStore:
 
     @classmethod
     def load(cls, folder: Path, *, model_id: str, dim: int, mmap: bool = False) -> FloatStore:
-        """Load from ``folder``; refuses a sidecar for another model/dim/metric."""
+        """Load from ``folder``; refuses a sidecar for another model/dim/metric.
+
+        ``mmap=True`` maps the vectors (Flat) or inverted lists (IVF) read-only instead of
+        reading them into memory: for serving; such a store cannot be added to.
+        """
         import faiss
 
         side = Sidecar.load(folder / SIDECAR_FILE)
         side.check(kind="float", model_id=model_id, dim=dim, metric=METRIC, path=folder / SIDECAR_FILE)
-        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        flags = 0
+        if mmap:
+            flags = faiss.IO_FLAG_READ_ONLY | (
+                faiss.IO_FLAG_MMAP_IFC if side.index_type == FLAT_TYPE else faiss.IO_FLAG_MMAP)
         try:
             index = faiss.read_index(str(folder / INDEX_FILE), flags)
         except RuntimeError as exc:
@@ -63,6 +82,11 @@ class FloatStore:
         """Number of vectors held."""
         return int(self.index.ntotal)
 
+    @property
+    def is_exact(self) -> bool:
+        """Whether search is exhaustive over fp32 vectors (a Flat index)."""
+        return self.index_type == FLAT_TYPE
+
     def add(self, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
         """Add vectors (rows must already be L2-normalised) under the given item ids."""
         if len(ids) == 0:
@@ -70,7 +94,43 @@ class FloatStore:
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dim:
             raise IndexMismatchError(f"vectors of shape {vecs.shape} do not fit an index of dim {self.dim}")
-        self.index.add_with_ids(vecs, np.ascontiguousarray(ids, dtype=np.int64))
+        xids = np.ascontiguousarray(ids, dtype=np.int64)
+        self._ids = None
+        if self.is_exact:
+            self.index.add_with_ids(vecs, xids)
+            return
+        import faiss
+
+        # Coarse assignment with numpy BLAS (faster than faiss's bundled BLAS), then add_core.
+        assign = np.empty(len(vecs), np.int64)
+        centroids = self.centroids()
+        for s in range(0, len(vecs), 8192):
+            assign[s : s + 8192] = np.argmax(vecs[s : s + 8192] @ centroids.T, axis=1)
+        self.index.add_core(len(vecs), faiss.swig_ptr(vecs), faiss.swig_ptr(xids), faiss.swig_ptr(assign))
+
+    def centroids(self) -> npt.NDArray[np.float32]:
+        """The IVF coarse centroids (``nlist x dim``)."""
+        if self._centroids is None:
+            import faiss
+
+            quantizer = faiss.downcast_index(self.index.quantizer)
+            n = int(quantizer.ntotal)
+            self._centroids = faiss.rev_swig_ptr(quantizer.get_xb(), n * self.dim).reshape(n, self.dim).copy()
+        return self._centroids
+
+    def vectors_view(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """A Flat store's vectors (a view, valid while the store lives) and their item ids."""
+        import faiss
+
+        if not self.is_exact:
+            raise IndexMismatchError(f"{self.index_type} index does not hold raw vectors")
+        inner = faiss.downcast_index(self.index.index)
+        n = self.count
+        base = faiss.rev_swig_ptr(inner.get_xb(), n * self.dim).reshape(n, self.dim) if n else \
+            np.empty((0, self.dim), np.float32)
+        if self._ids is None or len(self._ids) != n:
+            self._ids = faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        return base, self._ids
 
     def search(
         self, queries: npt.NDArray[np.float32], k: int
@@ -79,7 +139,12 @@ class FloatStore:
         q = np.ascontiguousarray(queries, dtype=np.float32)
         if len(q) == 0 or self.count == 0:
             return (np.zeros((len(q), k), np.float32), np.full((len(q), k), -1, np.int64))
-        scores, ids = self.index.search(q, min(k, self.count))
+        kk = min(k, self.count)
+        if self.is_exact:
+            scores, ids = exact_search(q, *self.vectors_view(), kk)
+        else:
+            scores, ids = self.index.search(q, kk)
+        scores = np.where(ids >= 0, scores, 0).astype(np.float32)
         if ids.shape[1] < k:
             pad = k - ids.shape[1]
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=0)
@@ -93,11 +158,15 @@ class FloatStore:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_with(folder / INDEX_FILE, lambda p: faiss.write_index(self.index, p))
         self.generation, self.last_batch_id = generation, last_batch_id
-        Sidecar(
+        self.sidecar().save(folder / SIDECAR_FILE)
+
+    def sidecar(self) -> Sidecar:
+        """The sidecar describing this store as it is now."""
+        return Sidecar(
             kind="float", model_id=self.model_id, dim=self.dim, metric=METRIC, count=self.count,
-            generation=generation, last_batch_id=last_batch_id, index_type=self.index_type,
+            generation=self.generation, last_batch_id=self.last_batch_id, index_type=self.index_type,
             params=self.params,
-        ).save(folder / SIDECAR_FILE)
+        )
 
 
 def apply_search_params(index: Any, params: dict[str, Any]) -> None:
