@@ -69,6 +69,9 @@ class AuditFromPaths(_Strict):
     corpus: list[str] = Field(min_length=1, description="Corpus names to audit against.")
     name: str | None = Field(None, max_length=500)
     labels: dict[str, str] | None = Field(None, description="key -> label, overriding the split's own.")
+    label_names: dict[str, list[str] | str] | None = Field(
+        None, description="label id -> names / synonyms for the label-leak tier."
+    )
     thresholds: dict[str, Any] | None = None
 
     @field_validator("corpus", mode="before")

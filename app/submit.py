@@ -30,7 +30,7 @@ from indexer.workspace import Workspace, check_corpus_name
 
 log = logging.getLogger(__name__)
 
-FORM_FIELDS = ("split", "corpus", "labels", "thresholds", "name")
+FORM_FIELDS = ("split", "corpus", "labels", "label_names", "thresholds", "name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,8 @@ class AuditRequest:
     name: str
     thresholds: dict[str, Any] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    # label id -> names / synonyms, for the label-leak tier (e.g. CIFAR "3" -> ["cat"]).
+    label_names: dict[str, list[str]] = field(default_factory=dict)
 
 
 def parse_corpora(values: Sequence[str]) -> list[str]:
@@ -107,10 +109,24 @@ def check_split_files(source: Source, roots: Sequence[str | Path], *, what: str)
     return count
 
 
+def normalise_label_names(raw: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``{label: "a|b" or ["a", "b"]}`` as ``{label: ["a", "b"]}``."""
+    from indexer.labels.names import split_names
+
+    out: dict[str, list[str]] = {}
+    for label, names in raw.items():
+        values = [names] if isinstance(names, str) else list(names)
+        out[str(label)] = [n for value in values for n in split_names(str(value))]
+    return out
+
+
 def queue_audit(ws: Workspace, source: Source, request: AuditRequest, *, root: str,
                 params: Mapping[str, Any]) -> int:
     """Register the split and queue its audit; the split row is removed if the audit cannot be."""
     from indexer.audit.service import create_audit, create_split
+
+    if request.label_names:
+        params = {**params, "label_names": request.label_names}
 
     split_id = create_split(ws, source, name=request.name, labels=request.labels or None, root=root)
     try:
@@ -146,9 +162,20 @@ def form_request(form: ReceivedForm) -> AuditRequest:
         raw = (form.files["labels"][-1].path.read_bytes() if form.files.get("labels")
                else form.fields["labels"][-1].encode())
         labels = parse_labels_bytes(raw, "labels")
+    label_names: dict[str, list[str]] = {}
+    if form.fields.get("label_names"):
+        raise UsageError("send label_names as a file (JSON, CSV or ImageNet-style text), not a text field")
+    if form.files.get("label_names"):
+        from indexer.labels.names import load_label_names
+
+        saved = form.files["label_names"][-1]
+        try:
+            label_names = load_label_names(saved.path)
+        except InputError as exc:  # name the upload, not the server's temporary file
+            raise InputError(str(exc).replace(str(saved.path), f"label_names ({saved.filename})")) from exc
     name = (form.fields.get("name") or [""])[-1].strip() or splits[0].filename or "upload"
     return AuditRequest(corpora=corpora, name=name[:500], thresholds=parse_thresholds(thresholds_text),
-                        labels=labels)
+                        labels=labels, label_names=label_names)
 
 
 def audit_from_upload(ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int) -> int:

@@ -86,7 +86,7 @@ def _skimage_photos() -> Iterator[Photo]:
         except Exception as exc:  # a fetcher without network raises many kinds of errors
             log.info("skimage %s unavailable offline: %s", name, exc)
     try:
-        left, right, _ = data.stereo_motorcycle()
+        left, _right, _ = data.stereo_motorcycle()
     except Exception as exc:
         log.info("skimage stereo_motorcycle unavailable offline: %s", exc)
     else:

@@ -25,6 +25,8 @@ class ImageTable:
     """Features of a list of items, row-aligned with it."""
 
     ids: tuple[str, ...]
+    model_id: str
+    min_side: npt.NDArray[np.int32]  # short side of the decoded image, pixels
     phash: npt.NDArray[np.uint64]
     phash_mirror: npt.NDArray[np.uint64]
     dhash: npt.NDArray[np.uint64]
@@ -42,6 +44,7 @@ class PairScores:
     cosine: npt.NDArray[np.float32]
     imagededup_hamming: npt.NDArray[np.int16]
     verify: npt.NDArray[np.float32]
+    min_side: npt.NDArray[np.int32]  # smaller short side of the two images
     verify_pairs_per_s: float
 
 
@@ -60,7 +63,7 @@ def _imagededup_hash(path: Path) -> int:
 
 def _cache_key(model: str, ids: list[str]) -> str:
     """Names a feature cache: dataset recipe, model, verify parameters and the item list."""
-    recipe = f"{DATASET_VERSION}|{model}|{verify.THUMB_SIZE}|" + ",".join(ids)
+    recipe = f"{DATASET_VERSION}|{model}|{verify.THUMB_SIZE}|v2|" + ",".join(ids)
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
@@ -70,14 +73,16 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
     cache = cache_dir / f"features-{_cache_key(model, ids)}.npz"
     if cache.is_file():
         data = np.load(cache)
-        return ImageTable(tuple(ids), data["phash"], data["phash_mirror"], data["dhash"],
-                          data["imagededup_phash"], data["embedding"], data["thumbnail"])
+        return ImageTable(tuple(ids), str(data["model_id"]), data["min_side"], data["phash"],
+                          data["phash_mirror"], data["dhash"], data["imagededup_phash"],
+                          data["embedding"], data["thumbnail"])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from indexer.embed.loader import load_embedder
 
     embedder = load_embedder(model)
     started = time.perf_counter()
     hashes = np.zeros((len(items), 4), np.uint64)
+    sides = np.zeros(len(items), np.int32)
     thumbs = np.zeros((len(items), verify.THUMB_SIZE, verify.THUMB_SIZE), np.uint8)
     embeddings = np.zeros((len(items), embedder.dim), np.float32)
     batch: list[Image.Image] = []
@@ -86,6 +91,7 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
         features, image = extract_features(path.read_bytes(), keep_image=True)
         assert image is not None
         hashes[i] = (features.phash, features.phash_mirror, features.dhash, _imagededup_hash(path))
+        sides[i] = min(features.width, features.height)
         thumbs[i] = verify.verify_thumbnail(image)
         batch.append(image)
         if len(batch) == 64 or i == len(items) - 1:
@@ -94,9 +100,11 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
             log.info("features: %d / %d images", i + 1, len(items))
     log.info("features of %d images in %.0f s", len(items), time.perf_counter() - started)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, phash=hashes[:, 0], phash_mirror=hashes[:, 1], dhash=hashes[:, 2],
-             imagededup_phash=hashes[:, 3], embedding=embeddings, thumbnail=thumbs)
-    return ImageTable(tuple(ids), hashes[:, 0], hashes[:, 1], hashes[:, 2], hashes[:, 3], embeddings, thumbs)
+    np.savez(cache, model_id=np.array(embedder.model_id), min_side=sides, phash=hashes[:, 0],
+             phash_mirror=hashes[:, 1], dhash=hashes[:, 2], imagededup_phash=hashes[:, 3],
+             embedding=embeddings, thumbnail=thumbs)
+    return ImageTable(tuple(ids), embedder.model_id, sides, hashes[:, 0], hashes[:, 1], hashes[:, 2],
+                      hashes[:, 3], embeddings, thumbs)
 
 
 def compute_pair_scores(
@@ -111,12 +119,15 @@ def compute_pair_scores(
     cosine = (query_table.embedding @ corpus_table.embedding.T).astype(np.float32)
     imagededup = _hamming_matrix(query_table.imagededup_phash, corpus_table.imagededup_phash)
     scores = np.zeros(cosine.shape, np.float32)
-    elapsed = 0.0
+    started = time.perf_counter()
+    references = verify.prepare_references(corpus_table.thumbnail)
+    elapsed = time.perf_counter() - started
     # The engine's call: the query's <=256 px decode against the candidates' stored thumbnails.
     for i, item in enumerate(queries):
         _, image = extract_features(dataset.path(item).read_bytes(), keep_image=True)
         assert image is not None
         started = time.perf_counter()
-        scores[i] = verify.verify_scores(image, corpus_table.thumbnail)
+        scores[i] = verify.verify_scores(image, references)
         elapsed += time.perf_counter() - started
-    return PairScores(phash, dhash, cosine, imagededup, scores, scores.size / max(elapsed, 1e-9))
+    min_side = np.minimum(query_table.min_side[:, None], corpus_table.min_side[None, :])
+    return PairScores(phash, dhash, cosine, imagededup, scores, min_side, scores.size / max(elapsed, 1e-9))

@@ -11,8 +11,9 @@ radius or cosine) by aligning the pixels directly:
 2. the reference (candidate) is band-passed -- a difference of Gaussians that drops the
    smooth sky-above-ground layout every photo shares -- and its central 24x24 window is
    normalised (zero mean, unit norm; nearly flat windows are shrunk, not blown up);
-3. the query is resampled at five scales (0.9-1.1), plain and mirrored, band-passed, and
-   every 24x24 window within +-3 px of the centre is normalised (490 windows);
+3. the query is resampled at eight scales -- 0.9-1.1 for slight zooms, 1.2-1.4 to look
+   inside a border or padding -- plain and mirrored, band-passed, and every 24x24 window
+   within +-3 px of the centre is taken (784 windows);
 4. ``r`` = the best normalised cross-correlation (Pearson r) between the reference window
    and any query window -- one matrix product per query for all its candidates;
 5. ``a`` = the *ambiguity* of the pair: how well each image's centre window correlates
@@ -45,16 +46,24 @@ THUMB_SIZE = 32
 WINDOW = 24
 MAX_SHIFT = 3
 AMBIGUITY_SHIFT = 2
-SCALES = (0.9, 0.95, 1.0, 1.05, 1.1)
-# Difference-of-Gaussians band: sigma in thumbnail pixels (32 px = whole image).
+SCALES = (0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.4)  # > 1.1: the query has a border or padding
+# Band-pass standard deviation (grey levels) below which a window counts as flat.
+MIN_CONTRAST = 2.0
+# Difference-of-Gaussians band, sigmas in thumbnail pixels (32 px = the whole image).
 _SIGMA_FINE = 0.6
 _SIGMA_COARSE = 3.0
 _RESAMPLE = Image.Resampling.BILINEAR
 _EPS = 1e-6
-# Band-pass standard deviation (grey levels) below which a window counts as flat.
-MIN_CONTRAST = 2.0
 
 ImageOrThumbnail = Image.Image | npt.NDArray[np.uint8]
+
+
+def _gray(image: Image.Image) -> Image.Image:
+    """Grayscale, box-reduced to about 2x the thumbnail size first when much larger (fast)."""
+    gray = image if image.mode == "L" else image.convert("L")
+    if min(gray.size) > 4 * THUMB_SIZE:
+        gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
+    return gray
 
 
 def verify_thumbnail(image: ImageOrThumbnail) -> npt.NDArray[np.uint8]:
@@ -63,11 +72,7 @@ def verify_thumbnail(image: ImageOrThumbnail) -> npt.NDArray[np.uint8]:
         if image.shape == (THUMB_SIZE, THUMB_SIZE) and image.dtype == np.uint8:
             return image
         image = Image.fromarray(np.asarray(image, dtype=np.uint8))
-    gray = image if image.mode == "L" else image.convert("L")
-    # BOX reduces by area first (fast, alias-free on large inputs), then a bilinear finish.
-    if min(gray.size) > 4 * THUMB_SIZE:
-        gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
-    small = gray.resize((THUMB_SIZE, THUMB_SIZE), _RESAMPLE)
+    small = _gray(image).resize((THUMB_SIZE, THUMB_SIZE), _RESAMPLE)
     return np.asarray(small, dtype=np.uint8)
 
 
@@ -76,18 +81,26 @@ def _blur_matrix(n: int, sigma: float) -> npt.NDArray[np.float32]:
     """(n, n) Gaussian smoothing matrix with edge-renormalised weights: ``M @ x @ M.T``."""
     idx = np.arange(n, dtype=np.float64)
     weights = np.exp(-0.5 * ((idx[:, None] - idx[None, :]) / sigma) ** 2)
+    weights[weights < 1e-8] = 0.0  # float32 denormals would make every product 10-100x slower
     weights /= weights.sum(axis=1, keepdims=True)
     return weights.astype(np.float32)
 
 
+def _separable(pixels: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``rows @ P @ rows.T`` for every square image P in a (n, s, s) stack, as two BLAS calls."""
+    n, s, _ = pixels.shape
+    k = rows.shape[0]
+    right = (pixels.reshape(n * s, s) @ rows.T).reshape(n, s, k)  # P @ rows.T
+    left = (right.transpose(0, 2, 1).reshape(n * k, s) @ rows.T).reshape(n, k, k)
+    out: npt.NDArray[np.float32] = left.transpose(0, 2, 1).astype(np.float32, copy=False)
+    return out
+
+
 def _band_pass(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Difference of Gaussians of a square image (fine minus coarse blur)."""
-    n = pixels.shape[0]
-    fine = _blur_matrix(n, _SIGMA_FINE)
-    out: npt.NDArray[np.float32] = fine @ pixels @ fine.T
-    if _SIGMA_COARSE:
-        coarse = _blur_matrix(n, _SIGMA_COARSE)
-        out = out - coarse @ pixels @ coarse.T
+    """Difference of Gaussians (fine minus coarse blur) of each image in a (n, s, s) stack."""
+    s = pixels.shape[-1]
+    fine = _separable(pixels, _blur_matrix(s, _SIGMA_FINE))
+    out: npt.NDArray[np.float32] = fine - _separable(pixels, _blur_matrix(s, _SIGMA_COARSE))
     return out
 
 
@@ -103,19 +116,9 @@ def _normalise_rows(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return out
 
 
-def _separable(pixels: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """``rows @ P @ rows.T`` for every square image P in a (n, s, s) stack, as two BLAS calls."""
-    n, s, _ = pixels.shape
-    k = rows.shape[0]
-    right = (pixels.reshape(n * s, s) @ rows.T).reshape(n, s, k)  # P @ rows.T
-    left = (right.transpose(0, 2, 1).reshape(n * k, s) @ rows.T).reshape(n, k, k)
-    out: npt.NDArray[np.float32] = left.transpose(0, 2, 1)
-    return out
-
-
 @lru_cache(maxsize=4)
-def _offsets(radius: int) -> tuple[tuple[int, int], ...]:
-    """The (dx, dy) offsets on the square ring at Chebyshev distance ``radius``."""
+def _ring(radius: int) -> tuple[tuple[int, int], ...]:
+    """The (dx, dy) offsets at Chebyshev distance ``radius`` (the square ring around 0)."""
     return tuple(
         (dx, dy)
         for dy in range(-radius, radius + 1)
@@ -124,21 +127,12 @@ def _offsets(radius: int) -> tuple[tuple[int, int], ...]:
     )
 
 
-def _band_stack(thumbs: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-    """(n, 32, 32) thumbnails -> their band-passed versions."""
-    pixels = thumbs.astype(np.float32)
-    band = _separable(pixels, _blur_matrix(THUMB_SIZE, _SIGMA_FINE))
-    if _SIGMA_COARSE:
-        band = band - _separable(pixels, _blur_matrix(THUMB_SIZE, _SIGMA_COARSE))
-    return band
-
-
 @dataclass(frozen=True)
 class References:
-    """Candidates prepared once for many queries: normalised central windows + ambiguity."""
+    """Candidates prepared once, reusable for many queries: windows and ambiguities."""
 
-    vectors: npt.NDArray[np.float32]  # (n, WINDOW**2)
-    ambiguity: npt.NDArray[np.float32]  # (n,)
+    vectors: npt.NDArray[np.float32]  # (n, WINDOW**2) normalised central windows
+    ambiguity: npt.NDArray[np.float32]  # (n,) centre window vs itself moved AMBIGUITY_SHIFT px
 
     def __len__(self) -> int:
         return len(self.vectors)
@@ -147,14 +141,14 @@ class References:
 def prepare_references(
     candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
 ) -> References:
-    """Prepare candidates (PIL images, 32x32 uint8 thumbnails or an (n, 32, 32) stack)."""
+    """Prepare candidates: PIL images, 32x32 uint8 thumbnails, or an (n, 32, 32) uint8 stack."""
     if isinstance(candidates, References):
         return candidates
     if isinstance(candidates, np.ndarray) and candidates.ndim == 3:
         thumbs = candidates.astype(np.uint8, copy=False)
     else:
         thumbs = np.stack([verify_thumbnail(c) for c in candidates])
-    band = _band_stack(thumbs)
+    band = _band_pass(thumbs.astype(np.float32))
     lo = (THUMB_SIZE - WINDOW) // 2
 
     def window(dx: int, dy: int) -> npt.NDArray[np.float32]:
@@ -162,55 +156,65 @@ def prepare_references(
         return _normalise_rows(cut.reshape(len(thumbs), WINDOW * WINDOW))
 
     vectors = window(0, 0)
-    ambiguity = np.max(
-        [np.einsum("ij,ij->i", vectors, window(dx, dy)) for dx, dy in _offsets(AMBIGUITY_SHIFT)],
-        axis=0,
-    ).astype(np.float32)
-    return References(vectors, ambiguity)
+    shifted = [np.einsum("ij,ij->i", vectors, window(dx, dy)) for dx, dy in _ring(AMBIGUITY_SHIFT)]
+    return References(vectors, np.max(shifted, axis=0).astype(np.float32))
 
 
 @dataclass(frozen=True)
 class QueryVariants:
-    """A query's shifted / scaled / mirrored normalised windows and its own ambiguity."""
+    """A query's shifted / scaled / mirrored windows and its own ambiguity.
 
-    vectors: npt.NDArray[np.float32]  # (n_variants, WINDOW**2)
+    ``windows`` are raw band-passed windows; ``inverse_norms`` turn their dot products with
+    (zero-mean) reference vectors into correlations, so the 784 windows are never copied
+    into normalised form (the references are zero-mean, so the query's mean drops out).
+    """
+
+    windows: npt.NDArray[np.float32]  # (n_variants, WINDOW**2)
+    inverse_norms: npt.NDArray[np.float32]  # (n_variants,)
     ambiguity: float
 
+    def correlations(self, references: References) -> npt.NDArray[np.float32]:
+        """Best correlation over all variants, per reference: shape (n_references,)."""
+        raw = self.windows @ references.vectors.T
+        best: npt.NDArray[np.float32] = (raw * self.inverse_norms[:, None]).max(axis=0)
+        return best
 
-def _query_source(image: ImageOrThumbnail) -> Image.Image:
-    """A grayscale PIL image to resample query variants from (the original if given)."""
-    if isinstance(image, np.ndarray):
-        return Image.fromarray(verify_thumbnail(image), "L")
-    gray = image if image.mode == "L" else image.convert("L")
-    if min(gray.size) > 4 * THUMB_SIZE:
-        gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
-    return gray
+
+def _search_area(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The (WINDOW + 2 * MAX_SHIFT)-square around the centre of a band-passed image."""
+    n = band.shape[0]
+    lo = (n - WINDOW) // 2 - MAX_SHIFT
+    hi = lo + WINDOW + 2 * MAX_SHIFT
+    pad_lo, pad_hi = max(0, -lo), max(0, hi - n)
+    if pad_lo or pad_hi:  # scales < 1: the search reaches past the edge by a pixel or two
+        band = np.pad(band, (pad_lo, pad_hi), mode="reflect")
+    return band[lo + pad_lo : hi + pad_lo, lo + pad_lo : hi + pad_lo]
 
 
 def query_variants(image: ImageOrThumbnail) -> QueryVariants:
-    """Every window of the query within +-MAX_SHIFT px at each scale, plain and mirrored."""
-    gray = _query_source(image)
-    side = 2 * MAX_SHIFT + 1
+    """Every window of the query within +-MAX_SHIFT px of the centre, at each scale, plain and mirrored."""
+    gray = Image.fromarray(verify_thumbnail(image), "L") if isinstance(image, np.ndarray) else _gray(image)
     blocks: list[npt.NDArray[np.float32]] = []
-    ambiguity = 0.0
-    for mirrored, source in enumerate((gray, gray.transpose(Image.Transpose.FLIP_LEFT_RIGHT))):
-        for scale in SCALES:
-            n = round(THUMB_SIZE * scale)
-            band = _band_pass(np.asarray(source.resize((n, n), _RESAMPLE), dtype=np.float32))
-            lo = (n - WINDOW) // 2 - MAX_SHIFT
-            hi = lo + WINDOW + 2 * MAX_SHIFT  # exclusive end of the searched area
-            pad_lo, pad_hi = max(0, -lo), max(0, hi - n)
-            if pad_lo or pad_hi:
-                band = np.pad(band, (pad_lo, pad_hi), mode="reflect")
-            area = band[lo + pad_lo : hi + pad_lo, lo + pad_lo : hi + pad_lo]
-            windows = _normalise_rows(sliding_window_view(area, (WINDOW, WINDOW)).reshape(-1, WINDOW * WINDOW))
-            blocks.append(windows)
-            if scale == 1.0 and not mirrored:
-                # Same definition as for references: the centre window against its 2-px shifts.
-                centre = windows[MAX_SHIFT * side + MAX_SHIFT]
-                ring = [windows[(MAX_SHIFT + dy) * side + MAX_SHIFT + dx] for dx, dy in _offsets(AMBIGUITY_SHIFT)]
-                ambiguity = float(np.max(np.stack(ring) @ centre))
-    return QueryVariants(np.concatenate(blocks, axis=0), ambiguity)
+    for scale in SCALES:
+        n = round(THUMB_SIZE * scale)
+        pixels = np.asarray(gray.resize((n, n), _RESAMPLE), dtype=np.float32)
+        area = _search_area(_band_pass(pixels[None])[0])
+        # The band-pass commutes with a horizontal flip, so the mirrored query is a slice.
+        for view in (area, area[:, ::-1]):
+            blocks.append(sliding_window_view(view, (WINDOW, WINDOW)).reshape(-1, WINDOW * WINDOW))
+    windows = np.concatenate(blocks, axis=0)
+    sums = windows.sum(axis=1)
+    squares = np.einsum("ij,ij->i", windows, windows)
+    centred = np.sqrt(np.maximum(squares - sums * sums / windows.shape[1], 0.0))
+    floor = max(MIN_CONTRAST * np.sqrt(windows.shape[1]), _EPS)
+    inverse = (1.0 / np.maximum(centred, floor)).astype(np.float32)
+    # Ambiguity as for references: the scale-1 centre window against its 2-px shifts.
+    side = 2 * MAX_SHIFT + 1
+    first = SCALES.index(1.0) * 2 * side * side
+    centre = _normalise_rows(windows[first + MAX_SHIFT * side + MAX_SHIFT][None])[0]
+    ring = [first + (MAX_SHIFT + dy) * side + MAX_SHIFT + dx for dx, dy in _ring(AMBIGUITY_SHIFT)]
+    ambiguity = float(np.max(_normalise_rows(windows[ring]) @ centre))
+    return QueryVariants(windows, inverse, ambiguity)
 
 
 def verify_scores(
@@ -221,13 +225,12 @@ def verify_scores(
 
     Candidates may be PIL images, 32x32 uint8 thumbnails from ``verify_thumbnail``, a
     stacked ``(n, 32, 32)`` array, or ``prepare_references(...)`` reused across queries.
-    1 means the best alignment is perfect; see the module docstring for the scale.
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)
     references = prepare_references(candidates)
     variants = query_variants(query)
-    best = (variants.vectors @ references.vectors.T).max(axis=0)
+    best = variants.correlations(references)
     ambiguity = np.maximum(references.ambiguity, variants.ambiguity)
     scores = (best - ambiguity) / np.maximum(1.0 - ambiguity, _EPS)
     out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32)

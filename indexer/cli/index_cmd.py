@@ -5,17 +5,23 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from tqdm import tqdm
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.errors import UsageError
+from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
 from indexer.sources.open import open_source
+from indexer.sources.record import Source
+from indexer.store.policy import STORAGES, IndexPolicy
 from indexer.workspace import check_corpus_name
+
+if TYPE_CHECKING:
+    from indexer.pipeline.precomputed import DeclaredModel
 
 # Kept here (not imported from indexer.embed) so `--help` never imports torch.
 DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
@@ -29,39 +35,52 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
                    "or efficientnet-lite0 (bundled, offline).")
 @click.option("--no-embed", is_flag=True, help="Only exact and perceptual hashes (no semantic tier).")
+@click.option("--precomputed-model", metavar="SPEC_OR_ID",
+              help="For clip-retrieval folders (img_emb/ + metadata/): the model the embeddings were "
+                   "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
+@click.option("--shards-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Processes for reading, decoding and hashing.")
+              help="Processes for reading, decoding and hashing (Ray: actors).")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Images per embedding batch and per DB transaction.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').")
+@click.option("--ray-address", metavar="ADDRESS",
+              help="Ray cluster to join (e.g. auto); default: start a local Ray instance.")
+@click.option("--ray-gpus-per-worker", type=click.FloatRange(0, 64), default=0.0, show_default=True,
+              help="GPUs each Ray actor reserves (embedding then runs on CUDA).")
+@click.option("--index-storage", type=click.Choice(list(STORAGES)), default="auto", show_default=True,
+              help="Vector codes of an approximate (IVF) index: fp16, sq8 (1 byte/dim) or fp32; auto "
+                   "keeps the current one (fp16 for a new one).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the run summary as JSON to this file.")
 @handle_errors
 def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
-          workers: int, batch_size: int, json_out: Path | None) -> None:
-    """Index SOURCE... (folders, manifests, WebDataset shards, archives) into a corpus.
+          precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
+          executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
+          json_out: Path | None) -> None:
+    """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
+    embedding folders) into a corpus.
 
     Re-running on the same sources adds nothing; new shards are added; a killed run
     resumes where it stopped.
     """
     check_corpus_name(corpus_name)
-    opened = [open_source(s) for s in sources]
+    opened = _open_sources(sources, shards_dir)
+    policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
+    declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
+                                 precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
     ws = open_workspace(home)
     try:
-        embedder = None
-        if not no_embed:
-            torch_threads = os.environ.get("SPLITAUDIT_TORCH_THREADS")
-            if torch_threads:
-                import torch
-
-                torch.set_num_threads(int(torch_threads))
-            from indexer.embed.loader import load_embedder
-
-            embedder = load_embedder(model_spec, batch_size=min(batch_size, 64))
         with tqdm(unit="img", desc=f"indexing {corpus_name}", dynamic_ncols=True,
                   disable=None, mininterval=0.5) as bar:
-            summary = index_sources(ws, corpus_name, opened, embedder=embedder, workers=workers,
-                                    batch_size=batch_size, progress=_progress(bar),
-                                    model_spec=None if no_embed else model_spec)
+            summary = index_sources(
+                ws, corpus_name, opened, embedder=embedder, workers=workers, batch_size=batch_size,
+                progress=_progress(bar), model_spec=None if embedder is None else model_spec,
+                precomputed_model=declared, executor=executor,  # type: ignore[arg-type]
+                ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker, policy=policy,
+            )
     finally:
         ws.close()
     _print_summary(summary)
@@ -70,6 +89,63 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
             json_out.write_text(json.dumps(summary.to_dict(), indent=2))
         except OSError as exc:
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
+
+
+def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]:
+    from indexer.pipeline.precomputed import is_precomputed
+    from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+
+    opened = [open_source(s) for s in specs]
+    if shards_dir is None:
+        return opened
+    if not any(is_precomputed(s) for s in opened):
+        raise UsageError("--shards-dir applies to clip-retrieval folders (img_emb/ + metadata/) only")
+    return [PrecomputedEmbeddingSource(s.uri, shards_dir=shards_dir) if is_precomputed(s) else s
+            for s in opened]
+
+
+def _models(
+    opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
+    batch_size: int,
+) -> tuple[DeclaredModel | None, Any]:
+    """(declared precomputed model, embedder for image sources) for this run."""
+    from indexer.pipeline.precomputed import declare_model, is_precomputed
+
+    pre = [s for s in opened if is_precomputed(s)]
+    images = [s for s in opened if not is_precomputed(s)]
+    if precomputed_model and not pre:
+        raise UsageError("--precomputed-model applies to clip-retrieval folders (img_emb/ + metadata/)")
+    if pre and not precomputed_model:
+        raise UsageError(
+            f"{pre[0].uri} holds precomputed embeddings: declare the model they were computed with, "
+            "e.g. --precomputed-model ViT-B-32:laion2b_s34b_b79k (nothing is re-embedded)"
+        )
+    _torch_threads()
+    if not pre:
+        if no_embed:
+            return None, None
+        from indexer.embed.loader import load_embedder
+
+        return None, load_embedder(model_spec, batch_size=batch_size)
+    dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
+    if len(dims) > 1:
+        raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")
+    assert precomputed_model is not None
+    declared, loaded = declare_model(precomputed_model, dims.pop())
+    if images and not no_embed and loaded is None:
+        raise ModelUnavailableError(
+            f"image sources must be embedded with the declared model {precomputed_model}, which cannot "
+            "be loaded here; index them with --no-embed or into another corpus"
+        )
+    return declared, (loaded if images and not no_embed else None)
+
+
+def _torch_threads() -> None:
+    threads = os.environ.get("SPLITAUDIT_TORCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
 
 
 def _progress(bar: tqdm) -> Callable[[int], None]:
@@ -90,10 +166,16 @@ def _print_summary(s: IndexSummary) -> None:
         f"({s.shards_done} shards processed, {s.shards_skipped} unchanged) "
         f"in {s.seconds:.1f}s ({s.throughput:.1f} img/s)"
     )
+    if s.unhashed:
+        click.echo(f"{s.unhashed} items have no image bytes: no hashes, so only the semantic tier "
+                   "can match them (pass --shards-dir with their tars for exact/near)")
     idx = s.index
-    click.echo(f"index: {idx.get('hash_count', 0)} hashes"
-               + (f", {idx['vector_count']} vectors ({idx['model_id']})" if "vector_count" in idx else ""))
+    click.echo(f"index: {idx.get('hash_count', 0)} hashes ({idx.get('hash_index', '')})"
+               + (f", {idx['vector_count']} vectors ({idx['model_id']}, {idx['vector_index']})"
+                  if "vector_count" in idx else ""))
+    if "recall_at_10" in idx:
+        click.echo(f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}")
     if s.failures:
-        click.echo("failed items (first %d):" % len(s.failures))
+        click.echo(f"failed items (first {len(s.failures)}):")
         for key, reason in s.failures:
             click.echo(f"  {key}: {reason}")

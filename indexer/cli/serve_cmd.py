@@ -66,7 +66,8 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
 
     from app.main import create_app
 
-    settings = _settings(home=home, run_worker=not no_worker)
+    # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
+    settings = _settings(home=home, **({"run_worker": False} if no_worker else {}))
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
                f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",

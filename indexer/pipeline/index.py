@@ -5,36 +5,44 @@ file was fsynced just before, the corpus generation); a shard is marked done wit
 fingerprint at the end. Re-running skips done shards whose fingerprint is unchanged and,
 inside other shards, keys already stored. FAISS indexes are derived afterwards
 (``sync_corpus_index``), so a SIGKILL at any point loses nothing and duplicates nothing.
+
+Executors: ``local`` streams each shard batch by batch (decoding in a process pool);
+``ray`` runs whole shards on Ray actors and commits each shard's result in one transaction
+that also claims the shard (``indexer.pipeline.ray_executor``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
-
-import numpy as np
-from sqlalchemy import update
+from typing import Literal
 
 from indexer.db.engine import transaction
-from indexer.db.models import Corpus, FailedItem, Item, Shard, VectorBatch
+from indexer.db.models import Corpus, Shard
 from indexer.db.queries import ensure_corpus, ensure_shard, shard_keys
 from indexer.embed.protocol import Embedder
-from indexer.features.hashes import Hash64
-from indexer.pipeline.extract import Extracted, Extractor
+from indexer.errors import ModelMismatchError, UsageError
+from indexer.pipeline.extract import Extractor
+from indexer.pipeline.precomputed import DeclaredModel, is_precomputed
+from indexer.pipeline.rows import PreparedBatch, commit_batches, locator_dict, prepare_batch
+from indexer.pipeline.shard_work import record_batches, shard_embeddings
 from indexer.sources.record import Record, Source
+from indexer.sources.record import Shard as ShardDesc
 from indexer.store.corpus_index import CorpusIndex, sync_corpus_index
-from indexer.store.vectors import batch_path, write_batch
+from indexer.store.policy import IndexPolicy
 from indexer.workspace import Workspace
+
+__all__ = ["IndexSummary", "ShardTask", "index_sources", "locator_dict", "open_corpus_index"]
 
 log = logging.getLogger(__name__)
 MAX_FAILURE_EXAMPLES = 20
 
 ProgressFn = Callable[[int], None]
+Executor = Literal["local", "ray"]
 
 
 @dataclass
@@ -45,6 +53,7 @@ class IndexSummary:
     indexed: int = 0
     skipped: int = 0
     failed: int = 0
+    unhashed: int = 0
     shards_done: int = 0
     shards_skipped: int = 0
     seconds: float = 0.0
@@ -56,15 +65,35 @@ class IndexSummary:
         """Images processed (indexed + failed) per second."""
         return (self.indexed + self.failed) / self.seconds if self.seconds > 0 else 0.0
 
+    def record(self, batch: PreparedBatch) -> None:
+        """Count a committed batch."""
+        self.indexed += len(batch.items)
+        self.failed += len(batch.failed)
+        self.unhashed += batch.unhashed
+        for f in batch.failed:
+            log.info("failed %s: %s", f["key"], f["reason"])
+            if len(self.failures) < MAX_FAILURE_EXAMPLES:
+                self.failures.append((f["key"], f["reason"]))
+
     def to_dict(self) -> dict[str, object]:
         """JSON-friendly form (for the API's index jobs)."""
         return {
             "corpus": self.corpus, "indexed": self.indexed, "skipped": self.skipped,
-            "failed": self.failed, "shards_done": self.shards_done,
+            "failed": self.failed, "unhashed": self.unhashed, "shards_done": self.shards_done,
             "shards_skipped": self.shards_skipped, "seconds": round(self.seconds, 3),
             "throughput": round(self.throughput, 2),
             "failures": [{"key": k, "reason": r} for k, r in self.failures], "index": self.index,
         }
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """A shard that still has work: its source, description, DB id and the keys already stored."""
+
+    source: Source
+    shard: ShardDesc
+    shard_id: int
+    known: frozenset[str]
 
 
 def index_sources(
@@ -77,128 +106,130 @@ def index_sources(
     batch_size: int = 64,
     progress: ProgressFn | None = None,
     model_spec: str | None = None,
+    precomputed_model: DeclaredModel | None = None,
+    executor: Executor = "local",
+    ray_address: str | None = None,
+    ray_gpus_per_worker: float = 0.0,
+    policy: IndexPolicy | None = None,
 ) -> IndexSummary:
-    """Index every shard of ``sources`` into ``corpus_name``; returns the run's summary."""
+    """Index every shard of ``sources`` into ``corpus_name``; returns the run's summary.
+
+    Precomputed-embedding sources need ``precomputed_model`` (the model their vectors came
+    from); image sources are embedded by ``embedder`` (which must then be that same model).
+    """
     started = time.perf_counter()
     summary = IndexSummary(corpus=corpus_name)
     corpus_dir = ws.corpus_dir(corpus_name)
+    model_id, dim, spec = _corpus_model(sources, embedder, precomputed_model, model_spec)
     with transaction(ws.sessions) as s:
-        corpus = ensure_corpus(
-            s, name=corpus_name,
-            model_id=embedder.model_id if embedder else None,
-            dim=embedder.dim if embedder else None,
-            model_spec=model_spec,
-        )
+        corpus = ensure_corpus(s, name=corpus_name, model_id=model_id, dim=dim, model_spec=spec)
         corpus_id = corpus.id
-    embed = embedder is not None
-    with Extractor(workers=workers, keep_image=embed) as extractor:
-        for source in sources:
-            for shard_desc in source.shards():
-                with transaction(ws.sessions) as s:
-                    shard = ensure_shard(s, corpus=s.get_one(Corpus, corpus_id), source=source.uri,
-                                         name=shard_desc.name)
-                    if shard.status == "done" and shard.fingerprint == shard_desc.fingerprint:
-                        summary.shards_skipped += 1
-                        summary.skipped += shard.item_count + shard.failed_count
-                        if progress:
-                            progress(shard.item_count + shard.failed_count)
-                        continue
-                    known = shard_keys(s, shard=shard)
-                    shard.status = "running"
-                    shard_id = shard.id
-                summary.skipped += len(known)
-                if progress and known:
-                    progress(len(known))
-                fresh = (r for r in source.records(shard_desc) if r.key not in known)
-                for extracted in extractor.map_batches(_batched(fresh, batch_size)):
-                    _write_batch(ws, corpus_id, shard_id, corpus_dir, extracted, embedder, summary)
-                    if progress:
-                        progress(len(extracted))
-                with transaction(ws.sessions) as s:
-                    shard_row = s.get_one(Shard, shard_id)
-                    shard_row.status = "done"
-                    shard_row.fingerprint = shard_desc.fingerprint
-                summary.shards_done += 1
+        dim = corpus.embed_dim
+    tasks = _pending_shards(ws, corpus_id, sources, summary, progress)
+    if executor == "ray":
+        from indexer.pipeline.ray_executor import run_on_ray
+
+        run_on_ray(ws, corpus_id=corpus_id, corpus_dir=corpus_dir, tasks=tasks, summary=summary,
+                   progress=progress, model_spec=spec if embedder is not None else None,
+                   batch_size=batch_size, workers=workers, dim=dim, address=ray_address,
+                   gpus_per_worker=ray_gpus_per_worker)
+    elif executor == "local":
+        _run_local(ws, corpus_id, corpus_dir, tasks, embedder=embedder, workers=workers, batch_size=batch_size,
+                   dim=dim, summary=summary, progress=progress)
+    else:
+        raise UsageError(f"unknown executor {executor!r}: use local or ray")
     with ws.sessions() as s:
-        index = sync_corpus_index(s, s.get_one(Corpus, corpus_id), corpus_dir)
+        index = sync_corpus_index(s, s.get_one(Corpus, corpus_id), corpus_dir, policy)
     summary.index = index.info()
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def open_corpus_index(ws: Workspace, corpus_name: str) -> CorpusIndex:
+def _corpus_model(
+    sources: Sequence[Source], embedder: Embedder | None, declared: DeclaredModel | None, spec: str | None
+) -> tuple[str | None, int | None, str | None]:
+    """(model id, dim, spec) the corpus records; checks embedder and declaration agree."""
+    if any(is_precomputed(src) for src in sources) and declared is None:
+        raise UsageError(
+            "precomputed embeddings need the model they were computed with: pass "
+            "--precomputed-model SPEC_OR_ID (e.g. ViT-B-32:laion2b_s34b_b79k)"
+        )
+    if declared is None:
+        return (embedder.model_id, embedder.dim, spec) if embedder else (None, None, None)
+    if embedder is not None and (embedder.model_id, embedder.dim) != (declared.model_id, declared.dim):
+        raise ModelMismatchError(
+            f"image sources would be embedded with {embedder.model_id} (dim {embedder.dim}) but the "
+            f"precomputed embeddings come from {declared.model_id} (dim {declared.dim}); index "
+            "them into separate corpora or embed with the declared model"
+        )
+    return declared.model_id, declared.dim, declared.spec or spec
+
+
+def _pending_shards(
+    ws: Workspace, corpus_id: int, sources: Sequence[Source], summary: IndexSummary,
+    progress: ProgressFn | None,
+) -> Iterator[ShardTask]:
+    """Shards with work left (lazily, so the local executor starts before all shards are listed)."""
+    for source in sources:
+        for desc in source.shards():
+            with transaction(ws.sessions) as s:
+                shard = ensure_shard(s, corpus=s.get_one(Corpus, corpus_id), source=source.uri, name=desc.name)
+                if shard.status == "done" and shard.fingerprint == desc.fingerprint:
+                    summary.shards_skipped += 1
+                    summary.skipped += shard.item_count + shard.failed_count
+                    if progress:
+                        progress(shard.item_count + shard.failed_count)
+                    continue
+                known = shard_keys(s, shard=shard)
+                shard.status = "running"
+                shard_id = shard.id
+            summary.skipped += len(known)
+            if progress and known:
+                progress(len(known))
+            yield ShardTask(source=source, shard=desc, shard_id=shard_id, known=frozenset(known))
+
+
+def _run_local(
+    ws: Workspace, corpus_id: int, corpus_dir: Path, tasks: Iterator[ShardTask], *, embedder: Embedder | None,
+    workers: int, batch_size: int, dim: int | None, summary: IndexSummary, progress: ProgressFn | None,
+) -> None:
+    """Stream each shard batch by batch: decode in the pool, embed here, commit each batch."""
+    with Extractor(workers=workers, keep_image=embedder is not None) as extractor:
+        for task in tasks:
+            emb = shard_embeddings(task.source, task.shard, dim)
+            rows_in_flight: deque[list[int]] = deque()
+            batches = record_batches(task.source, task.shard, set(task.known), batch_size)
+            for extracted in extractor.map_batches(_tracked(batches, rows_in_flight)):
+                rows = rows_in_flight.popleft()
+                if emb is not None:
+                    prepared = prepare_batch(extracted, precomputed=emb[rows])
+                else:
+                    prepared = prepare_batch(extracted, embedder=embedder)
+                commit_batches(ws, corpus_id=corpus_id, shard_id=task.shard_id, corpus_dir=corpus_dir,
+                               batches=[prepared])
+                summary.record(prepared)
+                if progress:
+                    progress(len(extracted))
+            with transaction(ws.sessions) as s:
+                shard_row = s.get_one(Shard, task.shard_id)
+                shard_row.status = "done"
+                shard_row.fingerprint = task.shard.fingerprint
+            summary.shards_done += 1
+
+
+def _tracked(
+    batches: Iterator[tuple[list[int], list[Record]]], rows_in_flight: deque[list[int]]
+) -> Iterator[list[Record]]:
+    """The record batches, remembering their row numbers (the extractor prefetches one ahead)."""
+    for rows, records in batches:
+        rows_in_flight.append(rows)
+        yield records
+
+
+def open_corpus_index(ws: Workspace, corpus_name: str, policy: IndexPolicy | None = None) -> CorpusIndex:
     """Load (and catch up) the FAISS stores of an existing corpus."""
     from indexer.db.queries import get_corpus
 
     with ws.sessions() as s:
         corpus = get_corpus(s, name=corpus_name)
-        return sync_corpus_index(s, corpus, ws.corpus_dir(corpus_name))
-
-
-def _batched(records: Iterator[Record], n: int) -> Iterator[list[Record]]:
-    while batch := list(islice(records, n)):
-        yield batch
-
-
-def _write_batch(
-    ws: Workspace,
-    corpus_id: int,
-    shard_id: int,
-    corpus_dir: Path,
-    extracted: list[Extracted],
-    embedder: Embedder | None,
-    summary: IndexSummary,
-) -> None:
-    """Embed the good images of a batch and commit rows + vector file in one transaction."""
-    good = [e for e in extracted if e.features is not None]
-    bad = [e for e in extracted if e.features is None]
-    vectors = None
-    if embedder is not None and good:
-        images = [e.image for e in good]
-        assert all(img is not None for img in images), "extractor ran without keep_image"
-        vectors = embedder.embed(images)  # type: ignore[arg-type]
-    with transaction(ws.sessions) as s:
-        items = [_item_row(corpus_id, shard_id, e, has_embedding=vectors is not None) for e in good]
-        s.add_all(items)
-        for e in bad:
-            s.add(FailedItem(corpus_id=corpus_id, shard_id=shard_id, key=e.record.key,
-                             uri=e.record.locator.uri(), reason=e.error or "unknown error"))
-        s.flush()
-        if vectors is not None and items:
-            name = uuid.uuid4().hex
-            ids = np.fromiter((it.id for it in items), np.int64, len(items))
-            write_batch(batch_path(corpus_dir, name), ids, vectors)
-            s.add(VectorBatch(corpus_id=corpus_id, name=name, count=len(items)))
-        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(generation=Corpus.generation + 1))
-        s.execute(
-            update(Shard)
-            .where(Shard.id == shard_id)
-            .values(item_count=Shard.item_count + len(items), failed_count=Shard.failed_count + len(bad))
-        )
-    summary.indexed += len(good)
-    summary.failed += len(bad)
-    for e in bad:
-        log.info("failed %s: %s", e.record.key, e.error)
-        if len(summary.failures) < MAX_FAILURE_EXAMPLES:
-            summary.failures.append((e.record.key, e.error or "unknown error"))
-
-
-def _item_row(corpus_id: int, shard_id: int, e: Extracted, *, has_embedding: bool) -> Item:
-    f, r = e.features, e.record
-    assert f is not None
-    return Item(
-        corpus_id=corpus_id, shard_id=shard_id, key=r.key, uri=r.locator.uri(),
-        locator=locator_dict(r), url=r.url, sha256=f.sha256, pixel_digest=f.pixel_digest,
-        phash=Hash64(f.phash).to_signed(), dhash=Hash64(f.dhash).to_signed(),
-        width=f.width, height=f.height, format=f.format, caption=r.caption, label=r.label,
-        license=r.license, meta=dict(r.metadata) | ({"text_fields": f.text_fields} if f.text_fields else {}),
-        has_embedding=has_embedding,
-    )
-
-
-def locator_dict(r: Record) -> dict[str, object]:
-    """The locator as a JSON dict (None fields dropped), to read the bytes again later."""
-    loc = r.locator
-    out = {"kind": loc.kind, "path": loc.path, "offset": loc.offset, "size": loc.size,
-           "member": loc.member, "url": loc.url}
-    return {k: v for k, v in out.items() if v is not None}
+        return sync_corpus_index(s, corpus, ws.corpus_dir(corpus_name), policy)

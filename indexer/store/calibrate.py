@@ -143,8 +143,9 @@ def tune_nprobe(
     else:
         best = max(curve.values())
         chosen = min(p for p, r in curve.items() if r >= best - 0.001)
-        log.warning("IVF recall@%d reaches at most %.4f (< target %.3f) with this storage; "
-                    "use fp16 or fp32 storage for higher recall", k, best, target)
+        log.warning("IVF recall@%d reaches at most %.4f (< target %.3f): the storage's rounding "
+                    "reorders near-tied neighbours; --index-storage fp32 keeps exact scores",
+                    k, best, target)
     set_nprobe(chosen)
     return chosen, curve[chosen], sorted(curve.items())
 

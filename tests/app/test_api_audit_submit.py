@@ -112,6 +112,29 @@ def test_upload_targz_with_labels_file(client: TestClient, home: Path) -> None:
         ws.close()
 
 
+def _audit_params(home: Path) -> dict[str, object]:
+    ws = workspace(home)
+    try:
+        with ws.sessions() as s:
+            return dict(s.query(Audit).one().params)
+    finally:
+        ws.close()
+
+
+def test_upload_with_label_names_file(client: TestClient, home: Path) -> None:
+    names = json.dumps({"0": "cat|tabby cat", "1": ["dog"]}).encode()
+    response = _upload(client, zip_bytes(IMAGES), files={"label_names": ("names.json", names, "application/json")})
+    assert response.status_code == 202, response.text
+    assert _audit_params(home)["label_names"] == {"0": ["cat", "tabby cat"], "1": ["dog"]}
+
+
+def test_bad_label_names_file_names_the_upload(client: TestClient, home: Path) -> None:
+    response = _upload(client, zip_bytes(IMAGES), files={"label_names": ("names.json", b"{}", "application/json")})
+    error = assert_error(response, 422, "bad_input", contains="label_names (names.json)")
+    assert str(home) not in error["message"]
+    assert _leftovers(home) == [] and _rows(home) == (0, 0, 0)
+
+
 @pytest.mark.parametrize(
     ("archive", "name", "status", "code", "text"),
     [
@@ -237,11 +260,20 @@ def test_json_manifest_and_folder_under_root(client: TestClient, home: Path, tmp
     folder, manifest = _server_split(tmp_path)
     by_manifest = client.post("/api/v1/audits", json={"manifest": str(manifest), "corpus": "web"})
     by_folder = client.post("/api/v1/audits", json={"folder": str(folder), "corpus": ["web", "books"],
-                                                    "name": "server split", "labels": {"a.jpg": "lynx"}})
+                                                    "name": "server split", "labels": {"a.jpg": "lynx"},
+                                                    "label_names": {"cat": "cat|kitty"}})
     assert by_manifest.status_code == 202, by_manifest.text
     assert by_folder.status_code == 202, by_folder.text
     second = client.get(f"/api/v1/audits/{by_folder.json()['id']}").json()
     assert second["split"]["name"] == "server split" and second["corpora"] == ["web", "books"]
+    ws = workspace(home)
+    try:
+        with ws.sessions() as s:
+            audit = s.get_one(Audit, by_folder.json()["id"])
+            assert audit.params["label_names"] == {"cat": ["cat", "kitty"]}
+            assert s.get_one(Split, audit.split_id).labels == {"a.jpg": "lynx"}
+    finally:
+        ws.close()
     assert _leftovers(home) == []  # nothing copied: the split is read where it lies
 
 

@@ -18,7 +18,13 @@ from app.audits import get_audit, list_audits, require_done
 from app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
 from app.paths import resolve_under_roots
 from app.schemas import AuditFromPaths, JobAccepted
-from app.submit import AuditRequest, audit_from_paths, audit_from_upload, remove_tree
+from app.submit import (
+    AuditRequest,
+    audit_from_paths,
+    audit_from_upload,
+    normalise_label_names,
+    remove_tree,
+)
 from app.uploads import check_declared_length, receive_multipart
 from indexer.audit.reviews import list_matches
 from indexer.errors import UsageError
@@ -49,6 +55,8 @@ _SUBMIT_BODY: dict[str, Any] = {
                                    "description": "corpus name (repeat the field for several)"},
                         "labels": {"type": "string", "format": "binary",
                                    "description": "optional key,label CSV"},
+                        "label_names": {"type": "string", "format": "binary",
+                                        "description": "optional label id -> names file (JSON, CSV, txt)"},
                         "thresholds": {"type": "string", "description": "optional JSON object"},
                         "name": {"type": "string"},
                     },
@@ -110,7 +118,8 @@ async def audit_submit(request: Request, ws: WorkspaceDep, settings: SettingsDep
         assert path is not None
         resolved = resolve_under_roots(path, settings.source_roots, what=kind)
         req = AuditRequest(corpora=body.corpus, name=body.name or resolved.name,
-                           thresholds=dict(body.thresholds or {}), labels=dict(body.labels or {}))
+                           thresholds=dict(body.thresholds or {}), labels=dict(body.labels or {}),
+                           label_names=normalise_label_names(body.label_names or {}))
         audit_id = await run_in_threadpool(
             audit_from_paths, ws, path=resolved, kind=kind, request=req, roots=settings.source_roots
         )

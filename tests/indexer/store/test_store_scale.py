@@ -108,8 +108,9 @@ def test_flat_below_threshold_then_ivf_rebuild_records_recall(corpus: Corpus_) -
 
 
 def test_ivf_recall_on_fresh_queries_matches_exact_search(corpus: Corpus_) -> None:
+    # fp32 lists: at dim 32 the 10th/11th neighbours differ by ~1e-4, below fp16's rounding
     corpus.add(3000)
-    floats = corpus.sync().floats
+    floats = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=200, storage="fp32")).floats
     assert floats is not None and floats.index_type.startswith("IVF")
     ids, base = corpus.matrix()
     queries = clustered(np.random.default_rng(99), 300, corpus.centers)
@@ -121,12 +122,12 @@ def test_ivf_recall_on_fresh_queries_matches_exact_search(corpus: Corpus_) -> No
 def test_ivf_grows_incrementally_then_rebuilds_when_outgrown(corpus: Corpus_) -> None:
     corpus.add(1200)
     corpus.sync()
-    corpus.add(600)  # < 1.5x: added to the lists, no recalibration
+    corpus.add(500)  # < 1.5x: added to the lists, no recalibration
     floats = corpus.sync().floats
-    assert floats is not None and floats.count == 1800
+    assert floats is not None and floats.count == 1700
     assert corpus.sidecar()["params"]["built_for"] == 1200
     assert corpus.sidecar()["params"]["calibrated_count"] == 1200
-    corpus.add(600)  # 2400 >= 1.5 x 1200: recalibrated, same lists
+    corpus.add(700)  # 2400 >= 1.5 x 1200: recalibrated, same lists
     assert corpus.sync().floats.count == 2400  # type: ignore[union-attr]
     assert corpus.sidecar()["params"]["calibrated_count"] == 2400
     assert corpus.sidecar()["params"]["built_for"] == 1200

@@ -35,7 +35,7 @@ def test_float_store_search_returns_db_ids_and_cosines(tmp_path: Path) -> None:
 def test_float_store_pads_when_fewer_than_k(tmp_path: Path) -> None:
     store = FloatStore.create(model_id="m", dim=4)
     store.add(np.array([9], np.int64), np.array([[1, 0, 0, 0]], np.float32))
-    scores, ids = store.search(np.array([[1, 0, 0, 0]], np.float32), 3)
+    _scores, ids = store.search(np.array([[1, 0, 0, 0]], np.float32), 3)
     assert ids.tolist() == [[9, -1, -1]]
 
 

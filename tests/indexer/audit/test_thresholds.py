@@ -1,0 +1,162 @@
+"""Thresholds: validation, round trips, and the near / semantic rule."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from indexer.audit.thresholds import (
+    DEFAULT_THRESHOLDS,
+    MODEL_THRESHOLDS,
+    Thresholds,
+    thresholds_for_model,
+)
+from indexer.errors import UsageError
+
+RULE = Thresholds(
+    phash_hamming=8,
+    near_cosine=0.8,
+    semantic_cosine=0.7,
+    cosine_min_side=96,
+    candidate_hamming=20,
+    candidate_cosine=0.5,
+    verify_score=0.7,
+)
+
+
+def test_to_dict_round_trips_through_json() -> None:
+    text = json.dumps(DEFAULT_THRESHOLDS.to_dict())
+    assert Thresholds.from_mapping(json.loads(text)) == DEFAULT_THRESHOLDS
+
+
+def test_from_mapping_overrides_only_the_given_keys() -> None:
+    custom = Thresholds.from_mapping({"phash_hamming": 4, "verify_score": 0.9}, base=RULE)
+    assert custom.phash_hamming == 4
+    assert custom.verify_score == 0.9
+    assert custom.near_cosine == RULE.near_cosine
+    assert custom.cosine_min_side == RULE.cosine_min_side
+
+
+def test_empty_mapping_gives_the_defaults() -> None:
+    assert Thresholds.from_mapping({}) == DEFAULT_THRESHOLDS
+
+
+def test_integer_cosines_are_accepted_as_floats() -> None:
+    assert Thresholds.from_mapping({"near_cosine": 1}).near_cosine == 1.0
+
+
+def test_unknown_key_is_a_usage_error_naming_the_valid_keys() -> None:
+    with pytest.raises(UsageError, match="unknown threshold.*'phash_distance'.*valid keys: phash_hamming"):
+        Thresholds.from_mapping({"phash_distance": 4})
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"phash_hamming": 65},
+        {"phash_hamming": -1},
+        {"phash_hamming": 4.5},
+        {"phash_hamming": True},
+        {"candidate_hamming": "10"},
+        {"near_cosine": 1.5},
+        {"semantic_cosine": -2},
+        {"candidate_cosine": None},
+        {"verify_score": "high"},
+        {"verify_score": math.nan},
+        {"cosine_min_side": -1},
+        {"cosine_min_side": 32.0},
+    ],
+)
+def test_out_of_range_or_wrong_type_is_a_usage_error(changes: dict[str, object]) -> None:
+    with pytest.raises(UsageError, match="must be"):
+        Thresholds.from_mapping(changes)
+
+
+def test_semantic_above_near_is_refused() -> None:
+    with pytest.raises(UsageError, match="semantic_cosine .* above near_cosine"):
+        Thresholds.from_mapping({"semantic_cosine": 0.9, "near_cosine": 0.85})
+
+
+def test_a_mapping_is_required() -> None:
+    with pytest.raises(UsageError, match="JSON object"):
+        Thresholds.from_mapping([("phash_hamming", 4)])  # type: ignore[arg-type]
+
+
+def test_direct_construction_is_validated_too() -> None:
+    with pytest.raises(UsageError):
+        replace(RULE, near_cosine=2.0)
+
+
+def test_near_by_phash_alone() -> None:
+    assert RULE.is_near(8, None)
+    assert not RULE.is_near(9, None)
+
+
+def test_near_by_cosine_only_for_large_or_unknown_sizes() -> None:
+    assert RULE.is_near(None, 0.85)
+    assert RULE.is_near(None, 0.85, min_side=200)
+    assert not RULE.is_near(None, 0.85, min_side=32)
+    assert not RULE.is_near(40, 0.79, min_side=200)
+
+
+def test_verification_counts_only_for_candidates() -> None:
+    assert RULE.is_near(30, 0.55, verify=0.75, min_side=32)  # candidate by cosine
+    assert RULE.is_near(18, None, verify=0.75, min_side=32)  # candidate by hash
+    assert not RULE.is_near(30, 0.3, verify=0.99, min_side=32)  # not a candidate
+    assert not RULE.is_near(18, 0.6, verify=0.69, min_side=32)
+    assert not RULE.is_near(18, 0.6, verify=None, min_side=32)
+
+
+def test_needs_verify_only_when_the_verdict_could_change() -> None:
+    assert RULE.needs_verify(15, None)
+    assert RULE.needs_verify(40, 0.9, min_side=32)
+    assert not RULE.needs_verify(5, None)  # already near by hash
+    assert not RULE.needs_verify(40, 0.9, min_side=200)  # already near by cosine
+    assert not RULE.needs_verify(40, 0.2)  # not a candidate
+    assert not RULE.needs_verify(None, None)
+
+
+def test_classify_tiers() -> None:
+    assert RULE.classify(3, None) == "near"
+    assert RULE.classify(40, 0.75, min_side=200) == "semantic"
+    assert RULE.classify(40, 0.75, min_side=32) is None  # small images: cosine is not evidence
+    assert RULE.classify(40, 0.75, verify=0.9, min_side=32) == "near"
+    assert RULE.classify(40, 0.6) is None
+    assert RULE.classify(None, None, None) is None
+
+
+def test_near_evidence_names_the_criteria_met() -> None:
+    assert RULE.near_evidence(4, 0.9, 0.8) == ["phash", "cosine", "verify"]
+    assert RULE.near_evidence(30, 0.9, 0.8, min_side=32) == ["verify"]
+    assert RULE.near_evidence(30, 0.4, 0.8) == []
+
+
+def test_vectorised_masks_agree_with_the_scalar_rule() -> None:
+    rng = np.random.default_rng(0)
+    n = 500
+    hamming = rng.integers(0, 40, n)
+    cosine = rng.uniform(0.2, 1.0, n)
+    verify = rng.uniform(-0.2, 1.0, n)
+    side = rng.choice([32, 64, 128, 512], n)
+    near = RULE.near_mask(hamming, cosine, verify, side)
+    semantic = RULE.semantic_mask(hamming, cosine, verify, side)
+    for i in range(n):
+        args = (int(hamming[i]), float(cosine[i]), float(verify[i]), int(side[i]))
+        assert near[i] == RULE.is_near(*args)
+        assert (RULE.classify(*args) == "semantic") == semantic[i]
+    assert near.any() and (~near).any() and semantic.any()
+
+
+def test_masks_treat_nan_as_missing_evidence() -> None:
+    near = RULE.near_mask([65, 65, 3], [np.nan, 0.9, np.nan], [0.99, np.nan, np.nan], [np.nan, np.nan, 10])
+    assert near.tolist() == [False, True, True]
+
+
+def test_thresholds_for_model() -> None:
+    assert thresholds_for_model("efficientnet-lite0:imagenet") is MODEL_THRESHOLDS["efficientnet-lite0:imagenet"]
+    assert thresholds_for_model(None) is DEFAULT_THRESHOLDS
+    assert thresholds_for_model("open_clip:some-unmeasured-model") is DEFAULT_THRESHOLDS

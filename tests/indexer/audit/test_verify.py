@@ -1,0 +1,139 @@
+"""Behaviour of the shift / scale / colour-tolerant near-duplicate verifier."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from indexer.audit.verify import (
+    THUMB_SIZE,
+    prepare_references,
+    verify_score,
+    verify_scores,
+    verify_thumbnail,
+)
+
+
+def natural_photo(seed: int, size: int = 192) -> Image.Image:
+    """A colour image with a natural 1/f spectrum: textures at every scale, like a photo."""
+    rng = np.random.default_rng(seed)
+    freq = np.sqrt(np.fft.fftfreq(size)[:, None] ** 2 + np.fft.fftfreq(size)[None, :] ** 2)
+    freq[0, 0] = 1.0
+    channels = []
+    for _ in range(3):
+        spectrum = (rng.normal(size=(size, size)) + 1j * rng.normal(size=(size, size))) / freq**1.1
+        field = np.real(np.fft.ifft2(spectrum))
+        channels.append((field - field.mean()) / field.std())
+    mixed = np.stack(channels, axis=-1) @ rng.uniform(0.3, 1.0, size=(3, 3))
+    pixels = 128 + 40 * mixed / mixed.std()
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+
+
+def lowres(photo: Image.Image, size: int, *, dx: float = 0.0, dy: float = 0.0, zoom: float = 1.0) -> Image.Image:
+    """Render the photo's central 100 px square at ``size`` px, moved by (dx, dy) output pixels."""
+    centre = photo.width / 2
+    half = 50 * zoom
+    step = 100 / size
+    box = (centre - half + dx * step, centre - half + dy * step, centre + half + dx * step, centre + half + dy * step)
+    return photo.resize((size, size), Image.Resampling.LANCZOS, box=box)
+
+
+def jpeg(image: Image.Image, quality: int) -> Image.Image:
+    """Round-trip through JPEG at ``quality``."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    buffer.seek(0)
+    return Image.open(buffer).convert("RGB")
+
+
+def recolour(image: Image.Image) -> Image.Image:
+    """A white-balance and brightness change."""
+    pixels = np.asarray(image, dtype=np.float32) * np.array([1.15, 0.95, 0.85]) + 12
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+
+
+def test_shifted_zoomed_recoloured_lowres_copy_scores_high() -> None:
+    photo = natural_photo(1)
+    original = lowres(photo, 32)
+    copy = jpeg(recolour(lowres(photo, 32, dx=2, dy=-2, zoom=1.05)), 75)
+    assert verify_score(copy, original) > 0.8
+
+
+def test_copy_at_another_resolution_scores_high() -> None:
+    photo = natural_photo(2)
+    assert verify_score(lowres(photo, 64, dx=1), lowres(photo, 32)) > 0.8
+
+
+def test_unrelated_lowres_images_score_low() -> None:
+    originals = [lowres(natural_photo(seed), 32) for seed in range(10, 16)]
+    query = lowres(natural_photo(3), 32)
+    scores = verify_scores(query, originals)
+    assert scores.max() < 0.5
+
+
+def test_edited_copy_beats_every_unrelated_candidate() -> None:
+    photo = natural_photo(4)
+    candidates = [lowres(natural_photo(seed), 48) for seed in range(20, 26)] + [lowres(photo, 48)]
+    scores = verify_scores(jpeg(lowres(photo, 48, dx=-3, dy=1), 75), candidates)
+    assert int(np.argmax(scores)) == len(candidates) - 1
+
+
+def test_mirrored_copy_scores_high_and_is_not_needed_for_the_plain_one() -> None:
+    photo = natural_photo(5)
+    original = lowres(photo, 32)
+    mirrored = lowres(photo, 32, dx=1).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    assert verify_score(mirrored, original) > 0.8
+    assert verify_score(original, original) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_full_size_edit_verifies_against_its_original() -> None:
+    photo = natural_photo(6, size=256)
+    assert verify_score(jpeg(photo.resize((128, 128)), 30), photo) > 0.9
+
+
+def test_flat_images_do_not_verify_as_the_same_picture() -> None:
+    rng = np.random.default_rng(0)
+    flat_a = Image.fromarray((200 + rng.integers(0, 3, size=(32, 32, 3))).astype(np.uint8), "RGB")
+    flat_b = Image.fromarray((90 + rng.integers(0, 3, size=(32, 32, 3))).astype(np.uint8), "RGB")
+    assert verify_score(flat_a, flat_b) < 0.3
+
+
+def test_scores_lie_in_the_documented_range() -> None:
+    query = lowres(natural_photo(7), 32)
+    candidates = [lowres(natural_photo(seed), 32) for seed in range(30, 40)] + [query]
+    scores = verify_scores(query, candidates)
+    assert scores.dtype == np.float32
+    assert np.all(scores >= -1.0) and np.all(scores <= 1.0)
+
+
+def test_batched_scores_equal_single_pair_scores() -> None:
+    query = lowres(natural_photo(8), 40, dx=2)
+    candidates = [lowres(natural_photo(seed), 40) for seed in (8, 41, 42, 43)]
+    batched = verify_scores(query, candidates)
+    single = [verify_score(query, c) for c in candidates]
+    np.testing.assert_allclose(batched, single, atol=1e-6)
+
+
+def test_thumbnails_and_prepared_references_give_the_same_scores_as_images() -> None:
+    query = lowres(natural_photo(9), 32, dy=1)
+    candidates = [lowres(natural_photo(seed), 64) for seed in (9, 50, 51)]
+    thumbs = np.stack([verify_thumbnail(c) for c in candidates])
+    from_images = verify_scores(query, candidates)
+    np.testing.assert_allclose(verify_scores(query, thumbs), from_images, atol=1e-6)
+    np.testing.assert_allclose(verify_scores(query, list(thumbs)), from_images, atol=1e-6)
+    np.testing.assert_allclose(verify_scores(query, prepare_references(thumbs)), from_images, atol=1e-6)
+
+
+def test_thumbnail_is_32px_grayscale_uint8() -> None:
+    thumb = verify_thumbnail(natural_photo(10, size=300))
+    assert thumb.shape == (THUMB_SIZE, THUMB_SIZE)
+    assert thumb.dtype == np.uint8
+    assert verify_thumbnail(thumb) is thumb
+
+
+def test_no_candidates_gives_an_empty_array() -> None:
+    scores = verify_scores(lowres(natural_photo(11), 32), [])
+    assert scores.shape == (0,)
