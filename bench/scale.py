@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 10000
 
 Each size runs in its own process (so peak RSS is per size) and does what a real corpus does,
 minus decoding: DB rows bulk-inserted (executemany), vector batch files written as the
-indexer writes them, then ``sync_corpus_index`` derives the FAISS stores (Flat below 200k
+indexer writes them, then ``sync_corpus_index`` derives the FAISS stores (Flat up to 100k
 vectors, IVF + fp16 beyond, nprobe calibrated at build time; hashes get multi-index hashing
 from 100k). Then 10,000 audit queries run through the same calls the audit engine makes:
 
@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ CHUNK = 50_000
 LEAK_RATE = 0.1
 RADIUS = 8
 SUBSET = 1000
+INSERT_ITEM = (
+    "INSERT INTO item (id, corpus_id, shard_id, key, uri, locator, url, caption, sha256, pixel_digest,"
+    " phash, dhash, width, height, format, metadata, has_embedding, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def peak_rss_mb() -> float:
@@ -77,15 +83,16 @@ class Synthetic:
 
 def build_corpus(home: Path, syn: Synthetic) -> dict[str, Any]:
     """Items (bulk insert), vector batch files and their rows, as the indexer leaves them."""
-    from sqlalchemy import insert, update
+    from sqlalchemy import update
 
     from indexer.db.engine import transaction
-    from indexer.db.models import Corpus, Item, VectorBatch
+    from indexer.db.models import Corpus, VectorBatch
     from indexer.db.queries import ensure_corpus, ensure_shard
     from indexer.store.vectors import batch_path, write_batch
     from indexer.workspace import Workspace
 
     ws = Workspace.open(home)
+    now = datetime.now(UTC).isoformat(sep=" ")
     with transaction(ws.sessions) as s:
         corpus = ensure_corpus(s, name="syn", model_id="synthetic-512", dim=DIM)
         corpus_id = corpus.id
@@ -98,17 +105,14 @@ def build_corpus(home: Path, syn: Synthetic) -> dict[str, Any]:
         vecs, hashes, digests = syn.chunk(start, m)
         ids = np.arange(start + 1, start + m + 1, dtype=np.int64)
         rows = [
-            {"id": int(i), "corpus_id": corpus_id, "shard_id": shard_id, "key": f"{i:09d}",
-             "uri": f"/data/shard{i // 10_000:05d}.tar#offset={i * 4096}&size=4096",
-             "locator": {"kind": "none"}, "url": f"https://img.example.org/{i}.jpg",
-             "caption": f"synthetic caption {i}", "sha256": d, "pixel_digest": d[::-1],
-             "phash": int(h), "dhash": int(h) ^ 1, "width": 256, "height": 256, "format": "JPEG",
-             "meta": {}, "has_embedding": True}
+            (int(i), corpus_id, shard_id, f"{i:09d}", f"/data/shard{i // 10_000:05d}.tar#offset={i * 4096}",
+             '{"kind": "none"}', f"https://img.example.org/{i}.jpg", f"synthetic caption {i}", d, d[::-1],
+             int(h), int(h) ^ 1, 256, 256, "JPEG", "{}", 1, now)
             for i, h, d in zip(ids.tolist(), hashes.tolist(), digests, strict=True)
         ]
         t = time.perf_counter()
         with transaction(ws.sessions) as s:
-            s.execute(insert(Item.__table__), rows)
+            s.connection().exec_driver_sql(INSERT_ITEM, rows)  # DBAPI executemany
             name = f"syn{start:09d}"
             write_batch(batch_path(corpus_dir, name), ids, vecs)
             s.add(VectorBatch(corpus_id=corpus_id, name=name, count=m))
@@ -187,7 +191,7 @@ def ground_truth(corpus_dir: Path, home: Path, queries: npt.NDArray[np.float32],
     t = time.perf_counter()
     top = TopK(len(queries), k)
     for ids, vecs in iter_chunks(corpus_dir, refs):
-        top.update(queries @ vecs.T, ids)
+        top.update_dot(queries, vecs, ids)
     return top.result()[1], time.perf_counter() - t
 
 

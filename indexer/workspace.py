@@ -45,9 +45,9 @@ class Workspace:
         except OSError as exc:
             raise UsageError(f"cannot create home folder {home}: {exc.strerror}") from exc
         url = database_url or sqlite_url(home)
+        engine = make_engine(url)  # validates the URL before migrations touch anything
         if migrate:
             upgrade(url)
-        engine = make_engine(url)
         return cls(home=home, database_url=url, engine=engine, sessions=make_session_factory(engine))
 
     def corpus_dir(self, corpus: str) -> Path:

@@ -91,7 +91,7 @@ def run_audit(
     _mark_job(ws, audit_id, status="running")
     try:
         _run(ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory)
-    except BaseException as exc:
+    except Exception as exc:  # not BaseException: a stopping worker re-queues its job itself
         _mark_job(ws, audit_id, status="failed", error=str(exc) or type(exc).__name__)
         raise
 

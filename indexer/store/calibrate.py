@@ -87,7 +87,7 @@ class TruthAccumulator:
     def update(self, ids: npt.NDArray[np.int64], vecs: npt.NDArray[np.float32]) -> None:
         """Score one chunk of the corpus."""
         if len(self.cal.queries):
-            self._top.update(self.cal.queries @ vecs.T, ids)
+            self._top.update_dot(self.cal.queries, vecs, ids)
 
     def finish(self) -> CalibrationSet:
         """Store the ground truth in the calibration set and return it."""

@@ -34,6 +34,14 @@ class TopK:
         self.scores = np.take_along_axis(cand_s, sel, 1)
         self.ids = np.take_along_axis(cand_i, sel, 1)
 
+    def update_dot(
+        self, queries: npt.NDArray[np.float32], base: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]
+    ) -> None:
+        """Merge the inner products of ``queries`` with ``base`` rows, in blocks (bounded memory)."""
+        for bs in range(0, len(base), DB_BLOCK):
+            block = np.asarray(base[bs : bs + DB_BLOCK], dtype=np.float32)
+            self.update(queries @ block.T, ids[bs : bs + DB_BLOCK])
+
     def result(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """(scores, ids) sorted best first; missing slots have id -1 and score -inf."""
         order = np.argsort(-self.scores, axis=1, kind="stable")
@@ -49,9 +57,7 @@ def exact_search(
     out_i = np.empty((len(q), k), np.int64)
     for qs in range(0, len(q), QUERY_BLOCK):
         top = TopK(len(q[qs : qs + QUERY_BLOCK]), k)
-        for bs in range(0, len(base), DB_BLOCK):
-            block = np.asarray(base[bs : bs + DB_BLOCK], dtype=np.float32)
-            top.update(q[qs : qs + QUERY_BLOCK] @ block.T, ids[bs : bs + DB_BLOCK])
+        top.update_dot(q[qs : qs + QUERY_BLOCK], base, ids)
         out_s[qs : qs + QUERY_BLOCK], out_i[qs : qs + QUERY_BLOCK] = top.result()
     return out_s, out_i
 

@@ -26,7 +26,7 @@ class IndexPolicy:
     ``mmap`` loads an index that needs no update memory-mapped (read-only) for serving.
     """
 
-    flat_max: int = 200_000
+    flat_max: int = 100_000
     storage: Storage = "auto"
     hash_flat_max: int = 100_000
     recall_target: float = 0.995
