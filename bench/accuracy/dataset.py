@@ -160,25 +160,25 @@ def _write_distractors(out: _Writer, photos: list[Photo], rng: np.random.Generat
                 photo=photo.name, box=box, transform="distractor", target=None)
         for k in range(DISTRACTOR_CROPS):
             crop = _random_box(photo, rng)
-            side = int(rng.integers(96, 512))
-            scale = side / max(crop[2] - crop[0], crop[3] - crop[1])
-            size = (max(8, round((crop[2] - crop[0]) * scale)), max(8, round((crop[3] - crop[1]) * scale)))
-            image = photo.image.resize(size, Image.Resampling.LANCZOS, box=crop)
+            long_side = int(rng.integers(96, 512))
+            scale = long_side / max(crop[2] - crop[0], crop[3] - crop[1])
+            crop_size = (max(8, round((crop[2] - crop[0]) * scale)), max(8, round((crop[3] - crop[1]) * scale)))
+            image = photo.image.resize(crop_size, Image.Resampling.LANCZOS, box=crop)
             out.add(image, id=f"dis-{photo.name}-crop{k}", role="corpus", subset="hires",
                     photo=photo.name, box=crop, transform="distractor_crop", target=None)
         for t, tile in enumerate(_tiles(photo, 3)):
-            size = int(rng.choice(LOWRES_SIZES))
-            out.add(render_region(photo.image, tile, size), id=f"lrdis-{photo.name}-{t}",
+            tile_px = int(rng.choice(LOWRES_SIZES))
+            out.add(render_region(photo.image, tile, tile_px), id=f"lrdis-{photo.name}-{t}",
                     role="corpus", subset="lowres", photo=photo.name, box=tile,
                     transform="distractor", target=None)
         for k in range(4):
             crop = _random_box(photo, rng)
-            side = min(max(crop[2] - crop[0], crop[3] - crop[1]), *photo.image.size)
-            x0 = min(crop[0], photo.image.width - side)
-            y0 = min(crop[1], photo.image.height - side)
-            square = (x0, y0, x0 + side, y0 + side)
-            size = int(rng.choice(LOWRES_SIZES))
-            out.add(render_region(photo.image, square, size), id=f"lrdis-{photo.name}-crop{k}",
+            square_side = min(max(crop[2] - crop[0], crop[3] - crop[1]), *photo.image.size)
+            x0 = min(crop[0], photo.image.width - square_side)
+            y0 = min(crop[1], photo.image.height - square_side)
+            square = (x0, y0, x0 + square_side, y0 + square_side)
+            tile_px = int(rng.choice(LOWRES_SIZES))
+            out.add(render_region(photo.image, square, tile_px), id=f"lrdis-{photo.name}-crop{k}",
                     role="corpus", subset="lowres", photo=photo.name, box=square,
                     transform="distractor_crop", target=None)
     for k, face in enumerate(lfw_faces()):
@@ -192,7 +192,7 @@ def _write_probes(out: _Writer, photos: list[Photo]) -> None:
     for photo in photos:
         w, h = photo.image.size
         for side, box in (("left", (0.0, 0.0, 0.45 * w, float(h))), ("right", (0.55 * w, 0.0, float(w), float(h)))):
-            image = photo.image.crop(tuple(round(v) for v in box))
+            image = photo.image.crop((round(box[0]), round(box[1]), round(box[2]), round(box[3])))
             out.add(image, id=f"probe-{photo.name}-{side}", role="probe", subset="semantic",
                     photo=photo.name, box=box, transform=side, target=None)
 

@@ -71,7 +71,7 @@ class Outcome:
 
 def outcome(pairs: Pairs, flagged: BoolMatrix) -> Outcome:
     """Score a flagged-pairs matrix against the ground truth."""
-    found = (flagged & pairs.positive).any(axis=1)
+    found: npt.NDArray[np.bool_] = np.asarray((flagged & pairs.positive).any(axis=1))
     hires, lowres = pairs.subset("hires"), pairs.subset("lowres")
     return Outcome(
         recall=float(found.mean()),
@@ -87,7 +87,7 @@ def outcome(pairs: Pairs, flagged: BoolMatrix) -> Outcome:
 
 def per_transform_recall(pairs: Pairs, flagged: BoolMatrix) -> dict[str, float]:
     """Recall of one rule for each transform, in dataset order."""
-    found = (flagged & pairs.positive).any(axis=1)
+    found: npt.NDArray[np.bool_] = np.asarray((flagged & pairs.positive).any(axis=1))
     names = list(dict.fromkeys(q.transform for q in pairs.queries))
     return {name: float(found[pairs.transform(name)].mean()) for name in names}
 

@@ -15,7 +15,7 @@ from indexer.audit.engine import match_corpus, split_duplicates
 from indexer.audit.ingest import SplitState, ingest_split
 from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
-from indexer.audit.thresholds import Thresholds
+from indexer.audit.thresholds import Thresholds, thresholds_for_model
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Corpus, Job, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
@@ -52,10 +52,14 @@ def create_audit(
     """Create an audit of a registered split against named corpora, queued as a job."""
     if not corpora:
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
-    th = thresholds if isinstance(thresholds, Thresholds) else Thresholds.from_mapping(dict(thresholds or {}))
     with transaction(ws.sessions) as s:
-        for name in corpora:
-            get_corpus(s, name=name)
+        models = [get_corpus(s, name=name).model_id for name in corpora]
+        if isinstance(thresholds, Thresholds):
+            th = thresholds
+        else:
+            # Cosine scales differ per model: start from the calibrated defaults of the corpus model.
+            base = thresholds_for_model(next((m for m in models if m), None))
+            th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
         s.get_one(Split, split_id)
         job = Job(kind="audit", status="queued", params={})
         s.add(job)
