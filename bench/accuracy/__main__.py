@@ -39,12 +39,22 @@ CACHE = Path(__file__).resolve().parent.parent / ".cache"
 
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.accuracy", description=__doc__)
-    parser.add_argument("--model", default="efficientnet-lite0", help="embedding model spec (default: %(default)s)")
+    parser.add_argument(
+        "--model", default="efficientnet-lite0", help="embedding model spec (default: %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
-    parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder (default: bench/.cache)")
-    parser.add_argument("--rebuild", action="store_true", help="delete and rebuild the cached dataset")
-    parser.add_argument("--thresholds", type=json.loads, default=None,
-                        help='JSON overrides of the model defaults, e.g. \'{"verify_score": 0.8}\'')
+    parser.add_argument(
+        "--cache", type=Path, default=CACHE, help="cache folder (default: bench/.cache)"
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="delete and rebuild the cached dataset"
+    )
+    parser.add_argument(
+        "--thresholds",
+        type=json.loads,
+        default=None,
+        help="JSON overrides of the model defaults, e.g. '{\"verify_score\": 0.8}'",
+    )
     return parser.parse_args()
 
 
@@ -58,7 +68,11 @@ def main() -> None:
     if args.rebuild and root.exists():
         shutil.rmtree(root)
     dataset = load_dataset(root, args.seed)
-    queries, corpus, probes = dataset.select("query"), dataset.select("corpus"), dataset.select("probe")
+    queries, corpus, probes = (
+        dataset.select("query"),
+        dataset.select("corpus"),
+        dataset.select("probe"),
+    )
     query_table = compute_table(dataset, queries, args.model, root)
     corpus_table = compute_table(dataset, corpus, args.model, root)
     probe_table = compute_table(dataset, probes, args.model, root)
@@ -75,13 +89,17 @@ def main() -> None:
     counts = {name: int(pairs.transform(name).sum()) for name in next(iter(recalls.values()))}
     sweeps = curves(pairs, scores, thresholds)
     edges = boundaries(pairs, scores, thresholds)
-    probe = semantic_probe(probes, probe_table.embedding, probe_table.min_side, pairs, scores, thresholds)
+    probe = semantic_probe(
+        probes, probe_table.embedding, probe_table.min_side, pairs, scores, thresholds
+    )
     fused = results["fused (ours)"]
     baseline = results[f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}"]
 
-    print(f"\naccuracy benchmark: {len(queries)} edited queries ({int(pairs.subset('hires').sum())} full-size, "
-          f"{int(pairs.subset('lowres').sum())} low-res) x {len(corpus)} corpus images; "
-          f"{pairs.distractor.sum()} distractor pairs, {pairs.sibling.sum()} sibling pairs; model {corpus_table.model_id}\n")
+    print(
+        f"\naccuracy benchmark: {len(queries)} edited queries ({int(pairs.subset('hires').sum())} full-size, "
+        f"{int(pairs.subset('lowres').sum())} low-res) x {len(corpus)} corpus images; "
+        f"{pairs.distractor.sum()} distractor pairs, {pairs.sibling.sum()} sibling pairs; model {corpus_table.model_id}\n"
+    )
     print("recall per transform at the defaults\n" + transform_table(recalls, counts) + "\n")
     print(summary_table(results) + "\n")
     print(operating_point(thresholds, fused, edges) + "\n")
@@ -89,13 +107,19 @@ def main() -> None:
     for name, points in sweeps.items():
         print(curve_table(name, points) + "\n")
     ratio = fused.recall / baseline.recall if baseline.recall else float("inf")
-    print(f"fused recall / imagededup PHash@{IMAGEDEDUP_THRESHOLD} recall = {ratio:.2f}x "
-          f"(low-res {fused.recall_lowres / max(baseline.recall_lowres, 1e-9):.2f}x), "
-          f"distractor FP {fused.distractor_fp} vs {baseline.distractor_fp}")
-    print(f"verification throughput: {scores.verify_pairs_per_s:,.0f} pairs/s (each query against all corpus thumbnails at once)")
+    print(
+        f"fused recall / imagededup PHash@{IMAGEDEDUP_THRESHOLD} recall = {ratio:.2f}x "
+        f"(low-res {fused.recall_lowres / max(baseline.recall_lowres, 1e-9):.2f}x), "
+        f"distractor FP {fused.distractor_fp} vs {baseline.distractor_fp}"
+    )
+    print(
+        f"verification throughput: {scores.verify_pairs_per_s:,.0f} pairs/s (each query against all corpus thumbnails at once)"
+    )
 
     plot = args.cache / "accuracy_curve.png"
-    save_plot(sweeps, {"fused default": fused, f"imagededup@{IMAGEDEDUP_THRESHOLD}": baseline}, plot)
+    save_plot(
+        sweeps, {"fused default": fused, f"imagededup@{IMAGEDEDUP_THRESHOLD}": baseline}, plot
+    )
     histograms = args.cache / "accuracy_scores.png"
     save_distributions(pairs, scores, thresholds, histograms)
     summary = {
@@ -108,8 +132,10 @@ def main() -> None:
         "verify_pairs_per_s": scores.verify_pairs_per_s,
     }
     (args.cache / "accuracy_results.json").write_text(json.dumps(summary, indent=1))
-    print(f"curve: {plot}\nscore histograms: {histograms}\nresults: {args.cache / 'accuracy_results.json'}\n"
-          f"total time {time.perf_counter() - started:.0f} s")
+    print(
+        f"curve: {plot}\nscore histograms: {histograms}\nresults: {args.cache / 'accuracy_results.json'}\n"
+        f"total time {time.perf_counter() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -136,41 +136,99 @@ def _write_originals(out: _Writer, photos: list[Photo], rng: np.random.Generator
     """Originals in the corpus plus their edited queries, full size and low-res."""
     for photo in photos:
         box = _full(photo)
-        source = out.add(photo.image, id=f"orig-{photo.name}", role="corpus", subset="hires",
-                         photo=photo.name, box=box, transform="original", target=None)
+        source = out.add(
+            photo.image,
+            id=f"orig-{photo.name}",
+            role="corpus",
+            subset="hires",
+            photo=photo.name,
+            box=box,
+            transform="original",
+            target=None,
+        )
         for name, transform in HIRES_TRANSFORMS.items():
-            out.add(transform(photo.image, rng), id=f"q-{name}-{photo.name}", role="query",
-                    subset="hires", photo=photo.name, box=box, transform=name, target=source.id)
+            out.add(
+                transform(photo.image, rng),
+                id=f"q-{name}-{photo.name}",
+                role="query",
+                subset="hires",
+                photo=photo.name,
+                box=box,
+                transform=name,
+                target=source.id,
+            )
         for t, tile in enumerate(_tiles(photo, 2)):
             size = int(rng.choice(LOWRES_SIZES))
             tile_id = f"lrorig-{photo.name}-{t}"
-            out.add(render_region(photo.image, tile, size), id=tile_id, role="corpus",
-                    subset="lowres", photo=photo.name, box=tile, transform="original", target=None)
+            out.add(
+                render_region(photo.image, tile, size),
+                id=tile_id,
+                role="corpus",
+                subset="lowres",
+                photo=photo.name,
+                box=tile,
+                transform="original",
+                target=None,
+            )
             for name, edit in LOWRES_EDITS.items():
                 image = apply_lowres_edit(photo.image, tile, size, edit, rng)
-                out.add(image, id=f"q-{name}-{photo.name}-{t}", role="query", subset="lowres",
-                        photo=photo.name, box=tile, transform=name, target=tile_id)
+                out.add(
+                    image,
+                    id=f"q-{name}-{photo.name}-{t}",
+                    role="query",
+                    subset="lowres",
+                    photo=photo.name,
+                    box=tile,
+                    transform=name,
+                    target=tile_id,
+                )
 
 
 def _write_distractors(out: _Writer, photos: list[Photo], rng: np.random.Generator) -> None:
     """Unrelated photos, random crops of them, their low-res tiles, and LFW faces."""
     for photo in photos:
         box = _full(photo)
-        out.add(photo.image, id=f"dis-{photo.name}", role="corpus", subset="hires",
-                photo=photo.name, box=box, transform="distractor", target=None)
+        out.add(
+            photo.image,
+            id=f"dis-{photo.name}",
+            role="corpus",
+            subset="hires",
+            photo=photo.name,
+            box=box,
+            transform="distractor",
+            target=None,
+        )
         for k in range(DISTRACTOR_CROPS):
             crop = _random_box(photo, rng)
             long_side = int(rng.integers(96, 512))
             scale = long_side / max(crop[2] - crop[0], crop[3] - crop[1])
-            crop_size = (max(8, round((crop[2] - crop[0]) * scale)), max(8, round((crop[3] - crop[1]) * scale)))
+            crop_size = (
+                max(8, round((crop[2] - crop[0]) * scale)),
+                max(8, round((crop[3] - crop[1]) * scale)),
+            )
             image = photo.image.resize(crop_size, Image.Resampling.LANCZOS, box=crop)
-            out.add(image, id=f"dis-{photo.name}-crop{k}", role="corpus", subset="hires",
-                    photo=photo.name, box=crop, transform="distractor_crop", target=None)
+            out.add(
+                image,
+                id=f"dis-{photo.name}-crop{k}",
+                role="corpus",
+                subset="hires",
+                photo=photo.name,
+                box=crop,
+                transform="distractor_crop",
+                target=None,
+            )
         for t, tile in enumerate(_tiles(photo, 3)):
             tile_px = int(rng.choice(LOWRES_SIZES))
-            out.add(render_region(photo.image, tile, tile_px), id=f"lrdis-{photo.name}-{t}",
-                    role="corpus", subset="lowres", photo=photo.name, box=tile,
-                    transform="distractor", target=None)
+            out.add(
+                render_region(photo.image, tile, tile_px),
+                id=f"lrdis-{photo.name}-{t}",
+                role="corpus",
+                subset="lowres",
+                photo=photo.name,
+                box=tile,
+                transform="distractor",
+                target=None,
+            )
         for k in range(4):
             crop = _random_box(photo, rng)
             square_side = min(max(crop[2] - crop[0], crop[3] - crop[1]), *photo.image.size)
@@ -178,23 +236,49 @@ def _write_distractors(out: _Writer, photos: list[Photo], rng: np.random.Generat
             y0 = min(crop[1], photo.image.height - square_side)
             square = (x0, y0, x0 + square_side, y0 + square_side)
             tile_px = int(rng.choice(LOWRES_SIZES))
-            out.add(render_region(photo.image, square, tile_px), id=f"lrdis-{photo.name}-crop{k}",
-                    role="corpus", subset="lowres", photo=photo.name, box=square,
-                    transform="distractor_crop", target=None)
+            out.add(
+                render_region(photo.image, square, tile_px),
+                id=f"lrdis-{photo.name}-crop{k}",
+                role="corpus",
+                subset="lowres",
+                photo=photo.name,
+                box=square,
+                transform="distractor_crop",
+                target=None,
+            )
     for k, face in enumerate(lfw_faces()):
         image = Image.fromarray(face, "L").resize((32, 32), Image.Resampling.BICUBIC)
-        out.add(image, id=f"lrdis-lfw-{k}", role="corpus", subset="lowres", photo=f"lfw-{k}",
-                box=None, transform="distractor_lfw", target=None)
+        out.add(
+            image,
+            id=f"lrdis-lfw-{k}",
+            role="corpus",
+            subset="lowres",
+            photo=f"lfw-{k}",
+            box=None,
+            transform="distractor_lfw",
+            target=None,
+        )
 
 
 def _write_probes(out: _Writer, photos: list[Photo]) -> None:
     """Two disjoint halves (left 45%, right 45%) of every photo: same scene, no shared pixels."""
     for photo in photos:
         w, h = photo.image.size
-        for side, box in (("left", (0.0, 0.0, 0.45 * w, float(h))), ("right", (0.55 * w, 0.0, float(w), float(h)))):
+        for side, box in (
+            ("left", (0.0, 0.0, 0.45 * w, float(h))),
+            ("right", (0.55 * w, 0.0, float(w), float(h))),
+        ):
             image = photo.image.crop((round(box[0]), round(box[1]), round(box[2]), round(box[3])))
-            out.add(image, id=f"probe-{photo.name}-{side}", role="probe", subset="semantic",
-                    photo=photo.name, box=box, transform=side, target=None)
+            out.add(
+                image,
+                id=f"probe-{photo.name}-{side}",
+                role="probe",
+                subset="semantic",
+                photo=photo.name,
+                box=box,
+                transform=side,
+                target=None,
+            )
 
 
 def build_dataset(root: Path, seed: int = 0) -> Dataset:
@@ -202,7 +286,9 @@ def build_dataset(root: Path, seed: int = 0) -> Dataset:
     rng = np.random.default_rng(seed)
     photos = collect_photos()
     if len(photos) < 8:
-        raise RuntimeError(f"only {len(photos)} offline photos found; install scikit-image / darknet")
+        raise RuntimeError(
+            f"only {len(photos)} offline photos found; install scikit-image / darknet"
+        )
     order = rng.permutation(len(photos))
     originals = [photos[i] for i in sorted(order[:N_ORIGINALS])]
     distractors = [photos[i] for i in sorted(order[N_ORIGINALS:])]

@@ -101,7 +101,9 @@ def default_rules(thresholds: Thresholds) -> dict[str, Rule]:
         f"dHash<={t.phash_hamming}": lambda s: s.dhash_hamming <= t.phash_hamming,
         f"cosine>={t.near_cosine:.2f}": lambda s: s.cosine >= t.near_cosine,
         f"verify>={t.verify_score:.2f}": lambda s: s.verify >= t.verify_score,
-        f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}": lambda s: s.imagededup_hamming <= IMAGEDEDUP_THRESHOLD,
+        f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}": lambda s: (
+            s.imagededup_hamming <= IMAGEDEDUP_THRESHOLD
+        ),
     }
 
 
@@ -113,8 +115,12 @@ class CurvePoint:
     result: Outcome
 
 
-def sweep(pairs: Pairs, scores: PairScores, rule: Callable[[PairScores, float], BoolMatrix],
-          thresholds: list[float]) -> list[CurvePoint]:
+def sweep(
+    pairs: Pairs,
+    scores: PairScores,
+    rule: Callable[[PairScores, float], BoolMatrix],
+    thresholds: list[float],
+) -> list[CurvePoint]:
     """Outcomes of ``rule`` over a list of thresholds."""
     return [CurvePoint(t, outcome(pairs, rule(scores, t))) for t in thresholds]
 
@@ -125,19 +131,28 @@ def curves(pairs: Pairs, scores: PairScores, defaults: Thresholds) -> dict[str, 
     unit = [round(float(t), 2) for t in np.arange(0.30, 1.0001, 0.05)]
     return {
         "pHash Hamming <= t": sweep(pairs, scores, lambda s, t: s.phash_hamming <= t, hamming),
-        "imagededup PHash <= t": sweep(pairs, scores, lambda s, t: s.imagededup_hamming <= t, hamming),
+        "imagededup PHash <= t": sweep(
+            pairs, scores, lambda s, t: s.imagededup_hamming <= t, hamming
+        ),
         "dHash Hamming <= t": sweep(pairs, scores, lambda s, t: s.dhash_hamming <= t, hamming),
         "cosine >= t": sweep(pairs, scores, lambda s, t: s.cosine >= t, unit),
         "verify >= t": sweep(pairs, scores, lambda s, t: s.verify >= t, unit),
         "fused, verify_score = t": sweep(
-            pairs, scores,
-            lambda s, t: _with(defaults, verify_score=t).near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side),
-            unit),
+            pairs,
+            scores,
+            lambda s, t: _with(defaults, verify_score=t).near_mask(
+                s.phash_hamming, s.cosine, s.verify, s.min_side
+            ),
+            unit,
+        ),
         "fused, near_cosine = t": sweep(
-            pairs, scores,
-            lambda s, t: _with(defaults, near_cosine=t, semantic_cosine=min(t, defaults.semantic_cosine))
-            .near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side),
-            unit),
+            pairs,
+            scores,
+            lambda s, t: _with(
+                defaults, near_cosine=t, semantic_cosine=min(t, defaults.semantic_cosine)
+            ).near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side),
+            unit,
+        ),
     }
 
 
@@ -149,23 +164,30 @@ def _with(base: Thresholds, **changes: float) -> Thresholds:
 class Boundaries:
     """How far each criterion of the fused rule could move before the first distractor FP."""
 
-    phash_hamming: int  # largest radius with no distractor pair inside
+    phash_hamming: int  # largest radius with no large distractor pair inside
+    small_phash_verify: float  # highest verification score of small distractor pairs in that radius
     near_cosine: float  # highest cosine among large distractor pairs
     verify_score: float  # highest verification score among candidate distractor pairs
     sibling_verify: float  # same, among candidate sibling pairs
 
 
+def _max(values: npt.NDArray[np.float32]) -> float:
+    return float(values.max()) if values.size else float("nan")
+
+
 def boundaries(pairs: Pairs, scores: PairScores, t: Thresholds) -> Boundaries:
     """The zero-false-positive edges, to compare with the defaults (margins)."""
     dis = pairs.distractor
-    large = scores.min_side >= t.cosine_min_side
-    candidate = t.candidate_mask(scores.phash_hamming, scores.cosine)
+    small = t.small_mask(scores.min_side)
+    hashed = scores.phash_hamming <= t.phash_hamming
+    candidate = t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side)
+    large_hamming = scores.phash_hamming[dis & ~small]
     return Boundaries(
-        phash_hamming=int(scores.phash_hamming[dis].min()) - 1,
-        near_cosine=float(scores.cosine[dis & large].max()) if (dis & large).any() else float("nan"),
-        verify_score=float(scores.verify[dis & candidate].max()) if (dis & candidate).any() else float("nan"),
-        sibling_verify=float(scores.verify[pairs.sibling & candidate].max())
-        if (pairs.sibling & candidate).any() else float("nan"),
+        phash_hamming=int(large_hamming.min()) - 1 if large_hamming.size else 64,
+        small_phash_verify=_max(scores.verify[dis & small & hashed]),
+        near_cosine=_max(scores.cosine[dis & ~small]),
+        verify_score=_max(scores.verify[dis & candidate]),
+        sibling_verify=_max(scores.verify[pairs.sibling & candidate]),
     )
 
 
@@ -182,8 +204,14 @@ class SemanticProbe:
     distractor_semantic_fpr: float
 
 
-def semantic_probe(probes: list[Item], embeddings: npt.NDArray[np.float32], min_side: npt.NDArray[np.int32],
-                   pairs: Pairs, scores: PairScores, t: Thresholds) -> SemanticProbe:
+def semantic_probe(
+    probes: list[Item],
+    embeddings: npt.NDArray[np.float32],
+    min_side: npt.NDArray[np.int32],
+    pairs: Pairs,
+    scores: PairScores,
+    t: Thresholds,
+) -> SemanticProbe:
     """Measure the semantic tier: same-scene halves vs halves of unrelated photos."""
     cosine = embeddings @ embeddings.T
     side = np.minimum(min_side[:, None], min_side[None, :])
@@ -201,5 +229,7 @@ def semantic_probe(probes: list[Item], embeddings: npt.NDArray[np.float32], min_
         unrelated_pairs=int(unrelated.sum()),
         unrelated_fp=int(flagged[unrelated].sum()),
         distractor_semantic_fp=int((semantic & pairs.distractor).sum()),
-        distractor_semantic_fpr=float((semantic & pairs.distractor).sum() / max(pairs.distractor.sum(), 1)),
+        distractor_semantic_fpr=float(
+            (semantic & pairs.distractor).sum() / max(pairs.distractor.sum(), 1)
+        ),
     )

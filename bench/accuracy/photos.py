@@ -140,7 +140,13 @@ def _frost_photos() -> Iterator[Photo]:
 def collect_photos() -> list[Photo]:
     """Every offline photo found, longer side capped at MAX_SIDE, sorted by name."""
     photos: dict[str, Photo] = {}
-    for source in (_skimage_photos, _darknet_photos, _matplotlib_photos, _sklearn_photos, _frost_photos):
+    for source in (
+        _skimage_photos,
+        _darknet_photos,
+        _matplotlib_photos,
+        _sklearn_photos,
+        _frost_photos,
+    ):
         for photo in source():
             photos[photo.name] = Photo(photo.name, photo.origin, _shrink(photo.image))
     return _drop_duplicates([photos[name] for name in sorted(photos)])

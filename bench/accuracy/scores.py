@@ -7,7 +7,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,12 +55,17 @@ def _hamming_matrix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt
     return np.bitwise_count(a[:, None] ^ b[None, :]).astype(np.int16)
 
 
-def _imagededup_hash(path: Path) -> int:
-    """imagededup's PHash of a file, exactly as its users compute it, as an int."""
+@lru_cache(maxsize=1)
+def _imagededup_encoder() -> Any:
+    """imagededup's PHash encoder (imported lazily: a bench-only dependency)."""
     from imagededup.methods import PHash
 
-    encoder = _imagededup_hash.__dict__.setdefault("encoder", PHash(verbose=False))
-    return int(encoder.encode_image(image_file=str(path)), 16)
+    return PHash(verbose=False)
+
+
+def _imagededup_hash(path: Path) -> int:
+    """imagededup's PHash of a file, exactly as its users compute it, as an int."""
+    return int(_imagededup_encoder().encode_image(image_file=str(path)), 16)
 
 
 def _cache_key(model: str, ids: list[str]) -> str:
@@ -73,9 +80,17 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
     cache = cache_dir / f"features-{_cache_key(model, ids)}.npz"
     if cache.is_file():
         data = np.load(cache)
-        return ImageTable(tuple(ids), str(data["model_id"]), data["min_side"], data["phash"],
-                          data["phash_mirror"], data["dhash"], data["imagededup_phash"],
-                          data["embedding"], data["thumbnail"])
+        return ImageTable(
+            tuple(ids),
+            str(data["model_id"]),
+            data["min_side"],
+            data["phash"],
+            data["phash_mirror"],
+            data["dhash"],
+            data["imagededup_phash"],
+            data["embedding"],
+            data["thumbnail"],
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from indexer.embed.loader import load_embedder
 
@@ -100,11 +115,28 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
             log.info("features: %d / %d images", i + 1, len(items))
     log.info("features of %d images in %.0f s", len(items), time.perf_counter() - started)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, model_id=np.array(embedder.model_id), min_side=sides, phash=hashes[:, 0],
-             phash_mirror=hashes[:, 1], dhash=hashes[:, 2], imagededup_phash=hashes[:, 3],
-             embedding=embeddings, thumbnail=thumbs)
-    return ImageTable(tuple(ids), embedder.model_id, sides, hashes[:, 0], hashes[:, 1], hashes[:, 2],
-                      hashes[:, 3], embeddings, thumbs)
+    np.savez(
+        cache,
+        model_id=np.array(embedder.model_id),
+        min_side=sides,
+        phash=hashes[:, 0],
+        phash_mirror=hashes[:, 1],
+        dhash=hashes[:, 2],
+        imagededup_phash=hashes[:, 3],
+        embedding=embeddings,
+        thumbnail=thumbs,
+    )
+    return ImageTable(
+        tuple(ids),
+        embedder.model_id,
+        sides,
+        hashes[:, 0],
+        hashes[:, 1],
+        hashes[:, 2],
+        hashes[:, 3],
+        embeddings,
+        thumbs,
+    )
 
 
 def compute_pair_scores(
@@ -130,4 +162,6 @@ def compute_pair_scores(
         scores[i] = verify.verify_scores(image, references)
         elapsed += time.perf_counter() - started
     min_side = np.minimum(query_table.min_side[:, None], corpus_table.min_side[None, :])
-    return PairScores(phash, dhash, cosine, imagededup, scores, min_side, scores.size / max(elapsed, 1e-9))
+    return PairScores(
+        phash, dhash, cosine, imagededup, scores, min_side, scores.size / max(elapsed, 1e-9)
+    )

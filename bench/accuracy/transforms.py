@@ -98,13 +98,17 @@ def _text(image: Image.Image, rng: np.random.Generator) -> Image.Image:
 
 
 def _emoji(image: Image.Image, rng: np.random.Generator) -> Image.Image:
-    return _augly().overlay_emoji(  # type: ignore[attr-defined,no-any-return]
-        image,
-        emoji_path=_emoji_path(rng),
-        emoji_size=float(rng.uniform(0.15, 0.3)),
-        x_pos=float(rng.uniform(0.0, 0.7)),
-        y_pos=float(rng.uniform(0.0, 0.7)),
-    ).convert("RGB")
+    return (
+        _augly()
+        .overlay_emoji(  # type: ignore[attr-defined,no-any-return]
+            image,
+            emoji_path=_emoji_path(rng),
+            emoji_size=float(rng.uniform(0.15, 0.3)),
+            x_pos=float(rng.uniform(0.0, 0.7)),
+            y_pos=float(rng.uniform(0.0, 0.7)),
+        )
+        .convert("RGB")
+    )
 
 
 def _pad(image: Image.Image, rng: np.random.Generator) -> Image.Image:

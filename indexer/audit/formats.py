@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from indexer.audit.report import semantic_status
 from indexer.errors import UsageError
 
 TIERS = ("exact", "near", "semantic", "label_leak")
@@ -97,17 +98,6 @@ def _tier_counts(report: Mapping[str, Any]) -> dict[str, int]:
         return {t: int(gate["counts"].get(t, 0)) for t in TIERS}
     by_kind = (report.get("summary") or {}).get("by_kind") or {}
     return {t: int(by_kind.get(t, 0)) for t in TIERS}
-
-
-def _semantic_status(report: Mapping[str, Any]) -> tuple[str, str | None]:
-    """``(status, reason)`` of the semantic tier, from the summary or the model section."""
-    semantic = (report.get("summary") or {}).get("semantic")
-    if isinstance(semantic, Mapping):
-        return str(semantic.get("status") or "ok"), semantic.get("reason")
-    model = report.get("model") or {}
-    if isinstance(model, Mapping) and isinstance(model.get("semantic"), str):
-        return model["semantic"], model.get("reason")
-    return "ok", None
 
 
 def _target(match: Mapping[str, Any]) -> str:
@@ -344,7 +334,7 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
                          f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`.")
     if failed:
         notes.append(f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read.")
-    status, reason = _semantic_status(report)
+    status, reason = semantic_status(report)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
     if notes:

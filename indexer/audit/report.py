@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Audit, Item, Job, Match, Review, Shard, Split, SplitDuplicate, SplitItem
+from indexer.db.models import (
+    Audit,
+    Item,
+    Job,
+    Match,
+    Review,
+    Shard,
+    Split,
+    SplitDuplicate,
+    SplitItem,
+)
 
 SCHEMA = "splitaudit.report/v1"
 KINDS = ("exact", "near", "semantic", "label_leak")
@@ -217,3 +228,14 @@ def match_dict(m: Match, item: Item | None, shard_name: str | None, review: dict
 
 def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 4)
+
+
+def semantic_status(report: Mapping[str, Any]) -> tuple[str, str | None]:
+    """``(status, reason)`` of the semantic tier: ``ok``, ``partial`` (some corpora) or ``skipped``."""
+    semantic = (report.get("summary") or {}).get("semantic")
+    if isinstance(semantic, Mapping):
+        return str(semantic.get("status") or "ok"), semantic.get("reason")
+    model = report.get("model") or {}
+    if isinstance(model, Mapping) and isinstance(model.get("semantic"), str):
+        return model["semantic"], model.get("reason")
+    return "ok", None

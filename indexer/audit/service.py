@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 
 from indexer import __version__
 from indexer.audit.engine import match_corpus, split_duplicates
@@ -17,7 +16,7 @@ from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
 from indexer.audit.thresholds import Thresholds, thresholds_for_model
 from indexer.db.engine import transaction
-from indexer.db.models import Audit, Corpus, Job, Match, Split, SplitDuplicate
+from indexer.db.models import Audit, Job, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
 from indexer.embed.protocol import Embedder
 from indexer.errors import ModelUnavailableError, UsageError

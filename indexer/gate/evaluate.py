@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from indexer.audit.report import semantic_status
 from indexer.gate.baseline import Baseline, BaselineEntry
 from indexer.gate.policy import TIERS, Policy
 
@@ -167,17 +168,6 @@ def _reasons(policy: Policy, flagged: int, rate: float, readable: int) -> list[s
     if policy.max_count is not None and flagged > policy.max_count:
         reasons.append(f"{flagged} flagged test images exceeds max count {policy.max_count}")
     return reasons
-
-
-def semantic_status(report: Mapping[str, Any]) -> tuple[str, str | None]:
-    """``(status, reason)`` of the semantic tier: ``ok``, ``partial`` (some corpora) or ``skipped``."""
-    semantic = (report.get("summary") or {}).get("semantic")
-    if isinstance(semantic, Mapping):
-        return str(semantic.get("status") or "ok"), semantic.get("reason")
-    model = report.get("model") or {}
-    if isinstance(model, Mapping) and isinstance(model.get("semantic"), str):
-        return model["semantic"], model.get("reason")
-    return "ok", None
 
 
 def _errors(report: Mapping[str, Any], policy: Policy) -> list[str]:

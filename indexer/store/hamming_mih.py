@@ -47,12 +47,12 @@ class MultiIndexHash:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint64)
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         pos_type = np.int32 if len(self.codes) < 2**31 else np.int64
-        self._tables: list[tuple[npt.NDArray[np.signedinteger], npt.NDArray[np.int64]]] = []
+        self._tables: list[tuple[npt.NDArray[np.signedinteger], npt.NDArray[np.signedinteger]]] = []
         for shift, width in BLOCKS:
             keys = block_keys(self.codes, shift, width)
             order = np.argsort(keys, kind="stable").astype(pos_type)
-            offsets = np.zeros((1 << width) + 1, dtype=np.int64)
-            np.cumsum(np.bincount(keys, minlength=1 << width), out=offsets[1:])
+            offsets = np.zeros((1 << width) + 1, dtype=pos_type)
+            offsets[1:] = np.cumsum(np.bincount(keys, minlength=1 << width))
             self._tables.append((order, offsets))
 
     def __len__(self) -> int:
@@ -84,8 +84,8 @@ class MultiIndexHash:
         positions: list[npt.NDArray[np.int64]] = []
         for (shift, width), (order, offsets) in zip(BLOCKS, self._tables, strict=True):
             probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
-            lo = offsets[probes].ravel()
-            cnt = offsets[probes + 1].ravel() - lo
+            lo = offsets[probes].ravel().astype(np.int64)
+            cnt = offsets[probes + 1].ravel().astype(np.int64) - lo
             qrow = np.repeat(np.arange(len(q), dtype=np.int64), probes.shape[1])
             keep = cnt > 0
             lo, cnt, qrow = lo[keep], cnt[keep], qrow[keep]
@@ -105,7 +105,7 @@ class MultiIndexHash:
         total = 0
         for (shift, width), (_order, offsets) in zip(BLOCKS, self._tables, strict=True):
             probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
-            total += int((offsets[probes + 1] - offsets[probes]).sum())
+            total += int((offsets[probes + 1] - offsets[probes]).sum(dtype=np.int64))
         return total
 
     def _search_chunk(self, q: npt.NDArray[np.uint64], radius: int) -> SearchResult:

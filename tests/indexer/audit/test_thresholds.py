@@ -21,10 +21,11 @@ RULE = Thresholds(
     phash_hamming=8,
     near_cosine=0.8,
     semantic_cosine=0.7,
-    cosine_min_side=96,
     candidate_hamming=20,
     candidate_cosine=0.5,
     verify_score=0.7,
+    small_side=96,
+    small_phash_verify=0.4,
 )
 
 
@@ -38,7 +39,7 @@ def test_from_mapping_overrides_only_the_given_keys() -> None:
     assert custom.phash_hamming == 4
     assert custom.verify_score == 0.9
     assert custom.near_cosine == RULE.near_cosine
-    assert custom.cosine_min_side == RULE.cosine_min_side
+    assert custom.small_side == RULE.small_side
 
 
 def test_empty_mapping_gives_the_defaults() -> None:
@@ -50,7 +51,9 @@ def test_integer_cosines_are_accepted_as_floats() -> None:
 
 
 def test_unknown_key_is_a_usage_error_naming_the_valid_keys() -> None:
-    with pytest.raises(UsageError, match="unknown threshold.*'phash_distance'.*valid keys: phash_hamming"):
+    with pytest.raises(
+        UsageError, match=r"unknown threshold.*'phash_distance'.*valid keys: phash_hamming"
+    ):
         Thresholds.from_mapping({"phash_distance": 4})
 
 
@@ -67,8 +70,9 @@ def test_unknown_key_is_a_usage_error_naming_the_valid_keys() -> None:
         {"candidate_cosine": None},
         {"verify_score": "high"},
         {"verify_score": math.nan},
-        {"cosine_min_side": -1},
-        {"cosine_min_side": 32.0},
+        {"small_phash_verify": 1.01},
+        {"small_side": -1},
+        {"small_side": 32.0},
     ],
 )
 def test_out_of_range_or_wrong_type_is_a_usage_error(changes: dict[str, object]) -> None:
@@ -77,7 +81,7 @@ def test_out_of_range_or_wrong_type_is_a_usage_error(changes: dict[str, object])
 
 
 def test_semantic_above_near_is_refused() -> None:
-    with pytest.raises(UsageError, match="semantic_cosine .* above near_cosine"):
+    with pytest.raises(UsageError, match=r"semantic_cosine .* above near_cosine"):
         Thresholds.from_mapping({"semantic_cosine": 0.9, "near_cosine": 0.85})
 
 
@@ -91,15 +95,22 @@ def test_direct_construction_is_validated_too() -> None:
         replace(RULE, near_cosine=2.0)
 
 
-def test_near_by_phash_alone() -> None:
+def test_near_by_phash_alone_on_large_or_unknown_sizes() -> None:
     assert RULE.is_near(8, None)
-    assert not RULE.is_near(9, None)
+    assert RULE.is_near(8, None, min_side=200)
+    assert not RULE.is_near(9, None, min_side=200)
 
 
-def test_near_by_cosine_only_for_large_or_unknown_sizes() -> None:
+def test_phash_match_on_small_images_needs_the_pixels_to_agree() -> None:
+    assert not RULE.is_near(2, None, min_side=32)  # not verified yet
+    assert not RULE.is_near(2, None, verify=0.39, min_side=32)
+    assert RULE.is_near(2, None, verify=0.4, min_side=32)
+
+
+def test_near_by_cosine_only_when_not_small() -> None:
     assert RULE.is_near(None, 0.85)
-    assert RULE.is_near(None, 0.85, min_side=200)
-    assert not RULE.is_near(None, 0.85, min_side=32)
+    assert RULE.is_near(None, 0.85, min_side=96)
+    assert not RULE.is_near(None, 0.85, min_side=95)
     assert not RULE.is_near(40, 0.79, min_side=200)
 
 
@@ -111,12 +122,22 @@ def test_verification_counts_only_for_candidates() -> None:
     assert not RULE.is_near(18, 0.6, verify=None, min_side=32)
 
 
+def test_hash_nominates_candidates_only_where_cosine_cannot() -> None:
+    assert RULE.is_candidate(18, None, min_side=200)  # no embedding
+    assert RULE.is_candidate(18, 0.3, min_side=32)  # small pair
+    assert not RULE.is_candidate(18, 0.3, min_side=200)  # large pair: the cosine says no
+    assert not RULE.is_near(18, 0.3, verify=0.99, min_side=200)
+    assert RULE.is_near(18, None, verify=0.75, min_side=200)
+
+
 def test_needs_verify_only_when_the_verdict_could_change() -> None:
     assert RULE.needs_verify(15, None)
     assert RULE.needs_verify(40, 0.9, min_side=32)
+    assert RULE.needs_verify(5, None, min_side=32)  # small: the hash match must be verified
     assert not RULE.needs_verify(5, None)  # already near by hash
     assert not RULE.needs_verify(40, 0.9, min_side=200)  # already near by cosine
     assert not RULE.needs_verify(40, 0.2)  # not a candidate
+    assert not RULE.needs_verify(15, 0.3, min_side=200)  # large: hash alone does not nominate
     assert not RULE.needs_verify(None, None)
 
 
@@ -132,6 +153,8 @@ def test_classify_tiers() -> None:
 def test_near_evidence_names_the_criteria_met() -> None:
     assert RULE.near_evidence(4, 0.9, 0.8) == ["phash", "cosine", "verify"]
     assert RULE.near_evidence(30, 0.9, 0.8, min_side=32) == ["verify"]
+    assert RULE.near_evidence(4, None, 0.5, min_side=32) == ["phash"]
+    assert RULE.near_evidence(4, None, 0.3, min_side=32) == []
     assert RULE.near_evidence(30, 0.4, 0.8) == []
 
 
@@ -152,11 +175,17 @@ def test_vectorised_masks_agree_with_the_scalar_rule() -> None:
 
 
 def test_masks_treat_nan_as_missing_evidence() -> None:
-    near = RULE.near_mask([65, 65, 3], [np.nan, 0.9, np.nan], [0.99, np.nan, np.nan], [np.nan, np.nan, 10])
-    assert near.tolist() == [False, True, True]
+    hamming = [65, 65, 3, 3]
+    cosine = [np.nan, 0.9, np.nan, np.nan]
+    verify = [0.99, np.nan, np.nan, np.nan]
+    min_side = [np.nan, np.nan, 10, np.nan]
+    assert RULE.near_mask(hamming, cosine, verify, min_side).tolist() == [False, True, False, True]
 
 
 def test_thresholds_for_model() -> None:
-    assert thresholds_for_model("efficientnet-lite0:imagenet") is MODEL_THRESHOLDS["efficientnet-lite0:imagenet"]
+    assert (
+        thresholds_for_model("efficientnet-lite0:imagenet")
+        is MODEL_THRESHOLDS["efficientnet-lite0:imagenet"]
+    )
     assert thresholds_for_model(None) is DEFAULT_THRESHOLDS
     assert thresholds_for_model("open_clip:some-unmeasured-model") is DEFAULT_THRESHOLDS

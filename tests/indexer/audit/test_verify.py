@@ -32,12 +32,19 @@ def natural_photo(seed: int, size: int = 192) -> Image.Image:
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
 
 
-def lowres(photo: Image.Image, size: int, *, dx: float = 0.0, dy: float = 0.0, zoom: float = 1.0) -> Image.Image:
+def lowres(
+    photo: Image.Image, size: int, *, dx: float = 0.0, dy: float = 0.0, zoom: float = 1.0
+) -> Image.Image:
     """Render the photo's central 100 px square at ``size`` px, moved by (dx, dy) output pixels."""
     centre = photo.width / 2
     half = 50 * zoom
     step = 100 / size
-    box = (centre - half + dx * step, centre - half + dy * step, centre + half + dx * step, centre + half + dy * step)
+    box = (
+        centre - half + dx * step,
+        centre - half + dy * step,
+        centre + half + dx * step,
+        centre + half + dy * step,
+    )
     return photo.resize((size, size), Image.Resampling.LANCZOS, box=box)
 
 
@@ -124,7 +131,9 @@ def test_thumbnails_and_prepared_references_give_the_same_scores_as_images() -> 
     from_images = verify_scores(query, candidates)
     np.testing.assert_allclose(verify_scores(query, thumbs), from_images, atol=1e-6)
     np.testing.assert_allclose(verify_scores(query, list(thumbs)), from_images, atol=1e-6)
-    np.testing.assert_allclose(verify_scores(query, prepare_references(thumbs)), from_images, atol=1e-6)
+    np.testing.assert_allclose(
+        verify_scores(query, prepare_references(thumbs)), from_images, atol=1e-6
+    )
 
 
 def test_thumbnail_is_32px_grayscale_uint8() -> None:

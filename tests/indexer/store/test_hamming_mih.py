@@ -1,0 +1,52 @@
+"""Multi-index hashing returns exactly what brute-force Hamming search returns, for radius <= 11."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from indexer.store import hamming_mih
+from indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash, flip_masks
+
+
+def _brute(codes: np.ndarray, ids: np.ndarray, q: int, radius: int) -> dict[int, int]:
+    d = np.bitwise_count(codes ^ np.uint64(q))
+    keep = d <= radius
+    return dict(zip(ids[keep].tolist(), d[keep].tolist(), strict=True))
+
+
+def _flip(rng: np.random.Generator, value: int, n: int) -> int:
+    for bit in rng.choice(64, n, replace=False):
+        value ^= 1 << int(bit)
+    return value
+
+
+@pytest.mark.parametrize("max_candidates", [8_000_000, 50])
+def test_matches_brute_force_on_skewed_hashes(monkeypatch: pytest.MonkeyPatch, max_candidates: int) -> None:
+    monkeypatch.setattr(hamming_mih, "_MAX_CANDIDATES", max_candidates)  # also the chunk-splitting path
+    rng = np.random.default_rng(0)
+    # near-duplicate families + exact repeats, like real pHashes of a crawl
+    bases = rng.integers(0, 2**64 - 1, 60, dtype=np.uint64)
+    codes = np.array([_flip(rng, int(bases[i % 60]), int(rng.integers(0, 12))) for i in range(3000)],
+                     dtype=np.uint64)
+    codes[:50] = codes[0]
+    ids = np.arange(10, 3010, dtype=np.int64) * 3
+    mih = MultiIndexHash(codes, ids)
+    queries = [int(codes[0]), int(bases[5]), _flip(rng, int(bases[7]), 6), int(rng.integers(0, 2**63))]
+    for radius in range(MAX_EXACT_RADIUS + 1):
+        found = mih.search_radius(np.array(queries, np.uint64), radius)
+        for q, (got_ids, got_d) in zip(queries, found, strict=True):
+            assert dict(zip(got_ids.tolist(), got_d.tolist(), strict=True)) == _brute(codes, ids, q, radius)
+            assert len(set(got_ids.tolist())) == len(got_ids)
+
+
+def test_refuses_radius_beyond_exact_range() -> None:
+    mih = MultiIndexHash(np.array([1, 2], np.uint64), np.array([1, 2], np.int64))
+    with pytest.raises(ValueError, match="exact only up to radius 11"):
+        mih.search_radius(np.array([1], np.uint64), 12)
+
+
+def test_flip_masks_count_and_popcount() -> None:
+    masks = flip_masks(21, 2)
+    assert len(masks) == 1 + 21 + 210 and len(set(masks.tolist())) == len(masks)
+    assert max(bin(m).count("1") for m in masks.tolist()) == 2
