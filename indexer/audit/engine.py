@@ -39,7 +39,9 @@ class Pair:
     mirrored: bool = False
     cosine: float | None = None
     verify: float | None = None
+    min_side: int | None = None
     kind: str | None = None
+    rules: list[str] = field(default_factory=list)
 
     def evidence(self) -> dict[str, Any]:
         """What the report shows as the reason for this match."""
@@ -56,6 +58,10 @@ class Pair:
             ev["cosine"] = round(self.cosine, 4)
         if self.verify is not None:
             ev["verify_score"] = round(self.verify, 4)
+        if self.rules:
+            ev["near_rules"] = self.rules
+        if self.min_side is not None:
+            ev["min_side"] = self.min_side
         return ev
 
 
@@ -90,16 +96,35 @@ def match_corpus(
     if vectors is not None and index.floats is not None and len(vectors):
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
+    _fill_min_sides(session, state, pairs.values())
     _verify_candidates(session, state, pairs.values(), thresholds)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
         if p.sha_equal or p.pixel_equal:
             p.kind = "exact"
         else:
-            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify)
+            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side)
+            if p.kind == "near":
+                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side)
         if p.kind is not None:
             out.pairs.append(p)
     return out
+
+
+def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) -> None:
+    """The smaller short side of the two images of each pair (small pairs need verification)."""
+    pairs = list(pairs)
+    ids = sorted({p.item_id for p in pairs})
+    sides: dict[int, int] = {}
+    for start in range(0, len(ids), IN_CHUNK):
+        for item_id, w, h in session.execute(
+            select(Item.id, Item.width, Item.height).where(Item.id.in_(ids[start : start + IN_CHUNK]))
+        ):
+            if w and h:
+                sides[int(item_id)] = min(int(w), int(h))
+    for p in pairs:
+        own = int(state.min_side[p.row])
+        p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
 
 
 def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any) -> None:
@@ -121,13 +146,27 @@ def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any)
 
 
 def _hash_pairs(index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any) -> None:
-    radius = max(th.phash_hamming, th.candidate_hamming)
+    """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
+
+    Candidates come from a k-NN search, not a wide radius: at Hamming 20 a radius search
+    would return thousands of unrelated items per query in a million-item corpus.
+    """
+
+    def note(row: int, item_id: int, dist: int, mirrored: bool) -> None:
+        p = pair(row, item_id)
+        if p.hamming is None or dist < p.hamming:
+            p.hamming, p.mirrored = int(dist), mirrored
+
     for hashes, mirrored in ((state.phash, False), (state.phash_mirror, True)):
-        for row, (ids, dists) in enumerate(index.hashes.search_radius(hashes, radius)):
+        for row, (ids, dists) in enumerate(index.hashes.search_radius(hashes, th.phash_hamming)):
             for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
-                p = pair(row, item_id)
-                if p.hamming is None or dist < p.hamming:
-                    p.hamming, p.mirrored = int(dist), mirrored
+                note(row, item_id, dist, mirrored)
+        if th.candidate_hamming > th.phash_hamming:
+            knn_d, knn_i = index.hashes.search_knn(hashes, TOP_K)
+            for row in range(len(hashes)):
+                for dist, item_id in zip(knn_d[row].tolist(), knn_i[row].tolist(), strict=True):
+                    if item_id >= 0 and dist <= th.candidate_hamming:
+                        note(row, item_id, dist, mirrored)
 
 
 def _vector_pairs(index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thresholds, pair: Any) -> None:
@@ -162,7 +201,7 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
     for p in pairs:
         if p.sha_equal or p.pixel_equal:
             continue
-        if th.needs_verify(p.hamming, p.cosine):
+        if th.needs_verify(p.hamming, p.cosine, p.min_side):
             todo[p.row].append(p)
     if not todo:
         return
@@ -231,10 +270,19 @@ def split_duplicates(
     if n > 1:
         bindex = faiss.IndexBinaryFlat(64)
         bindex.add(hashes_to_bytes(state.phash))
+        k = min(TOP_K + 1, n)
         for hashes in (state.phash, state.phash_mirror):
+            # Near radius exhaustively; verification candidates only among the k nearest.
             lims, dists, ids = bindex.range_search(hashes_to_bytes(hashes), th.phash_hamming + 1)
+            hits = [zip(ids[lims[i] : lims[i + 1]].tolist(), dists[lims[i] : lims[i + 1]].tolist(), strict=True)
+                    for i in range(n)]
+            knn_d, knn_i = bindex.search(hashes_to_bytes(hashes), k)
             for i in range(n):
-                for j, d in zip(ids[lims[i] : lims[i + 1]].tolist(), dists[lims[i] : lims[i + 1]].tolist(), strict=True):
+                cands = list(hits[i]) + [
+                    (j, d) for j, d in zip(knn_i[i].tolist(), knn_d[i].tolist(), strict=True)
+                    if j >= 0 and d <= th.candidate_hamming
+                ]
+                for j, d in cands:
                     if i != j:
                         key = (min(i, j), max(i, j))
                         ev = found.setdefault(key, {})
@@ -242,14 +290,23 @@ def split_duplicates(
         if vectors is not None and len(vectors) == n:
             findex = faiss.IndexFlatIP(vectors.shape[1])
             findex.add(np.ascontiguousarray(vectors))
-            lims, sims, ids = findex.range_search(np.ascontiguousarray(vectors), float(th.semantic_cosine))
+            floor = min(th.semantic_cosine, th.candidate_cosine)
+            sims, ids = findex.search(np.ascontiguousarray(vectors), min(TOP_K + 1, n))
             for i in range(n):
-                for j, c in zip(ids[lims[i] : lims[i + 1]].tolist(), sims[lims[i] : lims[i + 1]].tolist(), strict=True):
-                    if i < j:
-                        found.setdefault((i, j), {})["cosine"] = float(c)
+                for j, c in zip(ids[i].tolist(), sims[i].tolist(), strict=True):
+                    if j >= 0 and i != j and c >= floor:
+                        found.setdefault((min(i, j), max(i, j)), {})["cosine"] = float(c)
+    from indexer.audit.verify import verify_score
+
     out = []
     for (i, j), ev in sorted(found.items()):
-        kind = "exact" if ev.get("exact") else th.classify(ev.get("hamming"), ev.get("cosine"), None)
+        if ev.get("exact"):
+            out.append((i, j, "exact", ev.get("cosine"), ev.get("hamming")))
+            continue
+        side = int(min(state.min_side[i], state.min_side[j]))
+        ham, cos = ev.get("hamming"), ev.get("cosine")
+        verify = verify_score(state.thumbs[i], state.thumbs[j]) if th.needs_verify(ham, cos, side) else None
+        kind = th.classify(ham, cos, verify, side)
         if kind is not None:
-            out.append((i, j, kind, ev.get("cosine"), ev.get("hamming")))
+            out.append((i, j, kind, cos, ham))
     return out

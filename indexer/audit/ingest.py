@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import select
 
+from indexer.audit.verify import verify_thumbnail
 from indexer.db.engine import transaction
 from indexer.db.models import Split, SplitItem
 from indexer.embed.protocol import Embedder
@@ -39,6 +40,8 @@ class SplitState:
     pixel: list[str]
     phash: npt.NDArray[np.uint64]
     phash_mirror: npt.NDArray[np.uint64]
+    min_side: npt.NDArray[np.int32]
+    thumbs: npt.NDArray[np.uint8]  # (n, 32, 32) verification thumbnails
     vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -72,9 +75,12 @@ def ingest_split(
     pix: list[str] = []
     ph: list[int] = []
     phm: list[int] = []
+    sides: list[int] = []
+    thumbs: list[npt.NDArray[np.uint8]] = []
     vec_parts: dict[str, list[npt.NDArray[np.float32]]] = {m: [] for m in embedders}
     total = 0
-    with Extractor(workers=workers, keep_image=bool(embedders)) as extractor:
+    # Split images are kept small in memory for the embedders and the verification thumbnails.
+    with Extractor(workers=workers, keep_image=True) as extractor:
         for batch in extractor.map_batches(_batches(source, BATCH)):
             rows = _store_batch(ws, split_id, batch, labels_override, existing, already)
             good = [(e, row_id) for e, row_id in zip(batch, rows, strict=True) if e.features is not None]
@@ -88,6 +94,9 @@ def ingest_split(
                 pix.append(f.pixel_digest)
                 ph.append(f.phash)
                 phm.append(f.phash_mirror)
+                sides.append(min(f.width, f.height))
+                assert e.image is not None
+                thumbs.append(verify_thumbnail(e.image))
             if good:
                 images = [e.image for e, _ in good]
                 for model_id, embedder in embedders.items():
@@ -102,6 +111,8 @@ def ingest_split(
     return SplitState(
         ids=np.asarray(ids, np.int64), keys=keys, labels=labels, sha256=sha, pixel=pix,
         phash=np.asarray(ph, np.uint64), phash_mirror=np.asarray(phm, np.uint64),
+        min_side=np.asarray(sides, np.int32),
+        thumbs=np.stack(thumbs) if thumbs else np.zeros((0, 32, 32), np.uint8),
         vectors={
             m: (np.concatenate(parts) if parts else np.zeros((0, embedders[m].dim), np.float32))
             for m, parts in vec_parts.items()

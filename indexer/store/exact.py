@@ -23,16 +23,22 @@ class TopK:
 
     def update(self, scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]) -> None:
         """Merge a ``(nq, m)`` block of scores whose columns are items ``ids``."""
+        self.update_rows(slice(None), scores, ids)
+
+    def update_rows(
+        self, rows: npt.NDArray[np.int64] | slice, scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]
+    ) -> None:
+        """Merge ``scores`` (one row per selected query, columns = items ``ids``) into ``rows``."""
         m = scores.shape[1]
-        if m == 0:
+        if m == 0 or scores.shape[0] == 0:
             return
         kk = min(self.k, m)
         part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-        cand_s = np.concatenate([self.scores, np.take_along_axis(scores, part, 1)], axis=1)
-        cand_i = np.concatenate([self.ids, ids[part]], axis=1)
+        cand_s = np.concatenate([self.scores[rows], np.take_along_axis(scores, part, 1)], axis=1)
+        cand_i = np.concatenate([self.ids[rows], ids[part]], axis=1)
         sel = np.argpartition(-cand_s, self.k - 1, axis=1)[:, : self.k]
-        self.scores = np.take_along_axis(cand_s, sel, 1)
-        self.ids = np.take_along_axis(cand_i, sel, 1)
+        self.scores[rows] = np.take_along_axis(cand_s, sel, 1)
+        self.ids[rows] = np.take_along_axis(cand_i, sel, 1)
 
     def update_dot(
         self, queries: npt.NDArray[np.float32], base: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]

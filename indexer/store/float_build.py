@@ -128,7 +128,7 @@ def calibrate_ivf(store: FloatStore, cal: CalibrationSet, policy: IndexPolicy) -
         store.index.nprobe = n
 
     def search(q: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
-        return store.index.search(q, k)[1]
+        return store.search(q, k)[1]
 
     nprobe, recall, curve = tune_nprobe(set_nprobe, search, cal, nlist=nlist, k=policy.calibration_k,
                                         target=policy.recall_target)

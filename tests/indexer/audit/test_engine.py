@@ -144,3 +144,27 @@ def test_label_leak_self_and_match(tmp_path: Path) -> None:
     assert self_leak and self_leak[0]["evidence"]["type"] == "self"
     assert by_key["dog/img2.jpg"]["verdict"] == "clean"
     assert report["summary"]["by_label"]["dog"]["by_kind"]["label_leak"] == 1
+
+
+def test_low_resolution_shifted_copy_is_near_via_verification(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "all"
+    corpus.mkdir(parents=True)
+    for i in range(8):
+        photo(100 + i, (64, 64)).save(corpus / f"small{i}.png")
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(tmp_path / "corpus")], embedder=None)
+    split = tmp_path / "split"
+    split.mkdir()
+    original = photo(103, (64, 64))
+    shifted = Image.new("RGB", (64, 64))
+    shifted.paste(original.crop((2, 0, 64, 64)), (0, 0))
+    shifted.paste(original.crop((62, 0, 64, 64)), (62, 0))
+    shifted.save(split / "shifted.jpg", quality=75)
+    photo(999, (64, 64)).save(split / "other.png")
+    report = _audit(ws, split)
+    by_key = {it["key"]: it for it in report["items"]}
+    top = by_key["shifted.jpg"]["matches"][0]
+    assert by_key["shifted.jpg"]["verdict"] == "near" and top["corpus_key"] == "all/small3.png"
+    assert top["evidence"]["min_side"] == 64
+    assert "verify_score" in top["evidence"] or "phash" in top["evidence"].get("near_rules", [])
+    assert by_key["other.png"]["verdict"] == "clean"

@@ -136,6 +136,19 @@ def test_ivf_grows_incrementally_then_rebuilds_when_outgrown(corpus: Corpus_) ->
     assert corpus.sidecar()["params"]["built_for"] == 4900
 
 
+@pytest.mark.parametrize("storage", ["fp16", "sq8", "fp32"])
+def test_list_by_list_search_equals_faiss_search(corpus: Corpus_, storage: str) -> None:
+    corpus.add(2000)
+    floats = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=100, storage=storage)).floats  # type: ignore[arg-type]
+    assert floats is not None
+    queries = clustered(np.random.default_rng(4), 1500, corpus.centers)  # enough to batch by list
+    assert len(queries) * floats.index.nprobe >= 64 * floats.index.nlist
+    scores, ids = floats.search(queries, 10)
+    want_s, want_i = floats.index.search(queries, 10)
+    assert recall_at_k(ids, want_i) >= 0.999
+    np.testing.assert_allclose(scores[:, 0], want_s[:, 0], atol=1e-4)
+
+
 def test_storage_options_are_kept_until_changed(corpus: Corpus_) -> None:
     corpus.add(1500)
     sq8 = IndexPolicy(flat_max=1000, calibration_queries=100, storage="sq8")
