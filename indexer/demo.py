@@ -29,6 +29,24 @@ def synthetic_photo(seed: int, size: tuple[int, int] = (320, 240)) -> Image.Imag
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
 
 
+# scikit-image's bundled sample photos (public domain / CC0): label -> loader name.
+CORPUS_PHOTOS = {
+    "astronaut": "astronaut", "coffee": "coffee", "cat": "chelsea", "rocket": "rocket",
+    "motorcycle": "motorcycle", "galaxy": "hubble_deep_field", "tissue": "immunohistochemistry",
+    "retina": "retina",
+}
+FRESH_PHOTOS = {"photographer": "camera", "coins": "coins", "grass": "grass", "moon": "moon"}
+
+
+def sample_photo(name: str) -> Image.Image:
+    """One of scikit-image's bundled sample photos as RGB (no download)."""
+    from skimage import data
+
+    if name == "motorcycle":
+        return Image.fromarray(data.stereo_motorcycle()[0]).convert("RGB")
+    return Image.fromarray(getattr(data, name)()).convert("RGB")
+
+
 @dataclass(frozen=True)
 class DemoData:
     """Where the demo wrote its corpus and split, and which split keys were planted leaks."""
@@ -38,34 +56,40 @@ class DemoData:
     planted: dict[str, str]
 
 
-def write_demo(root: Path, *, corpus_size: int = 48, clean_split: int = 8) -> DemoData:
-    """Write ``root/corpus`` (ImageFolder + captions) and ``root/split`` with planted duplicates."""
+def write_demo(root: Path, *, synthetic: int = 40) -> DemoData:
+    """Write ``root/corpus`` (real photos with captions + synthetic distractors) and ``root/split``.
+
+    The split is an ImageFolder: an exact copy, three edited copies (resized JPEG, 90% crop,
+    mirror) and fresh photos that are not in the corpus.
+    """
     corpus, split = root / "corpus", root / "split"
-    for i in range(corpus_size):
-        cls = CLASSES[i % len(CLASSES)]
-        folder = corpus / cls
+    photos = {label: sample_photo(name) for label, name in CORPUS_PHOTOS.items()}
+    for label, image in photos.items():
+        folder = corpus / "photos"
+        folder.mkdir(parents=True, exist_ok=True)
+        image.save(folder / f"{label}.jpg", quality=92)
+        (folder / f"{label}.txt").write_text(f"a stock photo of a {label}")
+    for i in range(synthetic):
+        folder = corpus / "abstract"
         folder.mkdir(parents=True, exist_ok=True)
         synthetic_photo(i, (480, 360)).save(folder / f"{i:04d}.jpg", quality=92)
-        (folder / f"{i:04d}.txt").write_text(f"stock photo {i} of a {cls} at dusk")
     planted: dict[str, str] = {}
 
-    def put(cls: str, name: str, image: Image.Image, kind: str, **save: object) -> None:
-        (split / cls).mkdir(parents=True, exist_ok=True)
-        image.save(split / cls / name, **save)  # type: ignore[arg-type]
+    def put(label: str, name: str, image: Image.Image, kind: str, **save: object) -> None:
+        (split / label).mkdir(parents=True, exist_ok=True)
+        image.save(split / label / name, **save)  # type: ignore[arg-type]
         if kind != "clean":
-            planted[f"{cls}/{name}"] = kind
+            planted[f"{label}/{name}"] = kind
 
-    src = corpus / CLASSES[0] / "0000.jpg"
-    (split / CLASSES[0]).mkdir(parents=True, exist_ok=True)
-    (split / CLASSES[0] / "copy.jpg").write_bytes(src.read_bytes())
-    planted[f"{CLASSES[0]}/copy.jpg"] = "exact"
-    base = synthetic_photo(5, (480, 360))
-    put(CLASSES[1], "resized.jpg", base.resize((240, 180)), "near", quality=35)
-    base = synthetic_photo(10, (480, 360))
-    put(CLASSES[2], "cropped.jpg", base.crop((24, 18, 456, 342)), "near", quality=80)
-    base = synthetic_photo(15, (480, 360))
-    put(CLASSES[3], "mirrored.png", ImageOps.mirror(base), "near")
-    for j in range(clean_split):
-        put(CLASSES[j % len(CLASSES)], f"fresh{j}.jpg", synthetic_photo(10_000 + j, (480, 360)), "clean",
-            quality=90)
+    (split / "astronaut").mkdir(parents=True, exist_ok=True)
+    (split / "astronaut" / "copy.jpg").write_bytes((corpus / "photos" / "astronaut.jpg").read_bytes())
+    planted["astronaut/copy.jpg"] = "exact"
+    coffee = photos["coffee"]
+    put("coffee", "resized.jpg", coffee.resize((coffee.width // 2, coffee.height // 2)), "near", quality=35)
+    cat = photos["cat"]
+    dw, dh = cat.width // 20, cat.height // 20
+    put("cat", "cropped.jpg", cat.crop((dw, dh, cat.width - dw, cat.height - dh)), "near", quality=80)
+    put("rocket", "mirrored.png", ImageOps.mirror(photos["rocket"]), "near")
+    for j, (label, name) in enumerate(FRESH_PHOTOS.items()):
+        put(label, f"fresh{j}.jpg", sample_photo(name), "clean", quality=90)
     return DemoData(corpus=corpus, split=split, planted=planted)

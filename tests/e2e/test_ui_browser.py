@@ -31,7 +31,7 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
     demo = build_demo_home(tmp_path)
     aid = demo.audit_id
     # A corpus file moved away after indexing: its thumbnail must become a placeholder with hashes.
-    moved = demo.data / "corpus" / "sunset" / "0010.jpg"
+    moved = demo.data / "corpus" / "photos" / "cat.jpg"
     moved.rename(tmp_path / "moved.jpg")
     with serve(demo.home, tmp_path / "server.log", SPLITAUDIT_RUN_WORKER="false") as server, \
             server.client() as api, browser_page() as page:
@@ -103,7 +103,7 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
         assert int(page.locator("body").get_attribute("data-match-id") or 0) == everything["items"][1]["id"]
 
         # The pair whose corpus file is gone shows a placeholder with the item's hash, not a broken image.
-        gone = next(m for m in everything["items"] if m["corpus_key"] == "sunset/0010.jpg")
+        gone = next(m for m in everything["items"] if m["corpus_key"] == "photos/cat.jpg")
         page.goto(f"{server.url}/ui/audits/{aid}/review/{_pair_position(everything['items'], gone['id'])}")
         placeholder = page.locator(".pane-corpus .thumb-missing")
         placeholder.wait_for()
