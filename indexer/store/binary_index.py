@@ -96,7 +96,7 @@ class BinaryStore:
         """Copies of every stored hash (unsigned) and its item id, in insertion order."""
         import faiss
 
-        inner = faiss.downcast_IndexBinary(self.index.index)
+        inner: Any = faiss.downcast_IndexBinary(self.index.index)
         codes = bytes_to_hashes(faiss.vector_to_array(inner.xb))
         return codes, faiss.vector_to_array(self.index.id_map).astype(np.int64)
 

@@ -135,7 +135,7 @@ def _sync_hashes(session: Session, corpus: Corpus, folder: Path, policy: IndexPo
         if not rows:
             break
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        store.add(ids, signed_to_unsigned([r[1] for r in rows]))
+        store.add(ids, signed_to_unsigned(np.fromiter((r[1] for r in rows), np.int64, len(rows))))
         last = int(ids[-1])
         added += len(rows)
     retyped = _retype_hashes(store, policy)

@@ -67,8 +67,9 @@ def new_ivf(dim: int, centroids: npt.NDArray[np.float32], storage: str, train: n
     import faiss
 
     nlist = len(centroids)
-    quantizer = faiss.IndexFlatIP(dim)
+    quantizer: Any = faiss.IndexFlatIP(dim)
     quantizer.add(np.ascontiguousarray(centroids))
+    index: Any
     if storage == "fp32":
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     else:
@@ -76,7 +77,7 @@ def new_ivf(dim: int, centroids: npt.NDArray[np.float32], storage: str, train: n
         index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qtype, faiss.METRIC_INNER_PRODUCT)
         index.by_residual = False
     index.train(np.ascontiguousarray(train))  # centroids are set: trains only the SQ ranges
-    index.set_direct_map_type(faiss.DirectMap.Hashtable)
+    index.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]
     index.own_fields = True
     quantizer.this.disown()
     return index

@@ -115,7 +115,7 @@ class FloatStore:
         if self._centroids is None:
             import faiss
 
-            quantizer = faiss.downcast_index(self.index.quantizer)
+            quantizer: Any = faiss.downcast_index(self.index.quantizer)
             n = int(quantizer.ntotal)
             self._centroids = faiss.rev_swig_ptr(quantizer.get_xb(), n * self.dim).reshape(n, self.dim).copy()
         return self._centroids
@@ -126,7 +126,7 @@ class FloatStore:
 
         if not self.is_exact:
             raise IndexMismatchError(f"{self.index_type} index does not hold raw vectors")
-        inner = faiss.downcast_index(self.index.index)
+        inner: Any = faiss.downcast_index(self.index.index)
         n = self.count
         base = faiss.rev_swig_ptr(inner.get_xb(), n * self.dim).reshape(n, self.dim) if n else \
             np.empty((0, self.dim), np.float32)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +48,7 @@ class MultiIndexHash:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint64)
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         pos_type = np.int32 if len(self.codes) < 2**31 else np.int64
-        self._tables: list[tuple[npt.NDArray[np.signedinteger], npt.NDArray[np.signedinteger]]] = []
+        self._tables: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = []
         for shift, width in BLOCKS:
             keys = block_keys(self.codes, shift, width)
             order = np.argsort(keys, kind="stable").astype(pos_type)

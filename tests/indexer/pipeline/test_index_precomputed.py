@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import photo
 from sqlalchemy import func, select
 
-from conftest import photo
 from indexer.cli.main import cli
 from indexer.db.models import Corpus, Item
 from indexer.errors import ModelUnavailableError, UsageError
@@ -125,7 +125,7 @@ def test_declared_model_checked_when_known_trusted_otherwise(tiny_model_spec: st
     loaded, embedder = declare_model(tiny_model_spec, 16)
     assert loaded.verified and loaded.spec == tiny_model_spec and embedder is not None
     assert loaded.model_id == embedder.model_id
-    with pytest.raises(UsageError, match="dim 32 but .* produces dim 16"):
+    with pytest.raises(UsageError, match=r"dim 32 but .* produces dim 16"):
         declare_model(tiny_model_spec, 32)
     registry, none = declare_model("ViT-B-32:laion2b_s34b_b79k", 512, loader=_unavailable)  # type: ignore[arg-type]
     assert none is None and registry.model_id == "open_clip:ViT-B-32:laion2b_s34b_b79k" and registry.verified
@@ -160,14 +160,14 @@ def test_audit_finds_a_split_image_through_precomputed_vectors(tmp_path: Path, t
     from indexer.sources.open import open_split
 
     embedder = load_embedder(tiny_model_spec)
-    images = [photo(seed, (96, 72)) for seed in range(6)]
+    images = [photo(seed, (200, 150)) for seed in range(6)]  # above the small-image side
     emb = embedder.embed(images).astype(np.float16)  # what clip-retrieval would have written
     write_part(tmp_path / "laion", 0, emb, {"key": [f"k{i}" for i in range(6)],
                                            "caption": [f"c{i}" for i in range(6)]})
     split = tmp_path / "split"
     split.mkdir()
     images[4].save(split / "leaked.png")
-    photo(99, (96, 72)).save(split / "fresh.png")
+    photo(99, (200, 150)).save(split / "fresh.png")
     ws = Workspace.open(tmp_path / "home")
     declared, _ = declare_model(tiny_model_spec, 16)
     index_sources(ws, "laion", [PrecomputedEmbeddingSource(tmp_path / "laion")], embedder=None,

@@ -173,6 +173,8 @@ def test_up_to_date_index_is_served_memory_mapped(corpus: Corpus_) -> None:
     assert isinstance(lists, faiss.OnDiskInvertedLists)
     q = clustered(np.random.default_rng(5), 20, corpus.centers)
     assert np.array_equal(built.search(q, 5)[1], served.search(q, 5)[1])
+    item_id = next(iter(corpus.vectors))
+    np.testing.assert_allclose(served.index.reconstruct(item_id), corpus.vectors[item_id], atol=2e-3)
     no_mmap = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=200, mmap=False)).floats
     assert no_mmap is not None
     assert isinstance(faiss.downcast_InvertedLists(no_mmap.index.invlists), faiss.ArrayInvertedLists)
