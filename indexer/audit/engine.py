@@ -92,7 +92,11 @@ def match_corpus(
         return pairs[key]
 
     _exact_pairs(session, corpus_id, state, pair)
-    _hash_pairs(index, state, thresholds, pair)
+    # Hash k-NN candidates matter where cosine cannot nominate: small images, or no embeddings.
+    has_vectors = vectors is not None and index.floats is not None and len(vectors) > 0
+    knn_rows = (np.ones(len(state), bool) if not has_vectors
+                else state.min_side < getattr(thresholds, "small_side", 96))
+    _hash_pairs(index, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
@@ -141,11 +145,13 @@ def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any)
                 select(Item.id, column).where(Item.corpus_id == corpus_id, column.in_(chunk))
             ).all()
             for item_id, value in found:
-                for row in rows_by_value[value]:
+                for row in rows_by_value.get(value or "", []):
                     setattr(pair(row, int(item_id)), flag, True)
 
 
-def _hash_pairs(index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any) -> None:
+def _hash_pairs(
+    index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any, knn_rows: npt.NDArray[np.bool_]
+) -> None:
     """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
 
     Candidates come from a k-NN search, not a wide radius: at Hamming 20 a radius search
@@ -161,10 +167,11 @@ def _hash_pairs(index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any
         for row, (ids, dists) in enumerate(index.hashes.search_radius(hashes, th.phash_hamming)):
             for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
                 note(row, item_id, dist, mirrored)
-        if th.candidate_hamming > th.phash_hamming:
-            knn_d, knn_i = index.hashes.search_knn(hashes, TOP_K)
-            for row in range(len(hashes)):
-                for dist, item_id in zip(knn_d[row].tolist(), knn_i[row].tolist(), strict=True):
+        rows = np.flatnonzero(knn_rows)
+        if th.candidate_hamming > th.phash_hamming and len(rows):
+            knn_d, knn_i = index.hashes.search_knn(hashes[rows], TOP_K)
+            for n, row in enumerate(rows.tolist()):
+                for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
                     if item_id >= 0 and dist <= th.candidate_hamming:
                         note(row, item_id, dist, mirrored)
 
@@ -172,8 +179,10 @@ def _hash_pairs(index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any
 def _vector_pairs(index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thresholds, pair: Any) -> None:
     assert index.floats is not None
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
-    for start in range(0, len(vectors), 1024):
-        scores, ids = index.floats.search(vectors[start : start + 1024], TOP_K)
+    # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
+    chunk = 16_384
+    for start in range(0, len(vectors), chunk):
+        scores, ids = index.floats.search(vectors[start : start + chunk], TOP_K)
         for r in range(len(ids)):
             for score, item_id in zip(scores[r].tolist(), ids[r].tolist(), strict=True):
                 if item_id >= 0 and score >= floor:

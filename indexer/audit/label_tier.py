@@ -57,8 +57,8 @@ def label_leak_matches(
         item_ids = sorted({iid for sid, iid in by_pair if sid in label_of})
         items: dict[int, Item] = {}
         for start in range(0, len(item_ids), CHUNK):
-            for item in s.scalars(select(Item).where(Item.id.in_(item_ids[start : start + CHUNK]))):
-                items[item.id] = item
+            for row in s.scalars(select(Item).where(Item.id.in_(item_ids[start : start + CHUNK]))):
+                items[row.id] = row
         for (sid, iid), m in by_pair.items():
             item = items.get(iid)
             if item is None or sid not in label_of:

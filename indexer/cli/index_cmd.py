@@ -126,7 +126,8 @@ def _models(
             return None, None
         from indexer.embed.loader import load_embedder
 
-        return None, load_embedder(model_spec, batch_size=batch_size)
+        # Forward passes of 32 keep activation memory bounded whatever --batch-size is.
+        return None, load_embedder(model_spec, batch_size=min(batch_size, 32))
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
         raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")

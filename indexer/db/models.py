@@ -41,7 +41,7 @@ class Base(DeclarativeBase):
     """Declarative base with the naming convention Alembic relies on."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {JSONDict: JSON, datetime: DateTime(timezone=True)}
+    type_annotation_map = {JSONDict: JSON, datetime: DateTime(timezone=True)}  # noqa: RUF012
 
 
 class Corpus(Base):

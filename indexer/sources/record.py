@@ -64,7 +64,7 @@ class Locator:
             assert self.url is not None
             if not self.url.startswith(("http://", "https://")):
                 raise OSError(f"unsupported URL scheme: {self.url}")
-            with urllib.request.urlopen(self.url, timeout=timeout) as resp:  # noqa: S310
+            with urllib.request.urlopen(self.url, timeout=timeout) as resp:
                 return bytes(resp.read(max_bytes + 1))
         raise OSError("no bytes available for this record (no file, shard member or URL)")
 

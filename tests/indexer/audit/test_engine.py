@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import photo
 from PIL import Image, ImageOps
 
-from conftest import photo
 from indexer.audit.report import SCHEMA, audit_report
 from indexer.audit.service import create_audit, create_split, run_audit
 from indexer.db.models import Job

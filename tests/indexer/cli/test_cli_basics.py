@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-
 from conftest import photo
+
 from indexer.cli.main import cli
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from conftest import photo
 from sqlalchemy import func, select
 
-from conftest import photo
 from indexer.db.models import FailedItem, Item, VectorBatch
 from indexer.pipeline.index import index_sources, open_corpus_index
 from indexer.sources.folder import FolderSource

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import photo
+
 from indexer.audit.report import audit_report
 from indexer.audit.service import create_audit, create_split, run_audit
 from indexer.pipeline.index import index_sources, open_corpus_index

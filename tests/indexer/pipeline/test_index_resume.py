@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import photo
+
 from indexer.pipeline.index import open_corpus_index
 from indexer.workspace import Workspace
 
