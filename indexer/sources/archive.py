@@ -161,9 +161,7 @@ def extract_archive(
                 shutil.rmtree(child)
             else:
                 child.unlink()
-        if isinstance(
-            exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error | NotImplementedError
-        ):
+        if isinstance(exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error):
             raise InputError(f"{path} is not a readable archive: {exc}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, InputError):
             raise InputError(f"cannot unpack {path}: {exc}") from exc
@@ -197,8 +195,19 @@ def _extract_zip(src: Path, out: Path, max_bytes: int, max_members: int) -> None
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as fh:
-                used += _copy_limited(fh, target, max_bytes - used, str(src))
+            used += _copy_zip_member(zf, info, target, max_bytes - used, str(src))
+
+
+def _copy_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int, where: str) -> int:
+    """Copy one member; a compression method zipfile cannot read is an input error."""
+    try:
+        with zf.open(info) as fh:
+            return _copy_limited(fh, target, budget, where)
+    except NotImplementedError as exc:  # zipfile's signal for e.g. Deflate64 or PPMd members
+        raise InputError(
+            f"{where}: member {info.filename!r} uses a compression method splitaudit cannot read "
+            f"({exc}); re-pack the archive with deflate or store"
+        ) from exc
 
 
 def _extract_tar(src: Path, out: Path, max_bytes: int, max_members: int) -> None:
