@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.timefmt import iso
 from indexer.db.models import Audit, Job, Split
 from indexer.errors import ConflictError, NotFoundError, UsageError
+from indexer.timefmt import iso
 
 STATUSES = ("queued", "running", "done", "failed")
 MAX_PAGE_SIZE = 500

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.timefmt import iso
 from indexer.db.models import Audit, Item, Match, Review, SplitItem
 from indexer.errors import NotFoundError
 from indexer.gate.baseline import Baseline, entry_from_match
+from indexer.timefmt import iso
 
 REVIEW_COLUMNS = (
     "match_id", "kind", "test_key", "test_label", "test_sha256", "corpus", "corpus_key", "corpus_url",

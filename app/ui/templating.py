@@ -26,16 +26,20 @@ VERDICT_NAMES = {"duplicate": "duplicate", "not_duplicate": "not duplicate", "un
 VERDICT_KEYS = {"duplicate": "d", "not_duplicate": "n", "unsure": "u"}
 
 
+def _utc(value: str | datetime) -> datetime:
+    """A datetime or ISO string as an aware UTC datetime (naive times are UTC); ValueError if unparsable."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def when(value: str | datetime | None) -> str:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM UTC`` (naive times are UTC); ``—`` for none."""
     if value is None or value == "":
         return "—"
     try:
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        return _utc(value).strftime("%Y-%m-%d %H:%M UTC")
     except ValueError:
         return str(value)
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def iso_utc(value: str | datetime | None) -> str:
@@ -43,11 +47,9 @@ def iso_utc(value: str | datetime | None) -> str:
     if value is None or value == "":
         return ""
     try:
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        return _utc(value).isoformat()
     except ValueError:
         return str(value)
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return moment.isoformat()
 
 
 def pct(value: float | None, digits: int = 1) -> str:

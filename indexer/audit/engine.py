@@ -24,6 +24,7 @@ from indexer.store.corpus_index import CorpusIndex
 log = logging.getLogger(__name__)
 IN_CHUNK = 500
 TOP_K = 10
+THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
 KIND_RANK = {"exact": 0, "near": 1, "semantic": 2, "label_leak": 3}
 
 
@@ -204,7 +205,7 @@ def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: I
 
 def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide."""
-    from indexer.audit.verify import verify_scores
+    from indexer.audit.verify import verify_scores, verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for p in pairs:
@@ -217,24 +218,28 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
     locators = _item_locators(session, Item, item_ids)
     split_locators = _item_locators(session, SplitItem, [int(state.ids[r]) for r in todo])
-    cache: dict[int, Image.Image | None] = {}
+    # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
+    cache: dict[int, npt.NDArray[np.uint8] | None] = {}
     for row, ps in todo.items():
+        # The query is re-decoded here (only rows with candidates): the verifier's score was
+        # calibrated on the <=256 px decode, and keeping those for a whole split costs too much.
         query = _load(split_locators.get(int(state.ids[row])))
         if query is None:
             continue
-        cands: list[Image.Image] = []
+        thumbs: list[npt.NDArray[np.uint8]] = []
         kept: list[Pair] = []
         for p in ps:
             if p.item_id not in cache:
-                cache[p.item_id] = _load(locators.get(p.item_id))
-            img = cache[p.item_id]
-            if img is not None:
-                cands.append(img)
+                img = _load(locators.get(p.item_id))
+                cache[p.item_id] = None if img is None else verify_thumbnail(img)
+            thumb = cache[p.item_id]
+            if thumb is not None:
+                thumbs.append(thumb)
                 kept.append(p)
-        if cands:
-            for p, score in zip(kept, verify_scores(query, cands).tolist(), strict=True):
+        if thumbs:
+            for p, score in zip(kept, verify_scores(query, np.stack(thumbs)).tolist(), strict=True):
                 p.verify = float(score)
-        if len(cache) > 4096:
+        if len(cache) > THUMB_CACHE:
             cache.clear()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -21,6 +20,7 @@ from indexer.db.models import (
     SplitDuplicate,
     SplitItem,
 )
+from indexer.timefmt import iso
 
 SCHEMA = "splitaudit.report/v1"
 KINDS = ("exact", "near", "semantic", "label_leak")
@@ -132,14 +132,8 @@ def inherited_reviews(
 
 def review_dict(r: Review) -> dict[str, Any]:
     """A review row as JSON."""
-    return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer, "at": iso_utc(r.created_at)}
+    return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer, "at": iso(r.created_at)}
 
-
-def iso_utc(at: datetime | None) -> str | None:
-    """ISO-8601 with an explicit UTC offset (SQLite hands back naive datetimes)."""
-    if at is None:
-        return None
-    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 
 
 def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
@@ -198,8 +192,8 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
         "status": status["status"],
         "split": {"id": split.id, "name": split.name},
         "corpora": list(audit.corpora),
-        "created_at": iso_utc(audit.created_at),
-        "finished_at": iso_utc(audit.finished_at),
+        "created_at": iso(audit.created_at),
+        "finished_at": iso(audit.finished_at),
         "summary": audit.summary or compute_summary(session, audit_id),
         "thresholds": audit.thresholds,
         "model": audit.model,

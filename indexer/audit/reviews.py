@@ -37,19 +37,23 @@ def _latest_review_ids() -> Any:
     )
 
 
-def _filtered(
-    audit_id: int, kind: str | None, review: str | None, label: str | None
-) -> Select[Match, SplitItem, Item, str, Review]:
-    latest = _latest_review_ids()
-    query = (
+def _match_rows(latest: Any) -> Select[Match, SplitItem, Item, str, Review]:
+    """Matches with their split item, corpus item, shard name and current review (``latest``)."""
+    return (
         select(Match, SplitItem, Item, Shard.name, Review)
         .join(SplitItem, Match.split_item_id == SplitItem.id)
         .outerjoin(Item, Match.item_id == Item.id)
         .outerjoin(Shard, Item.shard_id == Shard.id)
         .outerjoin(latest, latest.c.match_id == Match.id)
         .outerjoin(Review, Review.id == latest.c.review_id)
-        .where(Match.audit_id == audit_id)
     )
+
+
+def _filtered(
+    audit_id: int, kind: str | None, review: str | None, label: str | None
+) -> Select[Match, SplitItem, Item, str, Review]:
+    latest = _latest_review_ids()
+    query = _match_rows(latest).where(Match.audit_id == audit_id)
     if kind is not None:
         if kind not in KINDS:
             raise UsageError(f"unknown match kind {kind!r}; use one of {', '.join(KINDS)}")
@@ -141,16 +145,7 @@ def get_match(session: Session, *, match_id: int) -> Match:
 def match_detail(session: Session, *, match_id: int) -> dict[str, Any]:
     """One match with both images' provenance, its current review and its review history."""
     match = get_match(session, match_id=match_id)
-    latest = _latest_review_ids()
-    row = session.execute(
-        select(Match, SplitItem, Item, Shard.name, Review)
-        .join(SplitItem, Match.split_item_id == SplitItem.id)
-        .outerjoin(Item, Match.item_id == Item.id)
-        .outerjoin(Shard, Item.shard_id == Shard.id)
-        .outerjoin(latest, latest.c.match_id == Match.id)
-        .outerjoin(Review, Review.id == latest.c.review_id)
-        .where(Match.id == match.id)
-    ).one()
+    row = session.execute(_match_rows(_latest_review_ids()).where(Match.id == match.id)).one()
     out = _row_dict(row[0], row[1], row[2], row[3], row[4])
     out["history"] = review_history(session, match_id=match_id)
     return out

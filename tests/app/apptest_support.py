@@ -2,55 +2,22 @@
 
 from __future__ import annotations
 
-import atexit
-import functools
 import io
-import shutil
 import tarfile
-import tempfile
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conftest import photo
-from fastapi.testclient import TestClient
+from helpers.app_home import app_client
+from helpers.app_home import new_home as new_home  # re-exported for the tests
 
-from app.main import create_app
-from app.settings import ApiSettings
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Corpus, Item, Job, Match, Shard, Split, SplitItem
 from indexer.workspace import Workspace
 
-DB_NAME = "splitaudit.db"
-
-
-@functools.lru_cache(maxsize=1)
-def _template_db() -> Path:
-    """A database migrated once per test process (Alembic takes about a second per run)."""
-    folder = Path(tempfile.mkdtemp(prefix="splitaudit-template-"))
-    atexit.register(shutil.rmtree, folder, True)
-    Workspace.open(folder).close()
-    return folder / DB_NAME
-
-
-def new_home(tmp_path: Path) -> Path:
-    """A fresh home folder holding a copy of the migrated template database."""
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copyfile(_template_db(), home / DB_NAME)
-    return home
-
-
-@contextmanager
-def api_client(home: Path, **settings: Any) -> Iterator[TestClient]:
-    """A TestClient over ``create_app`` (lifespan run; no worker unless asked)."""
-    settings.setdefault("run_worker", False)
-    app = create_app(ApiSettings(home=home, **settings))
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client
+api_client = app_client
 
 
 def workspace(home: Path) -> Workspace:

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
 from app.deps import ReaderDep, SessionDep
-from app.timefmt import iso
 from indexer.db.models import Audit, Job
 from indexer.errors import UsageError
 from indexer.jobs.queue import get_job
+from indexer.timefmt import iso
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 STATUSES = ("queued", "running", "done", "failed")

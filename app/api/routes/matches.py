@@ -8,8 +8,8 @@ from fastapi import APIRouter
 
 from app.deps import ReaderDep, SessionDep, TransactionDep, WriterDep
 from app.schemas import ReviewIn, ReviewOut
-from app.timefmt import iso
 from indexer.audit.reviews import match_detail, set_review
+from indexer.timefmt import iso
 
 router = APIRouter(prefix="/matches", tags=["matches"])
 

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import atexit
-import functools
 import hashlib
 import io
-import shutil
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from conftest import photo
-from fastapi.testclient import TestClient
+from helpers.app_home import app_client
+from helpers.app_home import new_home as new_home  # re-exported for the tests
 
-from app.main import create_app
-from app.settings import ApiSettings
 from indexer.db.engine import transaction
 from indexer.db.models import (
     Audit,
@@ -36,36 +30,12 @@ from indexer.db.models import (
 )
 from indexer.workspace import Workspace
 
-DB_NAME = "splitaudit.db"
 THRESHOLDS = {"phash_hamming": 8, "near_cosine": 0.95, "semantic_cosine": 0.85, "candidate_hamming": 20,
               "candidate_cosine": 0.75, "verify_score": 0.8}
 EXTRA_NEAR = 60  # near pairs on label "dog", so the queue pages
 
 
-@functools.lru_cache(maxsize=1)
-def _template_db() -> Path:
-    """A database migrated once per test process."""
-    folder = Path(tempfile.mkdtemp(prefix="splitaudit-ui-template-"))
-    atexit.register(shutil.rmtree, folder, True)
-    Workspace.open(folder).close()
-    return folder / DB_NAME
-
-
-def new_home(tmp_path: Path) -> Path:
-    """A fresh home holding a copy of the migrated template database."""
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copyfile(_template_db(), home / DB_NAME)
-    return home
-
-
-@contextmanager
-def ui_client(home: Path, **settings: Any) -> Iterator[TestClient]:
-    """A TestClient over ``create_app`` with the lifespan run and no job worker."""
-    settings.setdefault("run_worker", False)
-    app = create_app(ApiSettings(home=home, **settings))
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client
+ui_client = app_client
 
 
 def jpeg(seed: int, size: tuple[int, int] = (96, 72)) -> bytes:
