@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.orm import Session, aliased
 
+from indexer.audit.report import latest_review_ids
 from indexer.db.models import Item, Match, Review, SplitDuplicate, SplitItem
 
 MAX_LABELS = 2000
@@ -43,17 +44,9 @@ def score_counts(session: Session, *, audit_id: int) -> ScoreCounts:
     return ScoreCounts(cosine=cosine, hamming=hamming)
 
 
-def _latest_review_ids() -> Any:
-    return (
-        select(Review.match_id.label("match_id"), func.max(Review.id).label("review_id"))
-        .group_by(Review.match_id)
-        .subquery("latest_review")
-    )
-
-
 def review_counts(session: Session, *, audit_id: int) -> dict[str, int]:
     """Pairs of an audit by current verdict, plus ``unreviewed`` and ``total``."""
-    latest = _latest_review_ids()
+    latest = latest_review_ids()
     rows = session.execute(
         select(Review.verdict, func.count(Match.id))
         .select_from(Match)

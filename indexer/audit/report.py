@@ -86,6 +86,15 @@ def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
     }
 
 
+def latest_review_ids() -> Any:
+    """Subquery ``(match_id, review_id)`` of each reviewed match's current (newest) review."""
+    return (
+        select(Review.match_id.label("match_id"), func.max(Review.id).label("review_id"))
+        .group_by(Review.match_id)
+        .subquery("latest_review")
+    )
+
+
 def latest_reviews(session: Session, match_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The current (newest) review of each match that has one."""
     out: dict[int, dict[str, Any]] = {}

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
-from indexer.audit.report import KIND_RANK, KINDS, match_dict, review_dict
+from indexer.audit.report import KIND_RANK, KINDS, latest_review_ids, match_dict, review_dict
 from indexer.db.models import Audit, Item, Match, Review, Shard, SplitItem
 from indexer.errors import NotFoundError, UsageError
 
@@ -29,14 +29,6 @@ def check_verdict(verdict: str) -> str:
     return verdict
 
 
-def _latest_review_ids() -> Any:
-    return (
-        select(Review.match_id.label("match_id"), func.max(Review.id).label("review_id"))
-        .group_by(Review.match_id)
-        .subquery("latest_review")
-    )
-
-
 def _match_rows(latest: Any) -> Select[Match, SplitItem, Item, str, Review]:
     """Matches with their split item, corpus item, shard name and current review (``latest``)."""
     return (
@@ -52,7 +44,7 @@ def _match_rows(latest: Any) -> Select[Match, SplitItem, Item, str, Review]:
 def _filtered(
     audit_id: int, kind: str | None, review: str | None, label: str | None
 ) -> Select[Match, SplitItem, Item, str, Review]:
-    latest = _latest_review_ids()
+    latest = latest_review_ids()
     query = _match_rows(latest).where(Match.audit_id == audit_id)
     if kind is not None:
         if kind not in KINDS:
@@ -145,7 +137,7 @@ def get_match(session: Session, *, match_id: int) -> Match:
 def match_detail(session: Session, *, match_id: int) -> dict[str, Any]:
     """One match with both images' provenance, its current review and its review history."""
     match = get_match(session, match_id=match_id)
-    row = session.execute(_match_rows(_latest_review_ids()).where(Match.id == match.id)).one()
+    row = session.execute(_match_rows(latest_review_ids()).where(Match.id == match.id)).one()
     out = _row_dict(row[0], row[1], row[2], row[3], row[4])
     out["history"] = review_history(session, match_id=match_id)
     return out

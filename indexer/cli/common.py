@@ -14,13 +14,11 @@ import click
 
 from indexer.errors import (
     AuthError,
+    ConflictError,
     ImageDecodeError,
-    IndexMismatchError,
-    IndexUnavailableError,
     InputError,
     ModelUnavailableError,
     NotFoundError,
-    ServerError,
     SplitauditError,
     UsageError,
 )
@@ -53,11 +51,9 @@ def open_workspace(home: Path) -> Workspace:
 def exit_code_for(exc: SplitauditError) -> int:
     """Map a library error to the CLI's exit codes (2 usage/input, 3 internal/server)."""
     if isinstance(exc, UsageError | InputError | NotFoundError | ModelUnavailableError | ImageDecodeError
-                  | AuthError):
+                  | AuthError | ConflictError):
         return EXIT_USAGE
-    if isinstance(exc, ServerError | IndexMismatchError | IndexUnavailableError):
-        return EXIT_INTERNAL
-    return EXIT_USAGE if exc.code in {"conflict", "model_mismatch"} else EXIT_INTERNAL
+    return EXIT_INTERNAL
 
 
 def handle_errors(fn: F) -> F:
