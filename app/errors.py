@@ -1,8 +1,8 @@
 """The one error shape of the API, ``{"error": {"code", "message"}}``, for every failure.
 
-Library errors (``SplitauditError`` subclasses) map to HTTP statuses here and nowhere
-else; FastAPI's validation errors, unknown routes / methods and unexpected exceptions get
-the same shape.
+Library errors (``SplitauditError`` subclasses) carry their own HTTP status
+(``indexer/errors.py``); FastAPI's validation errors, unknown routes / methods and
+unexpected exceptions get the same shape.
 """
 
 from __future__ import annotations
@@ -15,33 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from indexer.errors import (
-    AuthError,
-    ConflictError,
-    ImageDecodeError,
-    IndexMismatchError,
-    InputError,
-    NotFoundError,
-    PathNotAllowedError,
-    SplitauditError,
-    UploadTooLargeError,
-    UsageError,
-)
+from indexer.errors import AuthError, SplitauditError
 
 log = logging.getLogger(__name__)
-
-# Most specific first: the first class an error is an instance of decides its status.
-STATUS_BY_ERROR: tuple[tuple[type[SplitauditError], int], ...] = (
-    (PathNotAllowedError, 403),
-    (UploadTooLargeError, 413),
-    (InputError, 422),
-    (UsageError, 400),
-    (ImageDecodeError, 422),
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (AuthError, 401),
-    (IndexMismatchError, 500),
-)
 
 _HTTP_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -51,11 +27,8 @@ _HTTP_CODES = {
 
 
 def status_for(exc: SplitauditError) -> int:
-    """The HTTP status of a library error (500 for anything unmapped)."""
-    for cls, status in STATUS_BY_ERROR:
-        if isinstance(exc, cls):
-            return status
-    return 500
+    """The HTTP status of a library error: the class's own ``http_status``."""
+    return exc.http_status
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:

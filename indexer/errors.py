@@ -1,19 +1,25 @@
-"""The splitaudit exception tree.
+"""The splitaudit exception tree; each class carries its HTTP status and CLI exit code.
 
-    SplitauditError                 base of everything raised on purpose
-    ├── UsageError                  bad arguments or options (CLI exit 2, HTTP 400)
-    ├── InputError                  a source, split, manifest or archive cannot be used (exit 2, HTTP 400/422)
+    SplitauditError                 base of everything raised on purpose (HTTP 500, exit 3)
+    ├── UsageError                  bad arguments or options (HTTP 400, exit 2)
+    ├── InputError                  a source, split, manifest or archive cannot be used (HTTP 422, exit 2)
     │   ├── UnsafeArchiveError      an archive member escapes its root (absolute path, ``..``, link)
     │   ├── PathNotAllowedError     a server-side path lies outside the configured roots (HTTP 403)
     │   └── UploadTooLargeError     an upload exceeds the configured limit (HTTP 413)
-    ├── NotFoundError               a corpus, audit, match or item does not exist (HTTP 404)
-    ├── ConflictError               the request contradicts stored state, e.g. another model (HTTP 409)
+    ├── NotFoundError               a corpus, audit, match or item does not exist (HTTP 404, exit 2)
+    ├── ConflictError               the request contradicts stored state, e.g. another model (HTTP 409, exit 2)
     │   └── ModelMismatchError      a corpus is indexed with a different embedding model
-    ├── IndexMismatchError          a FAISS store's sidecar disagrees with the DB or the request
-    ├── IndexUnavailableError       the local index (--home) does not exist (CLI exit 3)
-    ├── ModelUnavailableError       embedding weights cannot be loaded (semantic tier skipped)
-    ├── AuthError                   missing or wrong API token (HTTP 401)
-    └── ServerError                 the audit server is unreachable or failed (CLI exit 3)
+    ├── IndexMismatchError          a FAISS store's sidecar disagrees with the DB or the request (HTTP 500, exit 3)
+    ├── IndexUnavailableError       the local index (--home) does not exist (HTTP 500, exit 3)
+    ├── ModelUnavailableError       embedding weights cannot be loaded: semantic tier skipped (HTTP 500, exit 2)
+    ├── AuthError                   missing or wrong API token (HTTP 401, exit 2)
+    ├── ServerError                 the audit server is unreachable or failed (HTTP 500, exit 3)
+    └── ImageDecodeError            one image cannot be decoded; recorded as a failed item (HTTP 422, exit 2)
+
+A subclass inherits its parent's status and exit code unless the tree says otherwise. The
+API's error handler (``app/errors.py``), the CLI (``indexer/cli/common.py``) and the audit
+client's reverse mapping (``indexer/gate/client.py``) all read ``http_status`` /
+``exit_code`` from here; nothing else decides them.
 
 Per-image problems (corrupt file, decompression bomb, ...) are *not* raised out of a
 run: they are recorded as failed items with a reason (see ``ImageDecodeError``).
@@ -21,23 +27,33 @@ run: they are recorded as failed items with a reason (see ``ImageDecodeError``).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
 
 class SplitauditError(Exception):
     """Base class; the message says what went wrong and what to do."""
 
-    code = "error"
+    code: ClassVar[str] = "error"
+    http_status: ClassVar[int] = 500
+    exit_code: ClassVar[int] = EXIT_INTERNAL
 
 
 class UsageError(SplitauditError):
     """Bad command-line arguments or API parameters."""
 
     code = "bad_request"
+    http_status = 400
+    exit_code = EXIT_USAGE
 
 
 class InputError(SplitauditError):
     """A source, split, manifest or archive cannot be used as given."""
 
     code = "bad_input"
+    http_status = 422
+    exit_code = EXIT_USAGE
 
 
 class UnsafeArchiveError(InputError):
@@ -50,24 +66,30 @@ class PathNotAllowedError(InputError):
     """A server-side path is outside every configured root."""
 
     code = "path_not_allowed"
+    http_status = 403
 
 
 class UploadTooLargeError(InputError):
     """An upload exceeds the configured size limit."""
 
     code = "upload_too_large"
+    http_status = 413
 
 
 class NotFoundError(SplitauditError):
     """A named corpus, audit, match or item does not exist."""
 
     code = "not_found"
+    http_status = 404
+    exit_code = EXIT_USAGE
 
 
 class ConflictError(SplitauditError):
     """The request contradicts stored state."""
 
     code = "conflict"
+    http_status = 409
+    exit_code = EXIT_USAGE
 
 
 class ModelMismatchError(ConflictError):
@@ -92,12 +114,15 @@ class ModelUnavailableError(SplitauditError):
     """Embedding weights cannot be loaded; the semantic tier must be skipped."""
 
     code = "model_unavailable"
+    exit_code = EXIT_USAGE
 
 
 class AuthError(SplitauditError):
     """Missing or wrong API token."""
 
     code = "unauthorized"
+    http_status = 401
+    exit_code = EXIT_USAGE
 
 
 class ServerError(SplitauditError):
@@ -110,3 +135,5 @@ class ImageDecodeError(SplitauditError):
     """One image cannot be decoded (corrupt, truncated, too large); recorded, never fatal."""
 
     code = "bad_image"
+    http_status = 422
+    exit_code = EXIT_USAGE

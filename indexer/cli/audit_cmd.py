@@ -20,7 +20,7 @@ from indexer.cli.common import (
     home_option,
     open_workspace,
 )
-from indexer.errors import AuthError, IndexUnavailableError, UsageError
+from indexer.errors import IndexUnavailableError, UsageError
 from indexer.gate.baseline import Baseline, load_baseline
 from indexer.gate.evaluate import GateResult, apply_gate, evaluate
 from indexer.gate.policy import Policy, load_policy, load_policy_file, parse_threshold_options
@@ -211,11 +211,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
     if server:
-        try:
-            report = _server_report(split, corpora=corpora, server=server, labels=labels,
-                                    label_names=label_names, thresholds=policy.thresholds)
-        except AuthError as exc:
-            raise UsageError(str(exc)) from exc  # a refused token is the caller's to fix: exit 2
+        report = _server_report(split, corpora=corpora, server=server, labels=labels,
+                                label_names=label_names, thresholds=policy.thresholds)
     else:
         report = _local_report(split, corpora=corpora, home=home, labels=labels, label_names=label_names,
                                thresholds=policy.thresholds, workers=workers)

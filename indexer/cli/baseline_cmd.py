@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.errors import AuthError, InputError, NotFoundError, UsageError
+from indexer.errors import InputError, NotFoundError, UsageError
 from indexer.gate.baseline import (
     baseline_from_report,
     load_baseline,
@@ -87,11 +87,8 @@ def export(ctx: click.Context, audit_id: int | None, report_path: Path | None, s
         from indexer.gate.client import AuditClient
 
         assert audit_id is not None
-        try:
-            with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
-                report = client.report(audit_id)
-        except AuthError as exc:
-            raise UsageError(str(exc)) from exc
+        with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
+            report = client.report(audit_id)
         origin = {"server": server, "audit_id": audit_id}
     else:
         assert audit_id is not None

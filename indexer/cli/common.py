@@ -12,19 +12,13 @@ from typing import Any, TypeVar
 
 import click
 
-from indexer.errors import (
-    AuthError,
-    ConflictError,
-    ImageDecodeError,
-    InputError,
-    ModelUnavailableError,
-    NotFoundError,
-    SplitauditError,
-    UsageError,
-)
+from indexer.errors import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, SplitauditError
 from indexer.workspace import DEFAULT_HOME, Workspace
 
-EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+__all__ = [
+    "EXIT_GATE_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE",
+    "database_url", "exit_code_for", "handle_errors", "home_option", "open_workspace",
+]
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("splitaudit")
 
@@ -49,11 +43,8 @@ def open_workspace(home: Path) -> Workspace:
 
 
 def exit_code_for(exc: SplitauditError) -> int:
-    """Map a library error to the CLI's exit codes (2 usage/input, 3 internal/server)."""
-    if isinstance(exc, UsageError | InputError | NotFoundError | ModelUnavailableError | ImageDecodeError
-                  | AuthError | ConflictError):
-        return EXIT_USAGE
-    return EXIT_INTERNAL
+    """The CLI exit code of a library error: the class's own ``exit_code`` (2 usage/input, 3 internal)."""
+    return exc.exit_code
 
 
 def handle_errors(fn: F) -> F:

@@ -1,8 +1,8 @@
 """HTTP client for server mode: upload a split, wait for its audit, download the report.
 
 Failures map onto the CLI's exit codes: the server unreachable or answering 5xx ->
-``ServerError`` (exit 3); a 4xx -> the server's own message as ``AuthError`` (401/403),
-``NotFoundError`` (404), ``UploadTooLargeError`` (413) or ``InputError``.
+``ServerError`` (exit 3); a 4xx -> the server's own message as the library error whose
+``http_status`` it is (``AuthError`` also for 403, else ``InputError``; all exit 2).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import httpx
 
 from indexer.errors import (
     AuthError,
+    ConflictError,
     InputError,
     NotFoundError,
     ServerError,
+    SplitauditError,
     UploadTooLargeError,
     UsageError,
 )
@@ -79,6 +81,29 @@ def error_message(response: httpx.Response) -> str:
     return text[0][:300] if text else response.reason_phrase
 
 
+# The errors a 4xx answer turns back into, matched on the status each class carries.
+_ANSWER_ERRORS: tuple[type[SplitauditError], ...] = (
+    AuthError, NotFoundError, UploadTooLargeError, ConflictError, UsageError,
+)
+
+
+def error_for_answer(status: int, message: str) -> SplitauditError:
+    """The library error for a failed HTTP answer: the class raised with that status on the server.
+
+    5xx is a ``ServerError``; 403 reads as a token problem too (a proxy in front of the
+    server answers it); any other 4xx is an ``InputError``.
+    """
+    if status >= 500:
+        return ServerError(message)
+    if status == 403:
+        cls: type[SplitauditError] = AuthError
+    else:
+        cls = next((c for c in _ANSWER_ERRORS if c.http_status == status), InputError)
+    if cls is AuthError:
+        message = f"{message}; set SPLITAUDIT_TOKEN to a valid API token"
+    return cls(message)
+
+
 class AuditClient:
     """Talks to ``splitaudit serve`` at ``base_url`` (``Authorization: Bearer`` when a token is given)."""
 
@@ -116,16 +141,7 @@ class AuditClient:
         if response.is_success:
             return response
         message = f"server answered {response.status_code} to {method} {path}: {error_message(response)}"
-        status = response.status_code
-        if status >= 500:
-            raise ServerError(message)
-        if status in (401, 403):
-            raise AuthError(f"{message}; set SPLITAUDIT_TOKEN to a valid API token")
-        if status == 404:
-            raise NotFoundError(message)
-        if status == 413:
-            raise UploadTooLargeError(message)
-        raise InputError(message)
+        raise error_for_answer(response.status_code, message)
 
     def _json(self, response: httpx.Response) -> Any:
         """The decoded JSON body; a non-JSON success answer is a server error."""
