@@ -9,16 +9,18 @@ from sqlalchemy.orm import Session
 
 from indexer.db.models import Audit, Job, Split
 from indexer.errors import ConflictError, NotFoundError, UsageError
+from indexer.kinds import JOB_STATUSES, JobStatus
 from indexer.timefmt import iso
 
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = JOB_STATUSES
 MAX_PAGE_SIZE = 500
 
 
 def audit_dict(audit: Audit, job: Job | None, split: Split) -> dict[str, Any]:
     """An audit's status (from its job), progress, summary and what it was run with."""
     if job is None:
-        status, progress = ("done", 1.0) if audit.finished_at else ("queued", 0.0)
+        status: str
+        status, progress = (JobStatus.DONE, 1.0) if audit.finished_at else (JobStatus.QUEUED, 0.0)
         message = error = None
     else:
         status, progress, message, error = job.status, round(job.progress or 0.0, 4), job.message, job.error

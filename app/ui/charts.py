@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-STACK_ORDER = ("exact", "near", "semantic", "label_leak")
+from indexer.kinds import MATCH_KINDS
+
+STACK_ORDER = MATCH_KINDS
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ from app.ui.rendering import Ui, query_string
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Audit
 from indexer.errors import NotFoundError
+from indexer.kinds import ACTIVE_JOB_STATUSES, MATCH_KINDS
 
 PAGE_SIZE = 25
-ACTIVE = ("queued", "running")
+ACTIVE = ACTIVE_JOB_STATUSES
 
 
 def _flagged(summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def _flagged(summary: dict[str, Any] | None) -> dict[str, Any]:
     summary = summary or {}
     by_kind = summary.get("by_kind") or {}
     return {"flagged": summary.get("flagged"), "items": summary.get("items"),
-            "by_kind": {k: by_kind.get(k) for k in ("exact", "near", "semantic", "label_leak")}}
+            "by_kind": {k: by_kind.get(k) for k in MATCH_KINDS}}
 
 
 def add_audit_pages(router: APIRouter, ui: Ui) -> None:

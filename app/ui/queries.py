@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, aliased
 
 from indexer.audit.report import latest_review_ids
 from indexer.db.models import Item, Match, Review, SplitDuplicate, SplitItem
+from indexer.kinds import MatchKind
 
 MAX_LABELS = 2000
 
@@ -28,7 +29,7 @@ class ScoreCounts:
 
 def score_counts(session: Session, *, audit_id: int) -> ScoreCounts:
     """Match counts bucketed by cosine (``int(cosine * 100)``) and by Hamming distance, per kind."""
-    visual = (Match.audit_id == audit_id, Match.kind != "label_leak")
+    visual = (Match.audit_id == audit_id, Match.kind != MatchKind.LABEL_LEAK)
     bucket = cast(Match.cosine * 100, Integer)
     cosine: Counter[tuple[int, str]] = Counter()
     for b, kind, n in session.execute(

@@ -17,11 +17,12 @@ from app.settings import ApiSettings
 from indexer import __version__
 from indexer.audit.report import KINDS
 from indexer.audit.reviews import VERDICTS
+from indexer.kinds import MatchKind
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
-KIND_NAMES = {"exact": "exact", "near": "near", "semantic": "semantic", "label_leak": "label leak"}
+KIND_NAMES = {kind.value: kind.value.replace("_", " ") for kind in MatchKind}
 VERDICT_NAMES = {"duplicate": "duplicate", "not_duplicate": "not duplicate", "unsure": "unsure"}
 VERDICT_KEYS = {"duplicate": "d", "not_duplicate": "n", "unsure": "u"}
 
@@ -78,7 +79,7 @@ def highlight(text: str, match: Mapping[str, Any], field: str = "caption") -> Ma
     evidence = match.get("evidence") or {}
     spans = sorted(
         (int(h["start"]), int(h["end"])) for h in evidence.get("hits", [])
-        if match.get("kind") == "label_leak" and h.get("field") == field
+        if match.get("kind") == MatchKind.LABEL_LEAK and h.get("field") == field
         and isinstance(h.get("start"), int) and isinstance(h.get("end"), int)
         and text[h["start"]:h["end"]] == h.get("match")
     )

@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 IN_CHUNK = 500
 TOP_K = 10
 THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
-KIND_RANK = {"exact": 0, "near": 1, "semantic": 2, "label_leak": 3}
 
 
 @dataclass

@@ -22,8 +22,9 @@ from typing import Any
 
 from indexer.audit.report import semantic_status
 from indexer.errors import UsageError
+from indexer.kinds import MATCH_KINDS, MatchKind
 
-TIERS = ("exact", "near", "semantic", "label_leak")
+TIERS = MATCH_KINDS
 FORMATS = ("json", "csv", "junit", "md")
 _ALIASES = {"markdown": "md", "xml": "junit"}
 CSV_COLUMNS = (
@@ -102,7 +103,7 @@ def _tier_counts(report: Mapping[str, Any]) -> dict[str, int]:
 
 def _target(match: Mapping[str, Any]) -> str:
     """``corpus:key`` of the matched corpus item, or ``own metadata`` for a self label leak."""
-    if match.get("corpus_key") is None and match.get("kind") == "label_leak":
+    if match.get("corpus_key") is None and match.get("kind") == MatchKind.LABEL_LEAK:
         return "own metadata"
     return f"{match.get('corpus') or '?'}:{match.get('corpus_key') or match.get('uri') or '?'}"
 
@@ -132,7 +133,7 @@ def _score(match: Mapping[str, Any]) -> str:
         parts.append(f"hamming {match['hamming']}")
     if match.get("cosine") is not None:
         parts.append(f"cosine {float(match['cosine']):.3f}")
-    if not parts and match.get("kind") == "label_leak":
+    if not parts and match.get("kind") == MatchKind.LABEL_LEAK:
         return _evidence_text(match.get("evidence"))
     return ", ".join(parts)
 
@@ -140,7 +141,7 @@ def _score(match: Mapping[str, Any]) -> str:
 def _describe(match: Mapping[str, Any]) -> str:
     """One line: ``near duplicate of laion:000123 (hamming 3)``."""
     kind = str(match.get("kind"))
-    if kind == "label_leak":
+    if kind == MatchKind.LABEL_LEAK:
         what = f"label leak via {_target(match)}"
     elif kind == "semantic":
         what = f"semantic match of {_target(match)}"
@@ -207,7 +208,7 @@ def _match_lines(matches: list[Mapping[str, Any]]) -> str:
         for label, value in (("score", _score(m)), ("uri", m.get("uri")), ("match id", m.get("id"))):
             if value not in (None, ""):
                 line += f" | {label}: {value}"
-        if m.get("kind") != "label_leak" and m.get("evidence"):
+        if m.get("kind") != MatchKind.LABEL_LEAK and m.get("evidence"):
             line += f" | evidence: {_evidence_text(m.get('evidence'))}"
         lines.append(line)
     return "\n".join(lines)

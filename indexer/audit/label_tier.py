@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from indexer.audit.ingest import SplitState
 from indexer.db.models import Corpus, Item, SplitItem
+from indexer.kinds import MatchKind
 from indexer.labels.leak import label_prevalence, match_leak, self_leak
 from indexer.labels.matcher import LabelMatcher
 from indexer.labels.names import label_terms
@@ -77,7 +78,7 @@ def label_leak_matches(
 def _row(split_item_id: int, item_id: int | None, corpus: str | None, hits: Sequence[Any],
          extra: dict[str, Any]) -> dict[str, Any]:
     return {
-        "split_item_id": split_item_id, "item_id": item_id, "corpus": corpus, "kind": "label_leak",
+        "split_item_id": split_item_id, "item_id": item_id, "corpus": corpus, "kind": MatchKind.LABEL_LEAK,
         "cosine": None, "hamming": None, "score": None,
         "evidence": {**extra, "hits": [h.to_dict() for h in hits[:MAX_HITS]], "hit_count": len(hits)},
     }

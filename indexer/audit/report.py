@@ -20,12 +20,12 @@ from indexer.db.models import (
     SplitDuplicate,
     SplitItem,
 )
+from indexer.kinds import KIND_RANK, MATCH_KINDS, PIXEL_KINDS, JobStatus
 from indexer.timefmt import iso
 
 SCHEMA = "splitaudit.report/v1"
-KINDS = ("exact", "near", "semantic", "label_leak")
-KIND_RANK = {k: i for i, k in enumerate(KINDS)}
-VISUAL_KINDS = ("exact", "near")
+KINDS = MATCH_KINDS  # old names, kept for importers
+VISUAL_KINDS = PIXEL_KINDS
 
 
 def _item_kinds(session: Session, audit_id: int) -> dict[int, set[str]]:
@@ -52,7 +52,7 @@ def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
     total = len(rows)
     failed = sum(1 for r in rows if r.error)
     readable = total - failed
-    by_kind = {k: 0 for k in KINDS}
+    by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
     by_label: dict[str, dict[str, Any]] = {}
     flagged = contaminated = 0
     for item_id, label, error in rows:
@@ -149,7 +149,7 @@ def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
     """Status, progress, message and error of an audit, from its job."""
     job = session.get(Job, audit.job_id) if audit.job_id else None
     if job is None:
-        return {"status": "done" if audit.finished_at else "queued", "progress": 1.0 if audit.finished_at else 0.0,
+        return {"status": JobStatus.DONE if audit.finished_at else JobStatus.QUEUED, "progress": 1.0 if audit.finished_at else 0.0,
                 "message": None, "error": None}
     return {"status": job.status, "progress": round(job.progress, 4), "message": job.message, "error": job.error}
 

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from indexer.errors import InputError, UsageError
+from indexer.kinds import IMAGE_KINDS, MATCH_KINDS
 
 SCHEMA = "splitaudit.baseline/v1"
-VISUAL_TIERS = frozenset({"exact", "near", "semantic"})
-_KINDS = (*sorted(VISUAL_TIERS), "label_leak")
+VISUAL_TIERS = frozenset(IMAGE_KINDS)
+_KINDS = MATCH_KINDS
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from indexer.errors import UsageError
+from indexer.kinds import MATCH_KINDS, PIXEL_KINDS
 
 logger = logging.getLogger(__name__)
 
-TIERS: tuple[str, ...] = ("exact", "near", "semantic", "label_leak")
-DEFAULT_FAIL_ON: tuple[str, ...] = ("exact", "near")
+TIERS: tuple[str, ...] = MATCH_KINDS
+DEFAULT_FAIL_ON: tuple[str, ...] = PIXEL_KINDS
 POLICY_FILE = "splitaudit.toml"
 PYPROJECT = "pyproject.toml"
 _KEYS = ("fail_on", "max_rate", "max_count", "thresholds", "baseline")

@@ -11,10 +11,11 @@ from app.deps import ReaderDep, SessionDep
 from indexer.db.models import Audit, Job
 from indexer.errors import UsageError
 from indexer.jobs.queue import get_job
+from indexer.kinds import JOB_STATUSES
 from indexer.timefmt import iso
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = JOB_STATUSES
 
 
 def job_dict(job: Job, audit_id: int | None) -> dict[str, Any]:
