@@ -6,9 +6,8 @@ from ``SPLITAUDIT_*`` environment variables).
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -18,18 +17,22 @@ from fastapi.responses import RedirectResponse
 from app.api.router import build_api_router
 from app.errors import install_error_handlers
 from app.settings import ApiSettings
+from app.ui.router import build_router as build_ui_router
 from indexer import __version__
 from indexer.jobs.handlers import default_handlers
-from indexer.jobs.worker import Worker
+from indexer.jobs.worker import Handler, Worker
 from indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
-UI_MODULE = "app.ui.router"
 
 
-def create_app(settings: ApiSettings | None = None) -> FastAPI:
-    """Build the app; the lifespan opens the workspace and starts the in-process job worker."""
+def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
+    """Build the app; the lifespan opens the workspace and starts the in-process job worker.
+
+    ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers()``).
+    """
     settings = settings if settings is not None else ApiSettings()
+    job_handlers = dict(handlers) if handlers is not None else default_handlers()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -37,8 +40,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.workspace = ws
         worker: Worker | None = None
         if settings.run_worker:
-            worker = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=settings.job_poll_s,
-                            delay_s=settings.test_job_delay)
+            worker = Worker(ws, job_handlers, lease_s=settings.job_lease_s, poll_s=settings.job_poll_s)
             worker.start()
         app.state.worker = worker
         log.info("splitaudit %s serving home %s (worker %s)", __version__, settings.home,
@@ -60,23 +62,11 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.state.worker = None
     install_error_handlers(app)
     app.include_router(build_api_router())
-    has_ui = _include_ui(app, settings)
+    app.include_router(build_ui_router(settings))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
-        return RedirectResponse("/ui" if has_ui else "/docs")
+        return RedirectResponse("/ui")
 
     return app
 
-
-def _include_ui(app: FastAPI, settings: ApiSettings) -> bool:
-    """Mount the review UI when ``app.ui.router`` exists (``build_router(settings)`` or ``router``)."""
-    try:
-        module = importlib.import_module(UI_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name in ("app.ui", UI_MODULE):
-            return False
-        raise
-    build = getattr(module, "build_router", None)
-    app.include_router(build(settings) if callable(build) else module.router)
-    return True

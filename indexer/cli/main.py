@@ -7,8 +7,12 @@ import logging
 import click
 
 from indexer import __version__
+from indexer.cli.audit_cmd import audit
+from indexer.cli.baseline_cmd import baseline
 from indexer.cli.db_cmd import db
+from indexer.cli.demo_cmd import demo
 from indexer.cli.index_cmd import index
+from indexer.cli.serve_cmd import serve, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -24,31 +28,8 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-cli.add_command(index)
-cli.add_command(db)
-
-
-def _register_optional() -> None:
-    """Commands living in modules that other parts of the CLI build on."""
-    import importlib
-
-    for module, name in (
-        ("indexer.cli.audit_cmd", "audit"),
-        ("indexer.cli.demo_cmd", "demo"),
-        ("indexer.cli.baseline_cmd", "baseline"),
-        ("indexer.cli.serve_cmd", "serve"),
-        ("indexer.cli.serve_cmd", "worker"),
-    ):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        cli.add_command(getattr(mod, name))
-
-
-_register_optional()
+for command in (index, audit, demo, baseline, serve, worker, db):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -92,8 +92,7 @@ def worker(home: Path, poll: float) -> None:
 
     settings = _settings(home=home)
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll,
-                    delay_s=settings.test_job_delay)
+    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll)
     if ws.database_url.startswith("sqlite"):
         click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
 

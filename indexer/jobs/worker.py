@@ -71,7 +71,6 @@ class Worker:
         lease_s: float = DEFAULT_LEASE_S,
         poll_s: float = 1.0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        delay_s: float = 0.0,
         progress_interval_s: float = 0.5,
     ) -> None:
         if lease_s <= 0 or poll_s <= 0:
@@ -82,8 +81,6 @@ class Worker:
         self.lease_s = lease_s
         self.poll_s = poll_s
         self.max_attempts = max_attempts
-        # Test hook: seconds slept at every progress report, to make a job slow enough to kill.
-        self.delay_s = delay_s
         self.progress_interval_s = progress_interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -234,7 +231,5 @@ class _RunningJob:
         with self._lock:
             self._latest = (fraction, message)
         self._write(force=False)
-        if self.worker.delay_s > 0:
-            self.worker.sleep(self.worker.delay_s)
         if self.lost.is_set() or self.worker.stopping:
             raise JobCancelled(f"job {self.job.id} stopped")

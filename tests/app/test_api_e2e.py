@@ -24,6 +24,10 @@ from conftest import photo
 pytestmark = pytest.mark.slow
 
 SPLITAUDIT = str(Path(sys.executable).parent / "splitaudit")
+REPO = Path(__file__).resolve().parents[2]
+# A server whose jobs sleep a second after each progress report (tests/helpers/slow_jobs.py).
+SLOW_SERVE = [sys.executable, "-m", "uvicorn", "--factory", "helpers.slow_jobs:create_slow_app",
+              "--app-dir", str(REPO / "tests"), "--host", "127.0.0.1"]
 CORPUS_IMAGES = 12
 PLANTED = 5  # corpus photo planted into the test split
 
@@ -80,13 +84,12 @@ class Server:
         return httpx.Client(base_url=self.url, timeout=60)
 
 
-def _start(home: Path, log: Path, *args: str, **env: str) -> Server:
+def _start(home: Path, log: Path, *args: str, command: list[str] | None = None, **env: str) -> Server:
     port = _free_port()
+    argv = ([*command, "--port", str(port), "--log-level", "warning"] if command else
+            [SPLITAUDIT, "serve", "--home", str(home), "--port", str(port), "--log-level", "warning", *args])
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(
-            [SPLITAUDIT, "serve", "--home", str(home), "--port", str(port), "--log-level", "warning", *args],
-            env=_env(home, **env), stdout=fh, stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen(argv, cwd=REPO, env=_env(home, **env), stdout=fh, stderr=subprocess.STDOUT)
     server = Server(proc, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -201,12 +204,12 @@ def test_upload_poll_and_fetch_every_report_format(indexed_home: Path, tmp_path:
 def test_killed_server_resumes_the_audit_after_restart(indexed_home: Path, tmp_path: Path,
                                                       servers: list[Server]) -> None:
     log = tmp_path / "server.log"
-    slow = _start(indexed_home, log, SPLITAUDIT_TEST_JOB_DELAY="1.0", SPLITAUDIT_JOB_LEASE_S="2")
+    slow = _start(indexed_home, log, command=SLOW_SERVE, SLOW_JOB_DELAY_S="1.0", SPLITAUDIT_JOB_LEASE_S="2")
     servers.append(slow)
     with slow.client() as client:
         audit_id = _submit(client, _split_zip(extra=4))
         running = _wait(client, audit_id, {"running", "done", "failed"}, timeout=120)
-        assert running["status"] == "running", running  # the delay keeps it running for seconds
+        assert running["status"] == "running", running  # the slow handler keeps it running for seconds
     slow.proc.send_signal(signal.SIGKILL)
     slow.proc.wait(30)
 

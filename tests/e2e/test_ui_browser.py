@@ -130,7 +130,7 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
 def test_upload_form_starts_an_audit_whose_progress_bar_updates(tmp_path: Path) -> None:
     demo = build_demo_home(tmp_path, audit=False)
     archive = zip_folder(demo.data / "split", tmp_path / "split.zip")
-    with serve(demo.home, tmp_path / "server.log", SPLITAUDIT_TEST_JOB_DELAY="1.0",
+    with serve(demo.home, tmp_path / "server.log", "helpers.slow_jobs:create_slow_app", SLOW_JOB_DELAY_S="1.0",
                SPLITAUDIT_JOB_POLL_S="0.2") as server, server.client() as api, browser_page() as page:
         page.goto(f"{server.url}/ui/audits/new")
         page.set_input_files("#split-file", str(archive))

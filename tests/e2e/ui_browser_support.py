@@ -98,15 +98,18 @@ class Server:
 
 
 @contextmanager
-def serve(home: Path, log: Path, **env: str) -> Iterator[Server]:
-    """Run ``uvicorn --factory app.main:create_app`` over ``home`` until the block ends."""
+def serve(home: Path, log: Path, factory: str = "app.main:create_app", **env: str) -> Iterator[Server]:
+    """Run ``uvicorn --factory FACTORY`` over ``home`` until the block ends.
+
+    ``helpers.slow_jobs:create_slow_app`` gives a server whose jobs are slow enough to watch.
+    """
     port = _free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
     environ.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", SPLITAUDIT_HOME=str(home), **env)
     with open(log, "ab") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
+            [sys.executable, "-m", "uvicorn", "--factory", factory, "--app-dir", str(REPO / "tests"),
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             cwd=REPO, env=environ, stdout=fh, stderr=subprocess.STDOUT,
         )
     server = Server(proc, f"http://127.0.0.1:{port}", log)
