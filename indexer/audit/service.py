@@ -1,4 +1,9 @@
-"""Audit entry points shared by the CLI and the API: register a split, create and run an audit."""
+"""Audit entry points shared by the CLI and the API: register a split, create and run an audit.
+
+The service writes ``Audit`` (and its matches); the audit's ``Job`` row is written by
+``indexer.jobs.queue`` alone: queued by ``enqueue``, then run by a worker
+(``execute_audit``) or here in the calling process (``run_audit``).
+"""
 
 from __future__ import annotations
 
@@ -16,10 +21,11 @@ from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
 from indexer.audit.thresholds import Thresholds, thresholds_for_model
 from indexer.db.engine import transaction
-from indexer.db.models import Audit, Job, Match, Split, SplitDuplicate
+from indexer.db.models import Audit, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
 from indexer.embed.protocol import Embedder
 from indexer.errors import ModelUnavailableError, UsageError
+from indexer.jobs.queue import enqueue, mark_done, mark_failed, mark_running
 from indexer.pipeline.index import open_corpus_index
 from indexer.sources.record import Source
 from indexer.workspace import Workspace
@@ -60,14 +66,11 @@ def create_audit(
             base = thresholds_for_model(next((m for m in models if m), None))
             th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
         s.get_one(Split, split_id)
-        job = Job(kind="audit", status="queued", params={})
-        s.add(job)
-        s.flush()
-        audit = Audit(split_id=split_id, job_id=job.id, corpora=list(dict.fromkeys(corpora)),
+        audit = Audit(split_id=split_id, corpora=list(dict.fromkeys(corpora)),
                       thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
         s.add(audit)
         s.flush()
-        job.params = {"audit_id": audit.id}
+        audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
         return audit.id
 
 
@@ -86,40 +89,34 @@ def run_audit(
     workers: int = 1,
     embedder_factory: EmbedderFactory = default_embedder_factory,
 ) -> None:
-    """Run an audit end to end and mark its job done (or failed, re-raising the error).
+    """Run an audit in this process (no worker) and mark its job done (or failed, re-raising the error).
 
-    Idempotent: partial results of a killed run are replaced. The results and the job's
-    ``done`` status are committed in one transaction.
+    Idempotent: partial results of a killed run are replaced; the results are committed
+    before the job is marked done.
     """
-    _mark_job(ws, audit_id, status="running")
+    with ws.sessions() as s:
+        job_id = s.get_one(Audit, audit_id).job_id
+    if job_id is not None:
+        mark_running(ws.sessions, job_id=job_id)
     try:
-        _run(ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory)
-    except Exception as exc:  # not BaseException: a stopping worker re-queues its job itself
-        _mark_job(ws, audit_id, status="failed", error=str(exc) or type(exc).__name__)
+        execute_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory)
+    except Exception as exc:  # not BaseException: an interrupted run stays as it is, to be run again
+        if job_id is not None:
+            mark_failed(ws.sessions, job_id=job_id, error=str(exc) or type(exc).__name__)
         raise
+    if job_id is not None:
+        mark_done(ws.sessions, job_id=job_id)
 
 
-def _mark_job(ws: Workspace, audit_id: int, *, status: str, error: str | None = None) -> None:
-    with transaction(ws.sessions) as s:
-        audit = s.get_one(Audit, audit_id)
-        job = s.get(Job, audit.job_id) if audit.job_id else None
-        if job is None:
-            return
-        now = datetime.now(UTC)
-        if status == "running" and job.status != "running":
-            job.status, job.started_at = "running", job.started_at or now
-        elif status == "failed":
-            job.status, job.error, job.finished_at = "failed", error, now
-
-
-def _run(
+def execute_audit(
     ws: Workspace,
     audit_id: int,
     *,
-    progress: ProgressFn | None,
-    workers: int,
-    embedder_factory: EmbedderFactory,
+    progress: ProgressFn | None = None,
+    workers: int = 1,
+    embedder_factory: EmbedderFactory = default_embedder_factory,
 ) -> None:
+    """Compute an audit's matches and summary and store them on the ``Audit`` (the job is its runner's)."""
     from indexer.sources.open import open_split
 
     report = progress or (lambda _f, _m: None)
@@ -183,10 +180,6 @@ def _run(
         if label and label.prevalence:
             audit.summary = dict(audit.summary, label_prevalence=label.prevalence)
         audit.finished_at = datetime.now(UTC)
-        job = s.get(Job, audit.job_id) if audit.job_id else None
-        if job is not None:
-            job.status, job.progress, job.finished_at, job.error = "done", 1.0, audit.finished_at, None
-            job.message = "done"
     report(1.0, "done")
 
 

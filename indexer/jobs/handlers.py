@@ -32,10 +32,10 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
 
 def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
-    from indexer.audit.service import run_audit
+    from indexer.audit.service import execute_audit
 
     audit_id = audit_id_of(ws, job)
-    run_audit(ws, audit_id, progress=progress)
+    execute_audit(ws, audit_id, progress=progress)
     return JobOutcome(message=f"audit {audit_id} done")
 
 

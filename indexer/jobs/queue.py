@@ -9,6 +9,10 @@ meant for a single worker; the compare-and-set keeps even two of them correct.
 
 Each claim counts an attempt. A job whose worker died ``max_attempts`` times is failed
 rather than retried forever (it is probably what kills the worker).
+
+This module is the only writer of ``job`` rows: workers go through ``claim_next`` /
+``heartbeat`` / ``complete`` / ``fail``; a job run in the calling process (the CLI's local
+audit) through ``mark_running`` / ``mark_done`` / ``mark_failed``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from indexer.db.engine import transaction
 from indexer.db.models import Job
 from indexer.errors import NotFoundError
+from indexer.kinds import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +64,7 @@ def as_utc(value: datetime | None) -> datetime | None:
 
 def enqueue(session: Session, *, kind: str, params: dict[str, Any] | None = None) -> Job:
     """Add a queued job (flushed, not committed) and return it."""
-    job = Job(kind=kind, status="queued", params=dict(params or {}), progress=0.0, attempts=0)
+    job = Job(kind=kind, status=JobStatus.QUEUED, params=dict(params or {}), progress=0.0, attempts=0)
     session.add(job)
     session.flush()
     return job
@@ -75,8 +80,8 @@ def get_job(session: Session, *, job_id: int) -> Job:
 
 def _claimable(now: datetime) -> ColumnElement[bool]:
     return or_(
-        Job.status == "queued",
-        and_(Job.status == "running", Job.lease_expires_at.is_not(None), Job.lease_expires_at < now),
+        Job.status == JobStatus.QUEUED,
+        and_(Job.status == JobStatus.RUNNING, Job.lease_expires_at.is_not(None), Job.lease_expires_at < now),
     )
 
 
@@ -98,14 +103,14 @@ def claim_next(
             job = s.scalars(query).first()
             if job is None:
                 return None
-            if job.status == "running" and job.attempts >= max_attempts:
+            if job.status == JobStatus.RUNNING and job.attempts >= max_attempts:
                 _give_up(s, job, now)
                 continue
             result = s.execute(
                 update(Job)
                 .where(Job.id == job.id, _claimable(now), Job.attempts == job.attempts)
                 .values(
-                    status="running",
+                    status=JobStatus.RUNNING,
                     lease_owner=owner,
                     lease_expires_at=now + timedelta(seconds=lease_s),
                     attempts=Job.attempts + 1,
@@ -123,7 +128,7 @@ def claim_next(
 
 def _give_up(session: Session, job: Job, now: datetime) -> None:
     """Fail a job whose workers keep dying instead of retrying it forever."""
-    job.status = "failed"
+    job.status = JobStatus.FAILED
     job.error = (
         f"the worker running this job stopped {job.attempts} times without finishing it "
         "(killed, out of memory?); check the server log, then submit it again"
@@ -135,8 +140,7 @@ def _give_up(session: Session, job: Job, now: datetime) -> None:
 
 
 def _owned(job_id: int, owner: str) -> ColumnElement[bool]:
-    # Ownership is the lease owner alone, whatever the status: the audit engine records its own
-    # "done" (with its results, in one transaction) before the worker hears back from it.
+    # Ownership is the lease owner alone, whatever the status.
     return and_(Job.id == job_id, Job.lease_owner == owner)
 
 
@@ -177,7 +181,7 @@ def complete(
 ) -> bool:
     """Mark the job done (``result`` is stored under ``params["result"]``); ``False`` if not held."""
     values: dict[str, Any] = {
-        "status": "done", "progress": 1.0, "finished_at": utc_now(),
+        "status": JobStatus.DONE, "progress": 1.0, "finished_at": utc_now(),
         "lease_owner": None, "lease_expires_at": None, "error": None,
     }
     if message is not None:
@@ -192,7 +196,7 @@ def complete(
 def fail(sessions: sessionmaker[Session], *, job_id: int, owner: str, error: str) -> bool:
     """Mark the job failed with ``error``; ``False`` if ``owner`` no longer holds it."""
     return _update_owned(
-        sessions, job_id, owner, status="failed", error=error[:_MAX_ERROR_CHARS] or "failed",
+        sessions, job_id, owner, status=JobStatus.FAILED, error=error[:_MAX_ERROR_CHARS] or "failed",
         finished_at=utc_now(), lease_owner=None, lease_expires_at=None,
     )
 
@@ -200,7 +204,7 @@ def fail(sessions: sessionmaker[Session], *, job_id: int, owner: str, error: str
 def release(sessions: sessionmaker[Session], *, job_id: int, owner: str) -> bool:
     """Put a held job back in the queue without counting the attempt (graceful shutdown)."""
     return _update_owned(
-        sessions, job_id, owner, status="queued", lease_owner=None, lease_expires_at=None,
+        sessions, job_id, owner, status=JobStatus.QUEUED, lease_owner=None, lease_expires_at=None,
         attempts=Job.attempts - 1, message="re-queued: the worker was shut down", error=None,
         finished_at=None,
     )
@@ -212,13 +216,13 @@ def requeue_expired(sessions: sessionmaker[Session], *, max_attempts: int = DEFA
     count = 0
     with transaction(sessions) as s:
         expired = s.scalars(
-            select(Job).where(Job.status == "running", Job.lease_expires_at < now).order_by(Job.id)
+            select(Job).where(Job.status == JobStatus.RUNNING, Job.lease_expires_at < now).order_by(Job.id)
         ).all()
         for job in expired:
             if job.attempts >= max_attempts:
                 _give_up(s, job, now)
                 continue
-            job.status = "queued"
+            job.status = JobStatus.QUEUED
             job.lease_owner = None
             job.lease_expires_at = None
             job.message = f"re-queued after its worker stopped (attempt {job.attempts} abandoned)"
@@ -226,3 +230,26 @@ def requeue_expired(sessions: sessionmaker[Session], *, max_attempts: int = DEFA
     if count:
         log.warning("re-queued %d job(s) whose worker stopped", count)
     return count
+
+
+def mark_running(sessions: sessionmaker[Session], *, job_id: int) -> None:
+    """A job run in this process (no worker, no lease) has started; a worker never claims it."""
+    with transaction(sessions) as s:
+        job = get_job(s, job_id=job_id)
+        if job.status != JobStatus.RUNNING:
+            job.status, job.started_at = JobStatus.RUNNING, job.started_at or utc_now()
+
+
+def mark_done(sessions: sessionmaker[Session], *, job_id: int, message: str = "done") -> None:
+    """A job run in this process has finished."""
+    with transaction(sessions) as s:
+        job = get_job(s, job_id=job_id)
+        job.status, job.progress, job.finished_at, job.error = JobStatus.DONE, 1.0, utc_now(), None
+        job.message = message[:_MAX_ERROR_CHARS]
+
+
+def mark_failed(sessions: sessionmaker[Session], *, job_id: int, error: str) -> None:
+    """A job run in this process has failed with ``error``."""
+    with transaction(sessions) as s:
+        job = get_job(s, job_id=job_id)
+        job.status, job.error, job.finished_at = JobStatus.FAILED, error[:_MAX_ERROR_CHARS] or "failed", utc_now()
