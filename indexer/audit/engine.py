@@ -17,12 +17,12 @@ from sqlalchemy.orm import Session
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
+from indexer.db.queries import in_chunks
 from indexer.features.decode import decode_image
 from indexer.sources.record import Locator
 from indexer.store.corpus_index import CorpusIndex
 
 log = logging.getLogger(__name__)
-IN_CHUNK = 500
 TOP_K = 10
 THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
 
@@ -120,10 +120,8 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
     pairs = list(pairs)
     ids = sorted({p.item_id for p in pairs})
     sides: dict[int, int] = {}
-    for start in range(0, len(ids), IN_CHUNK):
-        for item_id, w, h in session.execute(
-            select(Item.id, Item.width, Item.height).where(Item.id.in_(ids[start : start + IN_CHUNK]))
-        ):
+    for chunk in in_chunks(ids):
+        for item_id, w, h in session.execute(select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))):
             if w and h:
                 sides[int(item_id)] = min(int(w), int(h))
     for p in pairs:
@@ -138,9 +136,7 @@ def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any)
         rows_by_value: dict[str, list[int]] = defaultdict(list)
         for i, v in enumerate(values):
             rows_by_value[v].append(i)
-        distinct = list(rows_by_value)
-        for start in range(0, len(distinct), IN_CHUNK):
-            chunk = distinct[start : start + IN_CHUNK]
+        for chunk in in_chunks(list(rows_by_value)):
             found = session.execute(
                 select(Item.id, column).where(Item.corpus_id == corpus_id, column.in_(chunk))
             ).all()
@@ -244,8 +240,7 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
 
 def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(ids), IN_CHUNK):
-        chunk = list(ids[start : start + IN_CHUNK])
+    for chunk in in_chunks(ids):
         for row_id, loc in session.execute(select(model.id, model.locator).where(model.id.in_(chunk))):
             out[int(row_id)] = loc
     return out

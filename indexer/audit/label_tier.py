@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from indexer.audit.ingest import SplitState
 from indexer.db.models import Corpus, Item, SplitItem
+from indexer.db.queries import in_chunks
 from indexer.kinds import MatchKind
 from indexer.labels.leak import label_prevalence, match_leak, self_leak
 from indexer.labels.matcher import LabelMatcher
@@ -18,7 +19,6 @@ from indexer.labels.names import label_terms
 from indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
-CHUNK = 500
 MAX_HITS = 5
 PREVALENCE_MAX_ITEMS = 2_000_000
 
@@ -45,8 +45,8 @@ def label_leak_matches(
     out = LabelTierResult()
     with ws.sessions() as s:
         ids = list(label_of)
-        for start in range(0, len(ids), CHUNK):
-            for it in s.scalars(select(SplitItem).where(SplitItem.id.in_(ids[start : start + CHUNK]))):
+        for chunk in in_chunks(ids):
+            for it in s.scalars(select(SplitItem).where(SplitItem.id.in_(chunk))):
                 meta = dict(it.meta or {})
                 text_fields = meta.pop("text_fields", None) or {}
                 hits = self_leak(key=it.key, label=label_of[it.id], matcher=matcher,
@@ -57,8 +57,8 @@ def label_leak_matches(
         by_pair = {(int(m["split_item_id"]), int(m["item_id"])): m for m in visual if m.get("item_id")}
         item_ids = sorted({iid for sid, iid in by_pair if sid in label_of})
         items: dict[int, Item] = {}
-        for start in range(0, len(item_ids), CHUNK):
-            for row in s.scalars(select(Item).where(Item.id.in_(item_ids[start : start + CHUNK]))):
+        for chunk in in_chunks(item_ids):
+            for row in s.scalars(select(Item).where(Item.id.in_(chunk))):
                 items[row.id] = row
         for (sid, iid), m in by_pair.items():
             item = items.get(iid)

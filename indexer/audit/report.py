@@ -20,6 +20,7 @@ from indexer.db.models import (
     SplitDuplicate,
     SplitItem,
 )
+from indexer.db.queries import in_chunks
 from indexer.kinds import KIND_RANK, MATCH_KINDS, PIXEL_KINDS, JobStatus
 from indexer.timefmt import iso
 
@@ -98,8 +99,7 @@ def latest_review_ids() -> Any:
 def latest_reviews(session: Session, match_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The current (newest) review of each match that has one."""
     out: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(match_ids), 500):
-        chunk = match_ids[start : start + 500]
+    for chunk in in_chunks(match_ids):
         newest = (
             select(func.max(Review.id)).where(Review.match_id.in_(chunk)).group_by(Review.match_id)
         ).scalar_subquery()
@@ -119,12 +119,12 @@ def inherited_reviews(
     out: dict[int, dict[str, Any]] = {}
     item_ids = sorted({w[3] for w in wanted})
     newest: dict[tuple[int, str], tuple[Review, int]] = {}
-    for start in range(0, len(item_ids), 500):
+    for chunk in in_chunks(item_ids):
         rows = session.execute(
             select(Review, Match.id, Match.item_id, SplitItem.sha256, SplitItem.pixel_digest)
             .join(Match, Review.match_id == Match.id)
             .join(SplitItem, Match.split_item_id == SplitItem.id)
-            .where(Match.item_id.in_(item_ids[start : start + 500]))
+            .where(Match.item_id.in_(chunk))
             .order_by(Review.id)
         ).all()
         for review, match_id, item_id, sha, pixel in rows:

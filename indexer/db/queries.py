@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from indexer.db.models import Corpus, FailedItem, Item, Shard
 from indexer.errors import ModelMismatchError, NotFoundError
+
+T = TypeVar("T")
+# Values per ``IN (...)``: well under SQLite's bound-parameter limit, and short statements on PostgreSQL.
+IN_CHUNK = 500
+
+
+def in_chunks(values: Sequence[T], size: int = IN_CHUNK) -> Iterator[list[T]]:
+    """``values`` in consecutive slices of at most ``size``, one ``column.in_(chunk)`` query each."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
 
 
 def get_corpus(session: Session, *, name: str) -> Corpus:

@@ -26,6 +26,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from indexer.db.models import Corpus, Item, VectorBatch
+from indexer.db.queries import in_chunks
 from indexer.errors import IndexMismatchError
 from indexer.store import binary_index, float_index
 from indexer.store.binary_index import BinaryStore, signed_to_unsigned
@@ -261,10 +262,8 @@ def _remove_orphan_batches(session: Session, corpus: Corpus, folder: Path) -> No
     if not on_disk:
         return
     known: set[str] = set()
-    names = list(on_disk)
-    for start in range(0, len(names), 500):
-        known.update(session.scalars(
-            select(VectorBatch.name).where(VectorBatch.name.in_(names[start : start + 500]))).all())
+    for chunk in in_chunks(list(on_disk)):
+        known.update(session.scalars(select(VectorBatch.name).where(VectorBatch.name.in_(chunk))).all())
     cutoff = time.time() - ORPHAN_AGE_S
     for name, path in on_disk.items():
         # Young files may belong to a batch another process is committing right now.
