@@ -2,7 +2,8 @@
 
 Everything that can be checked is checked before anything is stored: corpora exist, the
 thresholds are valid, the archive unpacks safely, every split file lies under the allowed
-roots, the split has images. On any error the upload folder and the split row are removed.
+roots, the split has images. On any error the upload folder is removed and nothing is stored
+(the split and its audit are created in one transaction).
 """
 
 from __future__ import annotations
@@ -15,13 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.paths import is_under, real_roots
 from app.uploads import ReceivedForm
-from indexer.db.engine import transaction
-from indexer.db.models import Split
 from indexer.db.queries import get_corpus
 from indexer.errors import ConflictError, InputError, PathNotAllowedError, UsageError
 from indexer.jobs.queue import enqueue
@@ -74,10 +72,7 @@ def parse_thresholds(text: str | bytes | None) -> dict[str, Any]:
 
 
 def validate_request(ws: Workspace, request: AuditRequest) -> None:
-    """Corpora exist and thresholds are valid (raises before anything is stored)."""
-    from indexer.audit.thresholds import Thresholds
-
-    Thresholds.from_mapping(dict(request.thresholds))
+    """The corpora exist (raises before an upload is unpacked; thresholds are the audit service's)."""
     with ws.sessions() as s:
         for name in request.corpora:
             get_corpus(s, name=name)
@@ -122,20 +117,14 @@ def normalise_label_names(raw: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def queue_audit(ws: Workspace, source: Source, request: AuditRequest, *, root: str,
                 params: Mapping[str, Any]) -> int:
-    """Register the split and queue its audit; the split row is removed if the audit cannot be."""
-    from indexer.audit.service import create_audit, create_split
+    """Register the split and queue its audit, in one transaction."""
+    from indexer.audit.service import submit_audit
 
     if request.label_names:
         params = {**params, "label_names": request.label_names}
-
-    split_id = create_split(ws, source, name=request.name, labels=request.labels or None, root=root)
-    try:
-        return create_audit(ws, split_id=split_id, corpora=request.corpora,
-                            thresholds=request.thresholds, params=params)
-    except BaseException:
-        with transaction(ws.sessions) as s:
-            s.execute(delete(Split).where(Split.id == split_id))
-        raise
+    return submit_audit(ws, split_uri=source.uri, name=request.name, corpora=request.corpora,
+                        labels=request.labels or None, root=root, thresholds=request.thresholds,
+                        params=params)
 
 
 def form_request(form: ReceivedForm) -> AuditRequest:

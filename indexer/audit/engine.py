@@ -14,11 +14,13 @@ from PIL import Image
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from indexer.audit.found import DuplicatePair
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
 from indexer.db.queries import in_chunks
 from indexer.features.decode import decode_image
+from indexer.kinds import MatchKind
 from indexer.sources.record import Locator
 from indexer.store.corpus_index import CorpusIndex
 
@@ -259,8 +261,8 @@ def _load(locator: dict[str, Any] | None) -> Image.Image | None:
 
 def split_duplicates(
     state: SplitState, vectors: npt.NDArray[np.float32] | None, th: Thresholds
-) -> list[tuple[int, int, str, float | None, int | None]]:
-    """Pairs of split rows (i < j) that duplicate each other: (i, j, kind, cosine, hamming)."""
+) -> list[DuplicatePair]:
+    """Pairs of split rows (i < j) that duplicate each other."""
     import faiss
 
     from indexer.store.binary_index import hashes_to_bytes
@@ -306,15 +308,15 @@ def split_duplicates(
                         found.setdefault((min(i, j), max(i, j)), {})["cosine"] = float(c)
     from indexer.audit.verify import verify_score
 
-    out = []
+    out: list[DuplicatePair] = []
     for (i, j), ev in sorted(found.items()):
         if ev.get("exact"):
-            out.append((i, j, "exact", ev.get("cosine"), ev.get("hamming")))
+            out.append(DuplicatePair(i, j, MatchKind.EXACT, ev.get("cosine"), ev.get("hamming")))
             continue
         side = int(min(state.min_side[i], state.min_side[j]))
         ham, cos = ev.get("hamming"), ev.get("cosine")
         verify = verify_score(state.thumbs[i], state.thumbs[j]) if th.needs_verify(ham, cos, side) else None
         kind = th.classify(ham, cos, verify, side)
         if kind is not None:
-            out.append((i, j, kind, cos, ham))
+            out.append(DuplicatePair(i, j, kind, cos, ham))
     return out

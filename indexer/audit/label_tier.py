@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from indexer.audit.found import FoundMatch
 from indexer.audit.ingest import SplitState
 from indexer.db.models import Corpus, Item, SplitItem
 from indexer.db.queries import in_chunks
@@ -25,16 +26,16 @@ PREVALENCE_MAX_ITEMS = 2_000_000
 
 @dataclass
 class LabelTierResult:
-    """Label-leak match rows (as dicts for bulk insert) and per-label caption prevalence."""
+    """Label-leak matches and per-label caption prevalence."""
 
-    matches: list[dict[str, Any]] = field(default_factory=list)
+    matches: list[FoundMatch] = field(default_factory=list)
     prevalence: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def label_leak_matches(
     ws: Workspace,
     state: SplitState,
-    visual: Sequence[Mapping[str, Any]],
+    visual: Sequence[FoundMatch],
     params: Mapping[str, Any],
 ) -> LabelTierResult:
     """Self-leaks for every labelled item, match-leaks over the visual matches, and prevalence."""
@@ -54,7 +55,7 @@ def label_leak_matches(
                                  metadata=meta, caption=it.caption)
                 if hits:
                     out.matches.append(_row(it.id, None, None, hits, {"type": "self"}))
-        by_pair = {(int(m["split_item_id"]), int(m["item_id"])): m for m in visual if m.get("item_id")}
+        by_pair = {(m.split_item_id, m.item_id): m for m in visual if m.item_id}
         item_ids = sorted({iid for sid, iid in by_pair if sid in label_of})
         items: dict[int, Item] = {}
         for chunk in in_chunks(item_ids):
@@ -69,19 +70,18 @@ def label_leak_matches(
             hits = match_leak(label=label_of[sid], matcher=matcher, caption=item.caption, key=item.key,
                               url=item.url, metadata_tags=meta)
             if hits:
-                out.matches.append(_row(sid, iid, m["corpus"], hits,
-                                        {"type": "match", "via": m["kind"]}))
+                out.matches.append(_row(sid, iid, m.corpus, hits, {"type": "match", "via": m.kind}))
         out.prevalence = _prevalence(s, params.get("corpora_ids", []), matcher) if labels else {}
     return out
 
 
 def _row(split_item_id: int, item_id: int | None, corpus: str | None, hits: Sequence[Any],
-         extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "split_item_id": split_item_id, "item_id": item_id, "corpus": corpus, "kind": MatchKind.LABEL_LEAK,
-        "cosine": None, "hamming": None, "score": None,
-        "evidence": {**extra, "hits": [h.to_dict() for h in hits[:MAX_HITS]], "hit_count": len(hits)},
-    }
+         extra: dict[str, Any]) -> FoundMatch:
+    return FoundMatch(
+        split_item_id=split_item_id, item_id=item_id, corpus=corpus, kind=MatchKind.LABEL_LEAK,
+        cosine=None, hamming=None, score=None,
+        evidence={**extra, "hits": [h.to_dict() for h in hits[:MAX_HITS]], "hit_count": len(hits)},
+    )
 
 
 def _prevalence(session: Any, corpus_ids: Sequence[int], matcher: LabelMatcher) -> dict[str, dict[str, int]]:

@@ -13,9 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete
+from sqlalchemy.orm import Session
 
 from indexer import __version__
 from indexer.audit.engine import match_corpus, split_duplicates
+from indexer.audit.found import FoundMatch
 from indexer.audit.ingest import SplitState, ingest_split
 from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
@@ -35,15 +37,33 @@ ProgressFn = Callable[[float, str], None]
 EmbedderFactory = Callable[[str], Embedder]
 
 
+def submit_audit(
+    ws: Workspace,
+    *,
+    split_uri: str,
+    name: str,
+    corpora: Sequence[str],
+    labels: Mapping[str, str] | None = None,
+    root: str = "",
+    thresholds: Mapping[str, Any] | Thresholds | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> int:
+    """Register a split and queue its audit in one transaction (nothing stored on any error); the audit id.
+
+    ``split_uri`` is what ``open_split`` reads when the audit runs (``split_location``);
+    ``labels`` override the split's own.
+    """
+    with transaction(ws.sessions) as s:
+        split_id = _add_split(s, split_uri=split_uri, name=name, labels=labels, root=root)
+        return _add_audit(s, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+
+
 def create_split(
     ws: Workspace, source: Source, *, name: str, labels: Mapping[str, str] | None = None, root: str = ""
 ) -> int:
     """Register a split (fast: nothing is read until the audit runs); returns its id."""
     with transaction(ws.sessions) as s:
-        split = Split(name=name, root=root, source=source.uri, labels=dict(labels or {}))
-        s.add(split)
-        s.flush()
-        return split.id
+        return _add_split(s, split_uri=source.uri, name=name, labels=labels, root=root)
 
 
 def create_audit(
@@ -55,23 +75,44 @@ def create_audit(
     params: Mapping[str, Any] | None = None,
 ) -> int:
     """Create an audit of a registered split against named corpora, queued as a job."""
+    with transaction(ws.sessions) as s:
+        s.get_one(Split, split_id)
+        return _add_audit(s, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+
+
+def _add_split(
+    s: Session, *, split_uri: str, name: str, labels: Mapping[str, str] | None, root: str
+) -> int:
+    split = Split(name=name, root=root, source=split_uri, labels=dict(labels or {}))
+    s.add(split)
+    s.flush()
+    return split.id
+
+
+def _add_audit(
+    s: Session,
+    *,
+    split_id: int,
+    corpora: Sequence[str],
+    thresholds: Mapping[str, Any] | Thresholds | None,
+    params: Mapping[str, Any] | None,
+) -> int:
+    """The audit row and its queued job; thresholds validated against the corpus model's defaults."""
     if not corpora:
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
-    with transaction(ws.sessions) as s:
-        models = [get_corpus(s, name=name).model_id for name in corpora]
-        if isinstance(thresholds, Thresholds):
-            th = thresholds
-        else:
-            # Cosine scales differ per model: start from the calibrated defaults of the corpus model.
-            base = thresholds_for_model(next((m for m in models if m), None))
-            th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
-        s.get_one(Split, split_id)
-        audit = Audit(split_id=split_id, corpora=list(dict.fromkeys(corpora)),
-                      thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
-        s.add(audit)
-        s.flush()
-        audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
-        return audit.id
+    models = [get_corpus(s, name=name).model_id for name in corpora]
+    if isinstance(thresholds, Thresholds):
+        th = thresholds
+    else:
+        # Cosine scales differ per model: start from the calibrated defaults of the corpus model.
+        base = thresholds_for_model(next((m for m in models if m), None))
+        th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
+    audit = Audit(split_id=split_id, corpora=list(dict.fromkeys(corpora)),
+                  thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
+    s.add(audit)
+    s.flush()
+    audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
+    return audit.id
 
 
 def default_embedder_factory(spec: str) -> Embedder:
@@ -144,7 +185,7 @@ def execute_audit(
 
     state = ingest_split(ws, split_id, source, embedders=embedders, workers=workers, progress=on_items)
     report(0.6, f"matching {len(state)} images")
-    all_matches: list[dict[str, Any]] = []
+    all_matches: list[FoundMatch] = []
     index_info: dict[str, Any] = {}
     for n, (corpus_id, name, model_id, _spec) in enumerate(corpus_rows):
         index = open_corpus_index(ws, name)
@@ -154,7 +195,8 @@ def execute_audit(
             found = match_corpus(s, corpus_id=corpus_id, index=index, state=state, vectors=vectors,
                                  thresholds=th)
         for p in found.pairs:
-            all_matches.append(dict(
+            assert p.kind is not None  # match_corpus returns classified pairs only
+            all_matches.append(FoundMatch(
                 split_item_id=int(state.ids[p.row]), item_id=p.item_id, corpus=name, kind=p.kind,
                 cosine=p.cosine, hamming=p.hamming, score=_score(p.cosine, p.hamming),
                 evidence=p.evidence(),
@@ -166,11 +208,11 @@ def execute_audit(
     dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
     dups = split_duplicates(state, dup_vectors, th)
     with transaction(ws.sessions) as s:
-        s.bulk_insert_mappings(Match, [dict(m, audit_id=audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
+        s.bulk_insert_mappings(Match, [m.row(audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
         s.bulk_insert_mappings(SplitDuplicate, [  # type: ignore[arg-type]
-            dict(audit_id=audit_id, a_id=int(state.ids[i]), b_id=int(state.ids[j]), kind=kind,
-                 cosine=cos, hamming=ham)
-            for i, j, kind, cos, ham in dups
+            dict(audit_id=audit_id, a_id=int(state.ids[d.a]), b_id=int(state.ids[d.b]), kind=d.kind,
+                 cosine=d.cosine, hamming=d.hamming)
+            for d in dups
         ])
         s.flush()
         audit = s.get_one(Audit, audit_id)
@@ -231,7 +273,7 @@ def _load_embedders(
 
 
 def _label_tier(
-    ws: Workspace, state: SplitState, matches: list[dict[str, Any]], params: Mapping[str, Any]
+    ws: Workspace, state: SplitState, matches: list[FoundMatch], params: Mapping[str, Any]
 ) -> LabelTierResult | None:
     """Label-leak matches (self-leak and match-leak), when the split has labels."""
     if not any(state.labels):

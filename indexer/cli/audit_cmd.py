@@ -78,9 +78,9 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
                   label_names: Path | None, thresholds: Mapping[str, float], workers: int) -> dict[str, Any]:
     """Run the audit in-process against the index in ``home`` and return its report."""
     from indexer.audit.report import audit_report
-    from indexer.audit.service import create_audit, create_split, run_audit
+    from indexer.audit.service import run_audit, submit_audit
     from indexer.sources.labels_csv import load_labels_csv
-    from indexer.sources.open import open_split
+    from indexer.sources.open import split_location
 
     if not home.is_dir():
         raise IndexUnavailableError(
@@ -94,13 +94,12 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
 
         params["label_names"] = load_label_names(label_names)
     with tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir:
-        source = open_split(split, workdir=workdir, labels=label_map)
+        location = split_location(split, workdir=workdir)
         ws = open_workspace(home)
         try:
-            split_id = create_split(ws, source, name=split.resolve().name or str(split), labels=label_map,
-                                    root=str(split))
-            audit_id = create_audit(ws, split_id=split_id, corpora=corpora, thresholds=dict(thresholds),
-                                    params=params)
+            audit_id = submit_audit(ws, split_uri=str(location.resolve()), name=split.resolve().name or str(split),
+                                    corpora=corpora, labels=label_map, root=str(split),
+                                    thresholds=dict(thresholds), params=params)
             with tqdm(total=100, desc="auditing", unit="%", dynamic_ncols=True, disable=None,
                       mininterval=0.5, bar_format="{l_bar}{bar}| {elapsed} {postfix}") as bar:
 

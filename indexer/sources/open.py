@@ -86,26 +86,35 @@ def open_split(
     to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
     sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
     """
+    p = split_location(path, workdir=workdir, max_bytes=max_bytes, max_members=max_members)
+    source = _open_split_folder(p) if p.is_dir() else ManifestSource(p)
+    return LabelledSource(source, labels) if labels else source
+
+
+def split_location(
+    path: str | os.PathLike[str],
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_members: int = DEFAULT_MAX_MEMBERS,
+) -> Path:
+    """Where a split's items are read from: its folder or manifest, or the folder an archive unpacks into.
+
+    ``open_split`` of the result reads the same split without a ``workdir``; archives are
+    unpacked into ``workdir`` as in ``open_split``.
+    """
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path} does not exist")
-    source: Source
-    if p.is_dir():
-        source = _open_split_folder(p)
-    elif p.suffix.lower() in FORMATS:
-        source = ManifestSource(p)
-    elif archive_kind(p) is not None:
-        if workdir is None:
-            raise UsageError(
-                f"{path} is an archive: pass workdir= (an empty folder) to unpack it into"
-            )
-        root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
-        source = _open_split_folder(root)
-    else:
+    if p.is_dir() or p.suffix.lower() in FORMATS:
+        return p
+    if archive_kind(p) is None:
         raise InputError(
             f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
         )
-    return LabelledSource(source, labels) if labels else source
+    if workdir is None:
+        raise UsageError(f"{path} is an archive: pass workdir= (an empty folder) to unpack it into")
+    return extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
 
 
 def _open_split_folder(root: Path) -> Source:
