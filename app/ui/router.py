@@ -1,11 +1,13 @@
-"""The ``/ui`` router: every page, the static files, and an HTML 404 for unknown UI paths."""
+"""The ``/ui`` router: every page and an HTML 404 for unknown UI paths; the static files app."""
 
 from __future__ import annotations
 
-import mimetypes
+import os
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import RedirectResponse
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from app.auth import Principal
 from app.settings import ApiSettings
@@ -14,9 +16,26 @@ from app.ui.pages_corpora import add_corpus_pages
 from app.ui.pages_review import add_review_pages
 from app.ui.rendering import Ui, ui_route_class
 from app.ui.templating import STATIC_DIR, build_templates
-from indexer.errors import NotFoundError
 
+STATIC_PATH = "/ui/static"
 STATIC_CACHE = "public, max-age=86400"
+
+
+class UiStaticFiles(StaticFiles):
+    """``app/static`` (ETag, 304, HEAD from Starlette), cached for a day: page URLs carry a content hash."""
+
+    def file_response(
+        self, full_path: str | os.PathLike[str], stat_result: os.stat_result, scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["Cache-Control"] = STATIC_CACHE
+        return response
+
+
+def static_files() -> StaticFiles:
+    """The app serving ``app/static`` (mount it at ``STATIC_PATH`` before the ``/ui`` router)."""
+    return UiStaticFiles(directory=STATIC_DIR)
 
 
 def build_router(settings: ApiSettings) -> APIRouter:
@@ -26,19 +45,6 @@ def build_router(settings: ApiSettings) -> APIRouter:
     add_audit_pages(router, ui)
     add_review_pages(router, ui)
     add_corpus_pages(router, ui)
-    static_files = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()} if STATIC_DIR.is_dir() else {}
-
-    @router.get("/static/{name}")
-    def static(name: str) -> Response:
-        """A file of ``app/static`` (only names that exist there; no paths)."""
-        path = static_files.get(name)
-        if path is None:
-            raise NotFoundError(f"no static file {name!r}")
-        media = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        if media.startswith("text/") or media == "application/javascript":
-            media += "; charset=utf-8"
-        return FileResponse(path, media_type=media, headers={"Cache-Control": STATIC_CACHE})
-
     @router.get("/{path:path}")
     def not_found(path: str, request: Request, _caller: Principal = Depends(ui.reader)) -> Response:
         """An HTML 404 for any other ``/ui`` path (``/ui/`` goes to the audits list)."""
