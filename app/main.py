@@ -17,8 +17,7 @@ from fastapi.responses import RedirectResponse
 from app.api.router import build_api_router
 from app.errors import install_error_handlers
 from app.settings import ApiSettings
-from app.ui.router import STATIC_PATH, static_files
-from app.ui.router import build_router as build_ui_router
+from app.ui.router import install_ui
 from indexer import __version__
 from indexer.jobs.handlers import default_handlers
 from indexer.jobs.worker import Handler, Worker
@@ -63,8 +62,7 @@ def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Ha
     app.state.worker = None
     install_error_handlers(app)
     app.include_router(build_api_router())
-    app.mount(STATIC_PATH, static_files(), name="ui-static")  # before the /ui catch-all
-    app.include_router(build_ui_router(settings))
+    install_ui(app, settings)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

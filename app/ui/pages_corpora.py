@@ -4,33 +4,32 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
-from app.auth import Principal
 from app.corpora import corpus_detail, list_corpora
 from app.deps import SessionDep, WorkspaceDep
-from app.ui.rendering import Ui
+from app.ui.rendering import UiDep, UiReaderDep, UiRoute
 
 FAILED_PAGE_SIZE = 50
 
 
-def add_corpus_pages(router: APIRouter, ui: Ui) -> None:
-    """Register the corpus pages on ``router``."""
+router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
-    @router.get("/corpora", include_in_schema=False)
-    def corpora_page(request: Request, session: SessionDep, _caller: Principal = Depends(ui.reader)) -> Response:
-        """Every corpus: model, item and failure counts, generation."""
-        return ui.page(request, "corpora.html", {"nav": "corpora", "title": "Corpora",
-                                                 "corpora": list_corpora(session)})
 
-    @router.get("/corpora/{name}", include_in_schema=False)
-    def corpus_page(name: str, request: Request, session: SessionDep, ws: WorkspaceDep, _caller: Principal = Depends(ui.reader),
-                    page: Annotated[int, Query(ge=1)] = 1) -> Response:
-        """One corpus: counts, model, saved index, shards and a page of failed items with reasons."""
-        corpus = corpus_detail(ws, session, name=name, failed_page=page, failed_page_size=FAILED_PAGE_SIZE)
-        total = corpus["failed"]["total"]
-        return ui.page(request, "corpus.html", {
-            "nav": "corpora", "title": f"Corpus {name}", "corpus": corpus, "page": page,
-            "pages": max(1, -(-total // FAILED_PAGE_SIZE)),
-            "page_url": lambda p: f"/ui/corpora/{name}" + (f"?page={p}" if p > 1 else ""),
-        })
+@router.get("/corpora", include_in_schema=False)
+def corpora_page(request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
+    """Every corpus: model, item and failure counts, generation."""
+    return ui.page(request, "corpora.html", {"nav": "corpora", "title": "Corpora",
+                                             "corpora": list_corpora(session)})
+
+@router.get("/corpora/{name}", include_in_schema=False)
+def corpus_page(name: str, request: Request, session: SessionDep, ws: WorkspaceDep, ui: UiDep, _caller: UiReaderDep,
+                page: Annotated[int, Query(ge=1)] = 1) -> Response:
+    """One corpus: counts, model, saved index, shards and a page of failed items with reasons."""
+    corpus = corpus_detail(ws, session, name=name, failed_page=page, failed_page_size=FAILED_PAGE_SIZE)
+    total = corpus["failed"]["total"]
+    return ui.page(request, "corpus.html", {
+        "nav": "corpora", "title": f"Corpus {name}", "corpus": corpus, "page": page,
+        "pages": max(1, -(-total // FAILED_PAGE_SIZE)),
+        "page_url": lambda p: f"/ui/corpora/{name}" + (f"?page={p}" if p > 1 else ""),
+    })

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.templating import Jinja2Templates
@@ -63,33 +63,48 @@ _TITLES = {400: "Bad request", 401: "Token needed", 403: "Forbidden", 404: "Not 
            413: "Too large", 422: "Invalid request"}
 
 
-def ui_route_class(ui: Ui) -> type[APIRoute]:
+def get_ui(request: Request) -> Ui:
+    """The ``Ui`` of the app serving the request (``install_ui`` puts it on the app state)."""
+    ui: Ui = request.app.state.ui
+    return ui
+
+
+UiDep = Annotated[Ui, Depends(get_ui)]
+
+
+def ui_reader(request: Request, ui: UiDep) -> Principal:
+    """The caller of a page (see ``Ui.reader``)."""
+    return ui.reader(request)
+
+
+UiReaderDep = Annotated[Principal, Depends(ui_reader)]
+
+
+class UiRoute(APIRoute):
     """An ``APIRoute`` whose errors render as HTML pages instead of the API's JSON shape."""
 
-    class UiRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-            handler = super().get_route_handler()
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
 
-            async def render_errors(request: Request) -> Response:
-                try:
-                    return await handler(request)
-                except AuthError as exc:
-                    return ui.page(request, "auth_required.html",
-                                   {"message": str(exc), "nav": "", "title": "API token needed"}, status=401)
-                except SplitauditError as exc:
-                    status = status_for(exc)
-                    if status >= 500:
-                        log.error("%s %s failed: %s", request.method, request.url.path, exc)
-                    return ui.error_page(request, status=status, title=_TITLES.get(status, "Error"),
-                                         message=str(exc))
-                except RequestValidationError as exc:
-                    parts = []
-                    for err in exc.errors():
-                        loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path")]
-                        parts.append(f"{'.'.join(loc) or 'request'}: {err.get('msg', 'invalid')}")
-                    return ui.error_page(request, status=422, title="Invalid request",
-                                         message="; ".join(parts) or "invalid request")
+        async def render_errors(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except AuthError as exc:
+                return get_ui(request).page(request, "auth_required.html",
+                                            {"message": str(exc), "nav": "", "title": "API token needed"},
+                                            status=401)
+            except SplitauditError as exc:
+                status = status_for(exc)
+                if status >= 500:
+                    log.error("%s %s failed: %s", request.method, request.url.path, exc)
+                return get_ui(request).error_page(request, status=status, title=_TITLES.get(status, "Error"),
+                                                  message=str(exc))
+            except RequestValidationError as exc:
+                parts = []
+                for err in exc.errors():
+                    loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path")]
+                    parts.append(f"{'.'.join(loc) or 'request'}: {err.get('msg', 'invalid')}")
+                return get_ui(request).error_page(request, status=422, title="Invalid request",
+                                                  message="; ".join(parts) or "invalid request")
 
-            return render_errors
-
-    return UiRoute
+        return render_errors

@@ -1,20 +1,17 @@
-"""The ``/ui`` router: every page and an HTML 404 for unknown UI paths; the static files app."""
+"""The review UI: the ``/ui`` router (every page, an HTML 404 for unknown UI paths) and the static files."""
 
 from __future__ import annotations
 
 import os
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from app.auth import Principal
 from app.settings import ApiSettings
-from app.ui.pages_audits import add_audit_pages
-from app.ui.pages_corpora import add_corpus_pages
-from app.ui.pages_review import add_review_pages
-from app.ui.rendering import Ui, ui_route_class
+from app.ui import pages_audits, pages_corpora, pages_review
+from app.ui.rendering import Ui, UiDep, UiReaderDep, UiRoute
 from app.ui.templating import STATIC_DIR, build_templates
 
 STATIC_PATH = "/ui/static"
@@ -33,24 +30,24 @@ class UiStaticFiles(StaticFiles):
         return response
 
 
-def static_files() -> StaticFiles:
-    """The app serving ``app/static`` (mount it at ``STATIC_PATH`` before the ``/ui`` router)."""
-    return UiStaticFiles(directory=STATIC_DIR)
+# Every page module has its own ``/ui`` router; this one adds them up, then the catch-all 404.
+router = APIRouter(route_class=UiRoute, include_in_schema=False)
+router.include_router(pages_audits.router)
+router.include_router(pages_review.router)
+router.include_router(pages_corpora.router)
 
 
-def build_router(settings: ApiSettings) -> APIRouter:
-    """A fresh ``/ui`` router for an app built with ``settings``."""
-    ui = Ui(templates=build_templates(settings), settings=settings)
-    router = APIRouter(prefix="/ui", route_class=ui_route_class(ui), include_in_schema=False)
-    add_audit_pages(router, ui)
-    add_review_pages(router, ui)
-    add_corpus_pages(router, ui)
-    @router.get("/{path:path}")
-    def not_found(path: str, request: Request, _caller: Principal = Depends(ui.reader)) -> Response:
-        """An HTML 404 for any other ``/ui`` path (``/ui/`` goes to the audits list)."""
-        if not path:
-            return RedirectResponse("/ui", status_code=307)
-        return ui.error_page(request, status=404, title="Not found",
-                             message=f"there is no page /ui/{path}; start from the audits list")
+@router.get("/ui/{path:path}")
+def not_found(path: str, request: Request, ui: UiDep, _caller: UiReaderDep) -> Response:
+    """An HTML 404 for any other ``/ui`` path (``/ui/`` goes to the audits list)."""
+    if not path:
+        return RedirectResponse("/ui", status_code=307)
+    return ui.error_page(request, status=404, title="Not found",
+                         message=f"there is no page /ui/{path}; start from the audits list")
 
-    return router
+
+def install_ui(app: FastAPI, settings: ApiSettings) -> None:
+    """Serve the UI on ``app``: its ``Ui`` (templates, settings), the static files and the pages."""
+    app.state.ui = Ui(templates=build_templates(settings), settings=settings)
+    app.mount(STATIC_PATH, UiStaticFiles(directory=STATIC_DIR), name="ui-static")  # before the /ui catch-all
+    app.include_router(router)
