@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +36,16 @@ from indexer.workspace import Workspace
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
 EmbedderFactory = Callable[[str], Embedder]
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusRef:
+    """What an audit run needs of a corpus row, read once before the long work starts."""
+
+    id: int
+    name: str
+    model_id: str | None
+    model_spec: str | None
 
 
 def submit_audit(
@@ -170,9 +181,9 @@ def execute_audit(
         th = Thresholds.from_mapping(audit.thresholds)
         split_id, split_source, split_count = split.id, split.source, split.item_count
         params = dict(audit.params)
-        corpus_rows = [(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
+        corpus_refs = [CorpusRef(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
 
-    model_info, embedders = _load_embedders(corpus_rows, embedder_factory)
+    model_info, embedders = _load_embedders(corpus_refs, embedder_factory)
     report(0.02, "reading split")
     source = open_split(split_source)
     seen = 0
@@ -185,25 +196,8 @@ def execute_audit(
 
     state = ingest_split(ws, split_id, source, embedders=embedders, workers=workers, progress=on_items)
     report(0.6, f"matching {len(state)} images")
-    all_matches: list[FoundMatch] = []
-    index_info: dict[str, Any] = {}
-    for n, (corpus_id, name, model_id, _spec) in enumerate(corpus_rows):
-        index = open_corpus_index(ws, name)
-        index_info[name] = index.info()
-        vectors = state.vectors.get(model_id) if model_id in embedders else None
-        with ws.sessions() as s:
-            found = match_corpus(s, corpus_id=corpus_id, index=index, state=state, vectors=vectors,
-                                 thresholds=th)
-        for p in found.pairs:
-            assert p.kind is not None  # match_corpus returns classified pairs only
-            all_matches.append(FoundMatch(
-                split_item_id=int(state.ids[p.row]), item_id=p.item_id, corpus=name, kind=p.kind,
-                cosine=p.cosine, hamming=p.hamming, score=_score(p.cosine, p.hamming),
-                evidence=p.evidence(),
-            ))
-        report(0.6 + 0.3 * (n + 1) / len(corpus_rows), f"matched against {name}")
-
-    label = _label_tier(ws, state, all_matches, dict(params, corpora_ids=[c[0] for c in corpus_rows]))
+    all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report)
+    label = _label_tier(ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs]))
     label_matches = label.matches if label else []
     dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
     dups = split_duplicates(state, dup_vectors, th)
@@ -225,6 +219,31 @@ def execute_audit(
     report(1.0, "done")
 
 
+def _visual_matches(
+    ws: Workspace, state: SplitState, corpora: Sequence[CorpusRef], embedders: Mapping[str, Embedder],
+    th: Thresholds, report: ProgressFn,
+) -> tuple[list[FoundMatch], dict[str, Any]]:
+    """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
+    matches: list[FoundMatch] = []
+    index_info: dict[str, Any] = {}
+    for n, corpus in enumerate(corpora):
+        index = open_corpus_index(ws, corpus.name)
+        index_info[corpus.name] = index.info()
+        vectors = state.vectors.get(corpus.model_id) if corpus.model_id and corpus.model_id in embedders else None
+        with ws.sessions() as s:
+            found = match_corpus(s, corpus_id=corpus.id, index=index, state=state, vectors=vectors,
+                                 thresholds=th)
+        for p in found.pairs:
+            assert p.kind is not None  # match_corpus returns classified pairs only
+            matches.append(FoundMatch(
+                split_item_id=int(state.ids[p.row]), item_id=p.item_id, corpus=corpus.name, kind=p.kind,
+                cosine=p.cosine, hamming=p.hamming, score=_score(p.cosine, p.hamming),
+                evidence=p.evidence(),
+            ))
+        report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
+    return matches, index_info
+
+
 def _score(cosine: float | None, hamming: int | None) -> float:
     """One sortable similarity in [0, 1]: the better of cosine and 1 - hamming/64."""
     best = 0.0
@@ -236,12 +255,13 @@ def _score(cosine: float | None, hamming: int | None) -> float:
 
 
 def _load_embedders(
-    corpus_rows: Sequence[tuple[int, str, str | None, str | None]], factory: EmbedderFactory
+    corpora: Sequence[CorpusRef], factory: EmbedderFactory
 ) -> tuple[dict[str, Any], dict[str, Embedder]]:
     """One embedder per distinct corpus model; unavailable ones make the semantic tier skipped."""
     embedders: dict[str, Embedder] = {}
     per_corpus: dict[str, dict[str, Any]] = {}
-    for _id, name, model_id, spec in corpus_rows:
+    for corpus in corpora:
+        name, model_id, spec = corpus.name, corpus.model_id, corpus.model_spec
         if model_id is None:
             per_corpus[name] = {"model_id": None, "status": "skipped",
                                 "reason": "corpus was indexed without embeddings (--no-embed)"}
