@@ -75,7 +75,8 @@ def _append_step_summary(markdown: str) -> None:
 
 
 def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Path | None,
-                  label_names: Path | None, thresholds: Mapping[str, float], workers: int) -> dict[str, Any]:
+                  label_names: Path | None, thresholds: Mapping[str, float], workers: int,
+                  image_column: str | None = None) -> dict[str, Any]:
     """Run the audit in-process against the index in ``home`` and return its report."""
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
@@ -94,7 +95,7 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
 
         params["label_names"] = load_label_names(label_names)
     with tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir:
-        source = open_split(split, workdir=workdir, labels=label_map)
+        source = open_split(split, workdir=workdir, labels=label_map, image_column=image_column)
         ws = open_workspace(home)
         try:
             split_id = create_split(ws, source, name=split.resolve().name or str(split), labels=label_map,
@@ -188,14 +189,18 @@ def _exit_code(result: GateResult) -> int:
               help="Write CSV: one row per match, plus one per clean or unreadable image.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
+@click.option("--image-column", metavar="NAME",
+              help="Hugging Face dataset split: the column holding the image bytes, when its type does "
+                   "not tell (local mode).")
 @click.pass_context
 @handle_errors
 def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path, server: str | None,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
           max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, workers: int) -> None:
-    """Audit SPLIT (folder, ImageFolder, manifest or zip/tar archive) for leakage into a corpus.
+          markdown_out: Path | None, csv_out: Path | None, workers: int, image_column: str | None) -> None:
+    """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
+    Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
 
     Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
     input error, 3 server, index or internal error. The policy comes from splitaudit.toml
@@ -210,6 +215,9 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
     for path in (labels, label_names):
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
+    if server and image_column:
+        raise UsageError("--image-column applies to local audits; with --server, audit a split folder "
+                         "on the server whose image column is found by type")
     if server:
         try:
             report = _server_report(split, corpora=corpora, server=server, labels=labels,
@@ -218,7 +226,7 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
             raise UsageError(str(exc)) from exc  # a refused token is the caller's to fix: exit 2
     else:
         report = _local_report(split, corpora=corpora, home=home, labels=labels, label_names=label_names,
-                               thresholds=policy.thresholds, workers=workers)
+                               thresholds=policy.thresholds, workers=workers, image_column=image_column)
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown

@@ -40,6 +40,9 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
                    "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
 @click.option("--shards-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).")
+@click.option("--image-column", metavar="NAME",
+              help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
+                   "bytes, when its type does not tell (default: the Image struct or binary column).")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading, decoding and hashing (Ray: actors).")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
@@ -57,17 +60,19 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="Also write the run summary as JSON to this file.")
 @handle_errors
 def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
-          precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
+          precomputed_model: str | None, shards_dir: Path | None, image_column: str | None,
+          workers: int, batch_size: int,
           executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
           json_out: Path | None) -> None:
     """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
-    embedding folders) into a corpus.
+    embedding folders, Hugging Face datasets: Parquet, save_to_disk, hf://datasets/OWNER/NAME)
+    into a corpus.
 
     Re-running on the same sources adds nothing; new shards are added; a killed run
     resumes where it stopped.
     """
     check_corpus_name(corpus_name)
-    opened = _open_sources(sources, shards_dir)
+    opened = _open_sources(sources, shards_dir, image_column=image_column)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
     declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
                                  precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
@@ -91,11 +96,11 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
 
 
-def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]:
+def _open_sources(specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None) -> list[Source]:
     from indexer.pipeline.precomputed import is_precomputed
     from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
-    opened = [open_source(s) for s in specs]
+    opened = [open_source(s, image_column=image_column) for s in specs]
     if shards_dir is None:
         return opened
     if not any(is_precomputed(s) for s in opened):

@@ -17,6 +17,7 @@ from indexer.sources.archive import (
 )
 from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 from indexer.sources.folder import FolderSource
+from indexer.sources.hf_open import open_hf, open_hf_parquet_file
 from indexer.sources.labels_csv import LabelledSource, load_labels_csv
 from indexer.sources.manifest import FORMATS, ManifestSource
 from indexer.sources.record import Source
@@ -38,15 +39,21 @@ def _is_shard_dir(path: Path) -> bool:
     return bool(tars) and not any(is_image_name(n) for n in names)
 
 
-def open_source(spec: str | os.PathLike[str]) -> Source:
+def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None) -> Source:
     """A corpus source for ``spec``.
 
-    A folder with ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files (no
+    ``hf://datasets/...``, a ``save_to_disk`` folder, a folder or glob of Parquet files with
+    image bytes (no images beside them), or such a ``.parquet`` file -> a Hugging Face dataset
+    (``image_column`` names its image column when the type does not tell); a folder with
+    ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files (no
     images, no subfolders: img2dataset's output) -> WebDataset; another folder -> the images
     in it; ``.csv``/``.tsv``/``.jsonl``/``.parquet`` -> manifest; a ``.tar`` whose members
     pair ``{key}.jpg`` with ``{key}.json`` (or flat ``{key}.txt``) -> one WebDataset shard;
     another ``.zip``/``.tar`` -> archive read in place.
     """
+    hf = open_hf(spec, image_column=image_column)
+    if hf is not None:
+        return hf
     path = Path(spec).expanduser()
     if not path.exists():
         raise InputError(f"{spec} does not exist")
@@ -56,6 +63,8 @@ def open_source(spec: str | os.PathLike[str]) -> Source:
         if _is_shard_dir(path):
             return WebDatasetSource(path)
         return FolderSource(path)
+    if path.suffix.lower() == ".parquet":
+        return open_hf_parquet_file(path, image_column=image_column) or ManifestSource(path)
     if path.suffix.lower() in FORMATS:
         return ManifestSource(path)
     kind = archive_kind(path)
@@ -77,8 +86,10 @@ def open_split(
     labels: Mapping[str, str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
+    image_column: str | None = None,
 ) -> Source:
-    """A test split: a folder (ImageFolder or not), a manifest file, or a zip/tar archive.
+    """A test split: a folder (ImageFolder or not), a manifest file, a zip/tar archive, or a
+    Hugging Face dataset (as ``open_source`` tells them apart).
 
     Archives are unpacked with ``extract_archive`` into ``workdir``, an empty folder the
     caller owns and deletes (required for archives). In a split folder, ``manifest.jsonl`` /
@@ -86,12 +97,17 @@ def open_split(
     to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
     sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
     """
+    hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
+    if hf is not None:
+        return LabelledSource(hf, labels) if labels else hf
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path} does not exist")
     source: Source
     if p.is_dir():
-        source = _open_split_folder(p)
+        source = _open_split_folder(p, image_column=image_column)
+    elif p.suffix.lower() == ".parquet":
+        source = open_hf_parquet_file(p, image_column=image_column) or ManifestSource(p)
     elif p.suffix.lower() in FORMATS:
         source = ManifestSource(p)
     elif archive_kind(p) is not None:
@@ -100,7 +116,7 @@ def open_split(
                 f"{path} is an archive: pass workdir= (an empty folder) to unpack it into"
             )
         root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
-        source = _open_split_folder(root)
+        source = _open_split_folder(root, image_column=image_column)
     else:
         raise InputError(
             f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
@@ -108,11 +124,15 @@ def open_split(
     return LabelledSource(source, labels) if labels else source
 
 
-def _open_split_folder(root: Path) -> Source:
-    """Manifest mode when the folder has a root manifest, else images with optional labels.csv."""
+def _open_split_folder(root: Path, *, image_column: str | None = None) -> Source:
+    """Manifest mode when the folder has a root manifest, a Hugging Face dataset when it holds
+    one (Parquet with image bytes, or save_to_disk), else images with optional labels.csv."""
     for name in SPLIT_MANIFESTS:
         if (root / name).is_file():
             return ManifestSource(root / name)
+    hf = open_hf(root, image_column=image_column)
+    if hf is not None:
+        return hf
     folder = FolderSource(root)
     if (root / "labels.csv").is_file():
         return LabelledSource(folder, load_labels_csv(root / "labels.csv"))
