@@ -69,7 +69,9 @@ def write_parquet(path: Path, rows: HFRows, *, row_group_size: int = 4) -> Path:
     return path
 
 
-def write_save_to_disk(folder: Path, rows: HFRows, *, batch_rows: int = 3, schema_metadata: bool = False) -> Path:
+def write_save_to_disk(
+    folder: Path, rows: HFRows, *, batch_rows: int = 3, schema_metadata: bool = False
+) -> Path:
     """A ``Dataset.save_to_disk`` folder: one Arrow stream file, ``dataset_info.json``, ``state.json``.
 
     ``datasets`` keeps the features in ``dataset_info.json``; ``schema_metadata`` also puts them
@@ -81,15 +83,23 @@ def write_save_to_disk(folder: Path, rows: HFRows, *, batch_rows: int = 3, schem
     with pa.OSFile(str(folder / name), "wb") as sink, ipc.new_stream(sink, table.schema) as writer:
         for batch in table.to_batches(max_chunksize=batch_rows):
             writer.write_batch(batch)
-    (folder / "dataset_info.json").write_text(json.dumps({"features": rows.features(), "citation": ""}))
+    (folder / "dataset_info.json").write_text(
+        json.dumps({"features": rows.features(), "citation": ""})
+    )
     (folder / "state.json").write_text(
         json.dumps({"_data_files": [{"filename": name}], "_fingerprint": "0", "_split": None})
     )
     return folder
 
 
-def write_hub_cache(cache: Path, repo_id: str, files: Mapping[str, Path], *,
-                    revision: str = "main", commit: str | None = None) -> Path:
+def write_hub_cache(
+    cache: Path,
+    repo_id: str,
+    files: Mapping[str, Path],
+    *,
+    revision: str = "main",
+    commit: str | None = None,
+) -> Path:
     """Lay ``files`` (path in repo -> local file) out in a hub cache; returns the snapshot folder.
 
     Like ``huggingface_hub``: content-addressed ``blobs/``, ``snapshots/<commit>/`` of relative

@@ -43,17 +43,27 @@ def test_datasets_layout_folder_maps_labels_and_locates_rows(tmp_path: Path) -> 
 
     assert isinstance(source, HFParquetSource)
     assert [s.name for s in source.shards()] == [
-        "data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]
+        "data/test-00000-of-00002.parquet",
+        "data/test-00001-of-00002.parquet",
+    ]
     assert [r.label for r in records] == [NAMES[i % 3] for i in range(9)]
     assert records[5].key == "data/test-00000-of-00002.parquet#5"
     assert records[5].caption == "picture number 5"
     assert records[5].metadata == {"image_path": "img0005.jpg"}
     loc = records[5].locator
-    assert (loc.kind, loc.offset, loc.size, loc.member) == ("parquet", 1, 1, "image")  # row group 1, row 1
+    assert (loc.kind, loc.offset, loc.size, loc.member) == (
+        "parquet",
+        1,
+        1,
+        "image",
+    )  # row group 1, row 1
     assert loc.uri().endswith("test-00000-of-00002.parquet#row_group=1&row=1&column=image")
     # The bytes travel with the record, and the locator finds the same bytes again.
     assert records[5].read_bytes() == jpeg(photo(5, (48, 32)))
-    assert Locator(kind="parquet", path=loc.path, offset=1, size=1, member="image").read_bytes() == records[5].data
+    assert (
+        Locator(kind="parquet", path=loc.path, offset=1, size=1, member="image").read_bytes()
+        == records[5].data
+    )
 
 
 def test_repo_snapshot_with_config_and_split_folders_and_a_glob(tmp_path: Path) -> None:
@@ -64,27 +74,44 @@ def test_repo_snapshot_with_config_and_split_folders_and_a_glob(tmp_path: Path) 
     whole = open_source(snap)
     only_test = open_source(str(snap / "plain" / "test" / "*.parquet"))
 
-    assert [s.name for s in whole.shards()] == ["plain/test/0000.parquet", "plain/train/0000.parquet"]
+    assert [s.name for s in whole.shards()] == [
+        "plain/test/0000.parquet",
+        "plain/train/0000.parquet",
+    ]
     assert len(_all(whole)) == 5
     assert [r.caption for r in _all(only_test)] == [f"picture number {i}" for i in (2, 3, 4)]
 
 
 def test_binary_column_named_with_image_column_and_reopened_from_uri(tmp_path: Path) -> None:
-    table = pa.table({"png": [jpeg(photo(1))], "thumb": [jpeg(photo(2))], "label": ["cat"],
-                      "text": ["a cat"], "filename": ["cat_01.jpg"]})
+    table = pa.table(
+        {
+            "png": [jpeg(photo(1))],
+            "thumb": [jpeg(photo(2))],
+            "label": ["cat"],
+            "text": ["a cat"],
+            "filename": ["cat_01.jpg"],
+        }
+    )
     path = tmp_path / "two.parquet"
     pq.write_table(table, path)
 
-    with pytest.raises(InputError, match="several columns could hold the image.*--image-column"):
+    with pytest.raises(InputError, match=r"several columns could hold the image.*--image-column"):
         open_source(path)
     source = open_source(path, image_column="thumb")
     (record,) = _all(source)
     again = open_split(source.uri)  # a stored split's source re-opens with the same column
 
     assert record.read_bytes() == jpeg(photo(2))
-    assert (record.label, record.caption, record.metadata) == ("cat", "a cat", {"filename": "cat_01.jpg"})
+    assert (record.label, record.caption, record.metadata) == (
+        "cat",
+        "a cat",
+        {"filename": "cat_01.jpg"},
+    )
     assert [r.data for r in _all(again)] == [record.data]
-    assert Locator(kind="parquet", path=str(path), offset=0, size=0, member="thumb").read_bytes() == record.data
+    assert (
+        Locator(kind="parquet", path=str(path), offset=0, size=0, member="thumb").read_bytes()
+        == record.data
+    )
 
 
 def test_unlabelled_rows_and_rows_without_bytes(tmp_path: Path) -> None:
@@ -108,9 +135,11 @@ def test_manifests_stay_manifests_and_bad_tables_say_what_to_do(tmp_path: Path) 
     ds = write_parquet(tmp_path / "ds" / "test.parquet", _rows(1))
 
     assert isinstance(open_source(manifest), ManifestSource)
-    with pytest.raises(InputError, match="no image column.*--image-column; nor is it a manifest"):
+    with pytest.raises(InputError, match=r"no image column.*--image-column; nor is it a manifest"):
         open_source(neither)
-    with pytest.raises(InputError, match="no column 'img' for --image-column; columns: image, label, caption"):
+    with pytest.raises(
+        InputError, match="no column 'img' for --image-column; columns: image, label, caption"
+    ):
         open_source(ds, image_column="img")
     with pytest.raises(InputError, match="'caption' is string, not image bytes"):
         open_source(ds, image_column="caption")
@@ -121,7 +150,9 @@ def test_manifests_stay_manifests_and_bad_tables_say_what_to_do(tmp_path: Path) 
 def test_changed_file_is_a_missing_source_not_a_crash(tmp_path: Path) -> None:
     path = write_parquet(tmp_path / "t.parquet", _rows(2), row_group_size=1)
     stale = Locator(kind="parquet", path=str(path), offset=5, size=0, member="image")
-    gone = Locator(kind="parquet", path=str(tmp_path / "gone.parquet"), offset=0, size=0, member="image")
+    gone = Locator(
+        kind="parquet", path=str(tmp_path / "gone.parquet"), offset=0, size=0, member="image"
+    )
 
     with pytest.raises(OSError, match="no row group 5"):
         stale.read_bytes()
