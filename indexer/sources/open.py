@@ -51,7 +51,7 @@ def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None
     pair ``{key}.jpg`` with ``{key}.json`` (or flat ``{key}.txt``) -> one WebDataset shard;
     another ``.zip``/``.tar`` -> archive read in place.
     """
-    hf = open_hf(spec, image_column=image_column)
+    hf = None if os.path.isdir(spec) else open_hf(spec, image_column=image_column)
     if hf is not None:
         return hf
     path = Path(spec).expanduser()
@@ -62,7 +62,7 @@ def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None
             return PrecomputedEmbeddingSource(path)
         if _is_shard_dir(path):
             return WebDatasetSource(path)
-        return FolderSource(path)
+        return open_hf(path, image_column=image_column) or FolderSource(path)
     if path.suffix.lower() == ".parquet":
         return open_hf_parquet_file(path, image_column=image_column) or ManifestSource(path)
     if path.suffix.lower() in FORMATS:
