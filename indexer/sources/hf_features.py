@@ -223,9 +223,28 @@ def row_record(
     }
     if data:
         return Record(key, source, shard.name, locator, data=bytes(data), **fields)
-    if image_path and os.path.isabs(image_path) and os.path.isfile(image_path):
-        return Record(key, source, shard.name, Locator(kind="file", path=image_path), **fields)
+    local = _image_beside(image_path, os.path.dirname(locator.path or "")) if image_path else None
+    if local is not None:
+        return Record(key, source, shard.name, Locator(kind="file", path=local), **fields)
     reason = f"{locator.uri()}: the row has no image bytes"
     if image_path:
-        reason += f" (only a path, {image_path!r}, that is not a file here)"
+        reason += (
+            f" (only a path, {image_path!r}, not a file inside the dataset's folder); "
+            "save the dataset with its images embedded"
+        )
     return Record(key, source, shard.name, Locator(kind="none"), error=reason, **fields)
+
+
+def _image_beside(image_path: str, folder: str) -> str | None:
+    """An image the row names only by path, when it is a file inside the data file's folder.
+
+    Never elsewhere: a dataset must not make the server read (and serve thumbnails of) files
+    outside the folder it was allowed to open.
+    """
+    if not folder:
+        return None
+    candidate = os.path.normpath(os.path.join(folder, image_path))
+    real, base = os.path.realpath(candidate), os.path.realpath(folder)
+    if not real.startswith(base.rstrip(os.sep) + os.sep) or not os.path.isfile(real):
+        return None
+    return candidate

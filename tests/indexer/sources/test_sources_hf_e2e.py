@@ -169,6 +169,10 @@ def test_post_audits_with_a_server_side_parquet_folder(tmp_path: Path) -> None:
     with app_client(home, source_roots=[tmp_path]) as client:
         accepted = client.post("/api/v1/audits", json={"folder": str(split), "corpus": ["web"]})
         assert accepted.status_code == 202, accepted.text
+        one_file = split / "data" / "test-00000-of-00001.parquet"
+        as_manifest = client.post(
+            "/api/v1/audits", json={"manifest": str(one_file), "corpus": ["web"]}
+        )
         ws = Workspace.open(home)
         try:
             run_audit(ws, accepted.json()["id"])
@@ -181,5 +185,6 @@ def test_post_audits_with_a_server_side_parquet_folder(tmp_path: Path) -> None:
         )
 
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "path_not_allowed"
+    assert as_manifest.status_code == 202, as_manifest.text  # one Parquet file of a dataset
     assert near["label"] == "dog" and "near" in _kinds(near)
     assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"

@@ -158,3 +158,23 @@ def test_changed_file_is_a_missing_source_not_a_crash(tmp_path: Path) -> None:
         stale.read_bytes()
     with pytest.raises(OSError):
         gone.read_bytes()
+
+
+def test_path_only_images_are_read_only_inside_the_dataset_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.jpg"
+    outside.write_bytes(jpeg(photo(7)))
+    beside = tmp_path / "ds" / "images" / "a.jpg"
+    beside.parent.mkdir(parents=True)
+    beside.write_bytes(jpeg(photo(8)))
+    rows = _rows(3)
+    rows.images[:] = [b"", b"", b""]
+    rows.image_paths[:] = ["images/a.jpg", str(outside), "../secret.jpg"]
+    path = write_parquet(tmp_path / "ds" / "test.parquet", rows)
+
+    inside, absolute, climbing = _all(open_source(path))
+
+    assert (inside.error, inside.locator.kind) == (None, "file")
+    assert inside.read_bytes() == beside.read_bytes()
+    for record in (absolute, climbing):
+        assert record.locator.kind == "none"
+        assert record.error is not None and "not a file inside the dataset's folder" in record.error
