@@ -124,7 +124,11 @@ def analyze_schema(
     class_names: dict[str, tuple[str, ...]] = {}
     for n in names:
         feat = feats.get(n)
-        if _feature_type(feat) == "ClassLabel" and pa.types.is_integer(schema.field(n).type):
+        if (
+            isinstance(feat, dict)
+            and _feature_type(feat) == "ClassLabel"
+            and pa.types.is_integer(schema.field(n).type)
+        ):
             class_names[n] = tuple(str(x) for x in feat.get("names") or ())
     if LABEL_COLUMN in names and kinds[LABEL_COLUMN] is None:
         label: str | None = LABEL_COLUMN

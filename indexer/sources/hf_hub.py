@@ -67,17 +67,16 @@ def resolve_hf_uri(
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
     patterns = list(DATA_PATTERNS) if not ref.path else [ref.path, f"{ref.path}/*"]
-    kwargs: dict[str, object] = {
-        "repo_type": "dataset",
-        "revision": ref.revision,
-        "allow_patterns": patterns,
-    }
-    if cache_dir is not None:
-        kwargs["cache_dir"] = os.fspath(cache_dir)
-    if offline is not None:
-        kwargs["local_files_only"] = offline
     try:
-        snapshot = snapshot_download(ref.repo_id, **kwargs)  # type: ignore[arg-type]
+        # local_files_only=False still honours HF_HUB_OFFLINE (huggingface_hub reads it itself).
+        snapshot = snapshot_download(
+            ref.repo_id,
+            repo_type="dataset",
+            revision=ref.revision,
+            allow_patterns=patterns,
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            local_files_only=bool(offline),
+        )
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
         raise InputError(
             f"{spec}: dataset {ref.repo_id} (revision {ref.revision or 'main'}) is not in the Hugging Face "

@@ -178,3 +178,20 @@ def test_path_only_images_are_read_only_inside_the_dataset_folder(tmp_path: Path
     for record in (absolute, climbing):
         assert record.locator.kind == "none"
         assert record.error is not None and "not a file inside the dataset's folder" in record.error
+
+
+def test_reindexing_a_parquet_dataset_adds_nothing(tmp_path: Path) -> None:
+    from indexer.pipeline.index import index_sources
+    from indexer.workspace import Workspace
+
+    root = tmp_path / "ds"
+    write_parquet(root / "data" / "train-00000-of-00001.parquet", _rows(5), row_group_size=2)
+    ws = Workspace.open(tmp_path / "home")
+    try:
+        first = index_sources(ws, "c", [open_source(root)], embedder=None)
+        again = index_sources(ws, "c", [open_source(root)], embedder=None)
+    finally:
+        ws.close()
+
+    assert (first.indexed, first.failed) == (5, 0)
+    assert again.indexed == 0 and again.shards_skipped == 1
