@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
+
+# Recently read Parquet row-group columns: verification and the review UI read neighbouring
+# rows one after another, and a row group is decompressed as a whole.
+CACHED_GROUPS = 4
+CACHED_BYTES = 256 * 1024 * 1024
 
 
 @contextmanager
@@ -44,13 +52,8 @@ def read_cell(
 
     try:
         if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            with pq.ParquetFile(path) as pf:
-                if unit >= pf.metadata.num_row_groups:
-                    raise OSError(f"{path} has no row group {unit} (the file changed)")
-                values = pf.read_row_group(unit, columns=[column]).column(column)
-                cell = values[row].as_py() if row < len(values) else None
+            values = _GROUPS.column(path, unit, column)
+            cell = values[row].as_py() if row < len(values) else None
         else:
             cell = None
             with open_arrow(path) as reader:
@@ -69,3 +72,37 @@ def read_cell(
             f"{unit}, row {row}, column {column!r} (the file changed)"
         )
     return data
+
+
+class _RowGroupCache:
+    """A small LRU of Parquet row-group columns, keyed by file identity (size + mtime) too."""
+
+    def __init__(self, entries: int, max_bytes: int) -> None:
+        self._entries, self._max_bytes = entries, max_bytes
+        self._lock = threading.Lock()
+        self._data: OrderedDict[tuple[object, ...], Any] = OrderedDict()
+
+    def column(self, path: str, unit: int, column: str) -> Any:
+        """Column ``column`` of row group ``unit`` (``OSError`` when the file has no such group)."""
+        import pyarrow.parquet as pq
+
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns, unit, column)
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        with pq.ParquetFile(path) as pf:
+            if unit >= pf.metadata.num_row_groups:
+                raise OSError(f"{path} has no row group {unit} (the file changed)")
+            values = pf.read_row_group(unit, columns=[column]).column(column)
+        with self._lock:
+            self._data[key] = values
+            while len(self._data) > self._entries or (
+                len(self._data) > 1 and sum(v.nbytes for v in self._data.values()) > self._max_bytes
+            ):
+                self._data.popitem(last=False)
+        return values
+
+
+_GROUPS = _RowGroupCache(CACHED_GROUPS, CACHED_BYTES)

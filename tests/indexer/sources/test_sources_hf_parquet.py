@@ -154,6 +154,12 @@ def test_changed_file_is_a_missing_source_not_a_crash(tmp_path: Path) -> None:
         kind="parquet", path=str(tmp_path / "gone.parquet"), offset=0, size=0, member="image"
     )
 
+    cell = Locator(kind="parquet", path=str(path), offset=1, size=0, member="image")
+    before = cell.read_bytes()
+    write_parquet(path, _rows(2, start=50), row_group_size=1)  # replaced in place
+
+    assert before == jpeg(photo(1, (48, 32)))
+    assert cell.read_bytes() == jpeg(photo(51, (48, 32)))  # never a stale cached row group
     with pytest.raises(OSError, match="no row group 5"):
         stale.read_bytes()
     with pytest.raises(OSError):
