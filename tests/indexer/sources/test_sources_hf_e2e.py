@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +172,14 @@ def test_post_audits_with_a_server_side_parquet_folder(tmp_path: Path) -> None:
         accepted = client.post("/api/v1/audits", json={"folder": str(split), "corpus": ["web"]})
         assert accepted.status_code == 202, accepted.text
         one_file = split / "data" / "test-00000-of-00001.parquet"
+        packed = io.BytesIO()
+        with zipfile.ZipFile(packed, "w") as zf:
+            zf.write(one_file, "data/test-00000-of-00001.parquet")
+        uploaded = client.post(
+            "/api/v1/audits",
+            files={"split": ("split.zip", packed.getvalue())},
+            data={"corpus": "web"},
+        )
         as_manifest = client.post(
             "/api/v1/audits", json={"manifest": str(one_file), "corpus": ["web"]}
         )
@@ -185,6 +195,7 @@ def test_post_audits_with_a_server_side_parquet_folder(tmp_path: Path) -> None:
         )
 
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "path_not_allowed"
+    assert uploaded.status_code == 202, uploaded.text  # a zipped dataset folder (audit --server)
     assert as_manifest.status_code == 202, as_manifest.text  # one Parquet file of a dataset
     assert near["label"] == "dog" and "near" in _kinds(near)
     assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"
