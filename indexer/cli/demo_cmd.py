@@ -12,15 +12,16 @@ from indexer.cli.common import handle_errors, home_option, open_workspace
 
 @click.command()
 @home_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("splitaudit-demo"),
-              show_default=True, help="Folder for the generated corpus, split and reports.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the generated corpus, split and reports [default: HOME/demo].")
 @click.option("--model", "model_spec", default="efficientnet-lite0", show_default=True,
               help="Embedding model for the demo corpus (the bundled offline encoder by default).")
 @handle_errors
-def demo(home: Path, out: Path, model_spec: str) -> None:
+def demo(home: Path, out: Path | None, model_spec: str) -> None:
     """Generate a small corpus and a test split with planted leaks, index, audit, report.
 
-    Everything runs locally on the embedded defaults (SQLite + FAISS under --home).
+    Everything runs locally on the embedded defaults (SQLite + FAISS under --home); the
+    generated data and the reports go to HOME/demo, so a checkout stays clean.
     """
     from indexer.audit.formats import render
     from indexer.audit.report import audit_report
@@ -31,6 +32,7 @@ def demo(home: Path, out: Path, model_spec: str) -> None:
     from indexer.sources.folder import FolderSource
     from indexer.sources.open import open_split
 
+    out = home / "demo" if out is None else out
     data = write_demo(out)
     click.echo(f"wrote demo corpus to {data.corpus} and test split to {data.split}")
     ws = open_workspace(home)
