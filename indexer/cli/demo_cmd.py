@@ -24,6 +24,8 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
     generated data and the reports go to HOME/demo, so a checkout stays clean.
     """
     from indexer.audit.formats import render
+    from indexer.audit.html_report import pair_thumbnails, render_html
+    from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
     from indexer.demo import write_demo
@@ -45,10 +47,12 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
         run_audit(ws, audit_id)
         with ws.sessions() as s:
             report = audit_report(s, audit_id)
+            html = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(s)))
     finally:
         ws.close()
     (out / "report.json").write_text(json.dumps(report, indent=2))
     (out / "report.md").write_text(render(report, "md"))
+    (out / "report.html").write_text(html, encoding="utf-8")
     sm = report["summary"]
     click.echo(
         f"audit {audit_id}: {sm['items']} test images, {sm['flagged']} flagged "
@@ -61,5 +65,5 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
             top = item["matches"][0]
             click.echo(f"  {item['key']}: {item['verdict']} -> {top.get('corpus_key')} "
                        f"(hamming {top.get('hamming')}, cosine {top.get('cosine')})")
-    click.echo(f"reports: {out / 'report.json'}, {out / 'report.md'}")
+    click.echo(f"reports: {out / 'report.json'}, {out / 'report.md'}, {out / 'report.html'} (open in a browser)")
     click.echo(f"browse and review: splitaudit serve --home {home}  (then open http://127.0.0.1:8000/ui)")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from tqdm import tqdm
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
+from indexer.cli.progress import counting_progress, progress_options
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
 from indexer.sources.open import open_source
@@ -55,11 +55,12 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
                    "keeps the current one (fp16 for a new one).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the run summary as JSON to this file.")
+@progress_options
 @handle_errors
 def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
           precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
           executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
-          json_out: Path | None) -> None:
+          json_out: Path | None, quiet: bool, progress_interval: float) -> None:
     """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
     embedding folders) into a corpus.
 
@@ -73,11 +74,10 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
                                  precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
     ws = open_workspace(home)
     try:
-        with tqdm(unit="img", desc=f"indexing {corpus_name}", dynamic_ncols=True,
-                  disable=None, mininterval=0.5) as bar:
+        with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval) as done:
             summary = index_sources(
                 ws, corpus_name, opened, embedder=embedder, workers=workers, batch_size=batch_size,
-                progress=_progress(bar), model_spec=None if embedder is None else model_spec,
+                progress=_progress(done), model_spec=None if embedder is None else model_spec,
                 precomputed_model=declared, executor=executor,  # type: ignore[arg-type]
                 ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker, policy=policy,
             )
@@ -149,12 +149,12 @@ def _torch_threads() -> None:
         torch.set_num_threads(int(threads))
 
 
-def _progress(bar: tqdm) -> Callable[[int], None]:
+def _progress(done: Callable[[int], None]) -> Callable[[int], None]:
     """The progress callback; ``SPLITAUDIT_TEST_BATCH_DELAY`` slows it down for crash tests."""
     delay = float(os.environ.get("SPLITAUDIT_TEST_BATCH_DELAY", "0") or 0)
 
     def update(n: int) -> None:
-        bar.update(n)
+        done(n)
         if delay:
             time.sleep(delay)
 

@@ -25,6 +25,7 @@ def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
     }
     assert report["model"]["semantic"] == "ok"
     assert (out / "report.md").read_text().strip()
+    assert (out / "report.html").read_text().count('<section class="pair') >= 4
     assert "4 flagged" in res.stdout
     # Everything lands under the (git-ignored) home: a checkout gets no untracked folder.
     assert sorted(p.name for p in tmp_path.iterdir()) == [".splitaudit"]
