@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from indexer.cli.common import (
     home_option,
     open_workspace,
 )
+from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import fraction_progress, progress_options
 from indexer.errors import AuthError, IndexUnavailableError, UsageError
 from indexer.gate.baseline import Baseline, load_baseline
@@ -29,6 +31,7 @@ from indexer.gate.summary import summary_paragraph
 
 if TYPE_CHECKING:
     from indexer.audit.html_thumbs import EmbeddedImage, Side, ThumbnailFetcher
+    from indexer.embed.device import ResolvedDevice
 
     Thumbs = dict[tuple[Side, int], EmbeddedImage]
 
@@ -82,11 +85,13 @@ def _append_step_summary(markdown: str) -> None:
 
 def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Path | None,
                   label_names: Path | None, thresholds: Mapping[str, float], workers: int,
-                  progress_opts: dict[str, Any], html: bool) -> tuple[dict[str, Any], Thumbs]:
+                  progress_opts: dict[str, Any], html: bool,
+                  device: Callable[[], ResolvedDevice]) -> tuple[dict[str, Any], Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
+    from indexer.embed.loader import load_embedder
     from indexer.sources.labels_csv import load_labels_csv
     from indexer.sources.open import open_split
 
@@ -109,8 +114,12 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
                                     root=str(split))
             audit_id = create_audit(ws, split_id=split_id, corpora=corpora, thresholds=dict(thresholds),
                                     params=params)
+
+            def factory(spec: str) -> Any:
+                return load_embedder(spec, device=device().device, batch_size=device().embed_batch)
+
             with fraction_progress("auditing", **progress_opts) as progress:
-                run_audit(ws, audit_id, progress=progress, workers=workers)
+                run_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=factory)
             with ws.sessions() as session:
                 report = audit_report(session, audit_id)
                 # Read now: an archive split's files live in the temporary folder.
@@ -157,6 +166,12 @@ def _render_html(report: Mapping[str, Any], thumbs: Thumbs) -> str:
     return render_html(report, thumbnails=thumbs)
 
 
+def _embedded(report: Mapping[str, Any]) -> bool:
+    """Whether the audit embedded the split (some corpus has a usable semantic tier)."""
+    model = report.get("model") or {}
+    return isinstance(model, Mapping) and model.get("semantic") in ("ok", "partial")
+
+
 def _exit_code(result: GateResult) -> int:
     """0 passed, 1 failed, 3 when no verdict can be given (e.g. a failing tier was skipped)."""
     if result.errors:
@@ -201,6 +216,7 @@ def _exit_code(result: GateResult) -> int:
                    "counts and the flagged pairs side by side (first 500, strongest first).")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
+@device_option
 @progress_options
 @click.pass_context
 @handle_errors
@@ -208,8 +224,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
           max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None, workers: int, quiet: bool,
-          progress_interval: float) -> None:
+          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None, workers: int, device: str,
+          quiet: bool, progress_interval: float) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest or zip/tar archive) for leakage into a corpus.
 
     Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
@@ -219,6 +235,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
     """
     if server and ctx.get_parameter_source("home") == click.core.ParameterSource.COMMANDLINE:
         raise UsageError("give either --home (local index) or --server URL, not both")
+    if server and ctx.get_parameter_source("device") == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError("--device applies to local audits; a server embeds on its own --device")
     policy = build_policy(policy_file=policy_file, fail_on=fail_on, max_rate=max_rate, max_count=max_count,
                           thresholds=thresholds, baseline=baseline)
     known = load_baseline(policy.baseline) if policy.baseline else Baseline()
@@ -234,9 +252,13 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         except AuthError as exc:
             raise UsageError(str(exc)) from exc  # a refused token is the caller's to fix: exit 2
     else:
+        # torch is imported only when a corpus has embeddings; a named device is checked up front.
+        resolved = functools.cache(functools.partial(resolve_cli_device, device))
+        if device.strip().lower() not in ("auto", "cpu"):
+            resolved()
         report, thumbs = _local_report(split, corpora=corpora, home=home, labels=labels,
                                        label_names=label_names, thresholds=policy.thresholds, workers=workers,
-                                       progress_opts=progress_opts, html=html_out is not None)
+                                       progress_opts=progress_opts, html=html_out is not None, device=resolved)
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown
@@ -249,4 +271,6 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
             _write(path, text())
     _append_step_summary(markdown)
     click.echo(summary_paragraph(report, result, corpora=corpora))
+    if not server and _embedded(report):
+        click.echo(f"Embedded on {resolved().summary()}.")
     sys.exit(_exit_code(result))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
+from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import counting_progress, progress_options
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
@@ -42,8 +43,10 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading, decoding and hashing (Ray: actors).")
-@click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
-              help="Images per embedding batch and per DB transaction.")
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=None,
+              help="Images per pipeline batch and DB transaction [default: per device: cpu 64, mps 128, "
+                   "cuda 256]; forward passes take at most 32 / 64 / 256 of them.")
+@device_option
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').")
 @click.option("--ray-address", metavar="ADDRESS",
@@ -58,8 +61,8 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 @progress_options
 @handle_errors
 def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
-          precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
-          executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
+          precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int | None,
+          device: str, executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
           json_out: Path | None, quiet: bool, progress_interval: float) -> None:
     """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
     embedding folders) into a corpus.
@@ -70,8 +73,15 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
     check_corpus_name(corpus_name)
     opened = _open_sources(sources, shards_dir)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
+    # The device matters only where images are embedded here (not for --no-embed or Ray actors).
+    embeds_here = not no_embed and executor == "local"
+    resolved = resolve_cli_device(device) if embeds_here else None
+    if batch_size is None:
+        batch_size = resolved.pipeline_batch if resolved else 64
     declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
-                                 precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
+                                 precomputed_model=precomputed_model,
+                                 device=resolved.device if resolved else "cpu",
+                                 batch_size=min(batch_size, resolved.embed_batch if resolved else 32))
     ws = open_workspace(home)
     try:
         with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval) as done:
@@ -84,9 +94,14 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
     finally:
         ws.close()
     _print_summary(summary)
+    if embedder is not None and resolved is not None:
+        click.echo(f"embedded on {resolved.summary()}, batches of {getattr(embedder, 'batch_size', '?')}")
     if json_out is not None:
+        result = summary.to_dict()
+        if embedder is not None and resolved is not None:
+            result["device"] = resolved.device
         try:
-            json_out.write_text(json.dumps(summary.to_dict(), indent=2))
+            json_out.write_text(json.dumps(result, indent=2))
         except OSError as exc:
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
 
@@ -106,7 +121,7 @@ def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]
 
 def _models(
     opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
-    batch_size: int,
+    device: str, batch_size: int,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
     from indexer.pipeline.precomputed import declare_model, is_precomputed
@@ -126,8 +141,8 @@ def _models(
             return None, None
         from indexer.embed.loader import load_embedder
 
-        # Forward passes of 32 keep activation memory bounded whatever --batch-size is.
-        return None, load_embedder(model_spec, batch_size=min(batch_size, 32))
+        # Forward passes of at most the device's embed batch keep activation memory bounded.
+        return None, load_embedder(model_spec, device=device, batch_size=batch_size)
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
         raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")
