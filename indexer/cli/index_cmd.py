@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -16,6 +17,7 @@ from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import counting_progress, progress_options
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
+from indexer.pipeline.progress_log import count_folder_images
 from indexer.sources.open import open_source
 from indexer.sources.record import Source
 from indexer.store.policy import STORAGES, IndexPolicy
@@ -84,7 +86,8 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
                                  batch_size=min(batch_size, resolved.embed_batch if resolved else 32))
     ws = open_workspace(home)
     try:
-        with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval) as done:
+        with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval,
+                               count_total=functools.partial(count_folder_images, opened)) as done:
             summary = index_sources(
                 ws, corpus_name, opened, embedder=embedder, workers=workers, batch_size=batch_size,
                 progress=_progress(done), model_spec=None if embedder is None else model_spec,

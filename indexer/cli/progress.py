@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -44,18 +45,51 @@ def _emit(line: str) -> None:
     click.echo(f"{stamp} {line}", err=True)
 
 
+def _count_beside(
+    count_total: Callable[[], int | None] | None, set_total: Callable[[int], None]
+) -> None:
+    """Count the total in a daemon thread, so a long walk never delays the work itself."""
+    if count_total is None:
+        return
+
+    def run() -> None:
+        try:
+            total = count_total()
+        except OSError:
+            return  # the walk is only a hint: the run reports unreadable files itself
+        if total:
+            set_total(total)
+
+    threading.Thread(target=run, name="progress-total", daemon=True).start()
+
+
 @contextmanager
 def counting_progress(
-    desc: str, *, quiet: bool, interval_s: float, unit: str = "img", total: int | None = None
+    desc: str,
+    *,
+    quiet: bool,
+    interval_s: float,
+    unit: str = "img",
+    count_total: Callable[[], int | None] | None = None,
 ) -> Iterator[Callable[[int], None]]:
-    """A callback taking the number of units just done."""
+    """A callback taking the number of units just done; ``count_total`` may supply the total."""
     if quiet:
         yield lambda _n: None
     elif _stderr_is_terminal():
-        with tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, mininterval=0.5) as bar:
+        with tqdm(unit=unit, desc=desc, dynamic_ncols=True, mininterval=0.5) as bar:
+
+            def set_bar_total(total: int) -> None:
+                bar.total = total
+
+            _count_beside(count_total, set_bar_total)
             yield bar.update
     else:
-        log = ProgressLog(desc, emit=_emit, unit=unit, total=total, interval_s=interval_s)
+        log = ProgressLog(desc, emit=_emit, unit=unit, interval_s=interval_s)
+
+        def set_log_total(total: int) -> None:
+            log.total = total
+
+        _count_beside(count_total, set_log_total)
         yield log.advance
         log.finish()
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 DEFAULT_INTERVAL_S = 10.0
 
@@ -87,3 +88,22 @@ class ProgressLog:
         if self.total and rate > 0 and self.done < self.total:
             parts.append(f"ETA {format_duration((self.total - self.done) / rate)}")
         return ", ".join(parts)
+
+
+def count_folder_images(sources: Sequence[object]) -> int | None:
+    """Image files under folder sources (the total for progress lines); None when a source is not a folder.
+
+    A cheap walk (names only, symlinked folders not followed, hidden entries skipped), meant to
+    run beside the indexing; other source kinds have no cheap count.
+    """
+    from indexer.sources._layout import is_hidden, is_image_name
+    from indexer.sources.folder import FolderSource
+
+    if not sources or not all(isinstance(s, FolderSource) for s in sources):
+        return None
+    total = 0
+    for source in sources:
+        for _dir, dirs, files in os.walk(source.root):  # type: ignore[attr-defined]
+            dirs[:] = [d for d in dirs if not is_hidden(d)]
+            total += sum(1 for f in files if is_image_name(f) and not is_hidden(f))
+    return total

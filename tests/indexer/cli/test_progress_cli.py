@@ -14,7 +14,8 @@ from conftest import photo
 from indexer.pipeline.progress_log import ProgressLog, format_duration
 
 LINE = re.compile(
-    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ indexing ref: (\d+) img, [\d.]+ img/s, \d+s elapsed$"
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ indexing ref: (\d+)/8 img, [\d.]+ img/s, \d+s elapsed"
+    r"(, ETA \d+s)?$"
 )
 
 
@@ -100,9 +101,23 @@ def test_index_logs_periodic_lines_when_stderr_is_a_file(tmp_path: Path) -> None
     assert all(LINE.match(line) for line in lines), lines
     counts = [int(LINE.match(line).group(1)) for line in lines]  # type: ignore[union-attr]
     assert counts == sorted(counts) and counts[-1] == 8
+    assert any("ETA" in line for line in lines[:-1])  # the folder's image count gives the total
     assert "\r" not in "".join(lines)  # no progress bar redraws in a log
 
 
 @pytest.mark.slow
 def test_quiet_silences_progress(tmp_path: Path) -> None:
     assert "indexing ref" not in _index(tmp_path, "--quiet")
+
+
+def test_folder_totals_count_images_only(tmp_path: Path) -> None:
+    from indexer.pipeline.progress_log import count_folder_images
+    from indexer.sources.folder import FolderSource
+
+    root = tmp_path / "corpus"
+    (root / "cat").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    for name in ("cat/a.jpg", "cat/b.PNG", "cat/b.txt", "c.webp", ".hidden/x.jpg", "cat/.y.jpg"):
+        (root / name).write_bytes(b"")
+    assert count_folder_images([FolderSource(root)]) == 3
+    assert count_folder_images([]) is None
