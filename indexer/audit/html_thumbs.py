@@ -63,7 +63,9 @@ def db_thumbnail_fetcher(session: Session, *, size: int = THUMB_PX) -> Thumbnail
     from indexer.thumbnails import read_original, render_thumbnail
 
     def fetch(side: Side, item_id: int) -> bytes:
-        row = session.get(SplitItem if side == "split" else Item, item_id)
+        row: SplitItem | Item | None = (
+            session.get(SplitItem, item_id) if side == "split" else session.get(Item, item_id)
+        )
         what = f"{'split' if side == 'split' else 'corpus'} item {item_id}"
         if row is None:
             raise NotFoundError(f"{what} does not exist")

@@ -123,6 +123,7 @@ def test_index_on_an_absent_device_exits_2_naming_the_available_ones(
     for command in (
         ["audit", str(corpus), "--corpus", "c", "--home", str(home), "--device", "cuda"],
         ["worker", "--home", str(home), "--device", "cuda"],
+        ["serve", "--home", str(home), "--device", "cuda", "--port", "0"],
     ):
         refused = runner.invoke(cli, command)
         assert refused.exit_code == 2 and "is not available on this machine" in refused.output, (
