@@ -70,8 +70,8 @@ def read_original(
     return data
 
 
-def render_thumbnail(data: bytes, size: int) -> Thumbnail:
-    """Downscale to fit ``size`` x ``size``: PNG when the image has transparency, else JPEG."""
+def render_thumbnail(data: bytes, size: int, *, quality: int = 85) -> Thumbnail:
+    """Downscale to fit ``size`` x ``size``: PNG when the image has transparency, else JPEG at ``quality``."""
     try:
         image: Image.Image = Image.open(io.BytesIO(data))
         limit = Image.MAX_IMAGE_PIXELS
@@ -91,5 +91,5 @@ def render_thumbnail(data: bytes, size: int) -> Thumbnail:
     if alpha:
         image.convert("RGBA").save(out, format="PNG", optimize=True)
         return Thumbnail(out.getvalue(), "image/png")
-    image.convert("RGB").save(out, format="JPEG", quality=85)
+    image.convert("RGB").save(out, format="JPEG", quality=quality)
     return Thumbnail(out.getvalue(), "image/jpeg")

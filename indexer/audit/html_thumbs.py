@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from indexer.errors import NotFoundError, SplitauditError
 
 THUMB_PX = 160
+# Enough to judge a pair by eye; keeps a 500-pair page near 6 MB (see bench/html_report.py).
+THUMB_QUALITY = 75
 Side = Literal["split", "corpus"]
 # (side, item id) -> small encoded image bytes (JPEG, or PNG with transparency).
 ThumbnailFetcher = Callable[[Side, int], bytes]
@@ -75,6 +77,6 @@ def db_thumbnail_fetcher(session: Session, *, size: int = THUMB_PX) -> Thumbnail
             sha256=row.sha256,
             pixel_digest=row.pixel_digest,
         )
-        return render_thumbnail(data, size).data
+        return render_thumbnail(data, size, quality=THUMB_QUALITY).data
 
     return fetch
