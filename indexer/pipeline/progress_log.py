@@ -43,6 +43,7 @@ class ProgressLog:
         self.done = 0
         self._fraction: float | None = None
         self._message = ""
+        self._emitted: tuple[int, float | None, str] | None = None
 
     def advance(self, n: int) -> None:
         """Record ``n`` more units done; emit a line when the interval has passed."""
@@ -55,15 +56,20 @@ class ProgressLog:
         self._maybe_emit()
 
     def finish(self) -> None:
-        """Emit a last line when the run took long enough to have reported at all."""
-        if self._clock() - self._start >= self._interval:
-            self._emit(self.line())
+        """Emit a last line when the run was long enough to report and moved since the last line."""
+        if self._clock() - self._start >= self._interval and self._state() != self._emitted:
+            self._emit_now()
+
+    def _state(self) -> tuple[int, float | None, str]:
+        return self.done, self._fraction, self._message
 
     def _maybe_emit(self) -> None:
-        now = self._clock()
-        if now - self._last >= self._interval:
-            self._last = now
-            self._emit(self.line())
+        if self._clock() - self._last >= self._interval:
+            self._emit_now()
+
+    def _emit_now(self) -> None:
+        self._last, self._emitted = self._clock(), self._state()
+        self._emit(self.line())
 
     def line(self) -> str:
         """The current progress line."""

@@ -50,7 +50,12 @@ def test_fractional_progress_extrapolates_the_eta() -> None:
     assert lines == ["auditing: 25%, read 120 split images, 30s elapsed, ETA 1m30s"]
     clock.now += 3600
     log.finish()
-    assert lines[-1] == "auditing: 25%, read 120 split images, 1h00m elapsed, ETA 3h01m"
+    assert len(lines) == 1  # nothing moved since the last line: no repeat
+    log.set_fraction(0.5, "matching")
+    assert len(lines) == 2 and lines[-1] == "auditing: 50%, matching, 1h00m elapsed, ETA 1h00m"
+    log.set_fraction(1.0, "done")
+    log.finish()
+    assert lines[-1] == "auditing: 100%, done, 1h00m elapsed"
     assert format_duration(59.6) == "1m00s"
 
 
