@@ -97,19 +97,29 @@ class ProgressLog:
 
 
 def count_folder_images(sources: Sequence[object]) -> int | None:
-    """Image files under folder sources (the total for progress lines); None when a source is not a folder.
+    """The images the sources will yield (the total for progress lines); None when one cannot tell cheaply.
 
-    A cheap walk (names only, symlinked folders not followed, hidden entries skipped), meant to
-    run beside the indexing; other source kinds have no cheap count.
+    A source may say itself through a ``count_hint() -> int | None`` method (e.g. from Parquet
+    metadata); a folder source is counted by a cheap walk (names only, symlinked folders not
+    followed, hidden entries skipped). Meant to run beside the indexing, never before it.
     """
     from indexer.sources._layout import is_hidden, is_image_name
     from indexer.sources.folder import FolderSource
 
-    if not sources or not all(isinstance(s, FolderSource) for s in sources):
+    if not sources:
         return None
     total = 0
     for source in sources:
-        for _dir, dirs, files in os.walk(source.root):  # type: ignore[attr-defined]
-            dirs[:] = [d for d in dirs if not is_hidden(d)]
-            total += sum(1 for f in files if is_image_name(f) and not is_hidden(f))
+        hint = getattr(source, "count_hint", None)
+        if callable(hint):
+            n = hint()
+            if n is None:
+                return None
+            total += int(n)
+        elif isinstance(source, FolderSource):
+            for _dir, dirs, files in os.walk(source.root):
+                dirs[:] = [d for d in dirs if not is_hidden(d)]
+                total += sum(1 for f in files if is_image_name(f) and not is_hidden(f))
+        else:
+            return None
     return total

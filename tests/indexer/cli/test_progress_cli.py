@@ -126,3 +126,14 @@ def test_folder_totals_count_images_only(tmp_path: Path) -> None:
         (root / name).write_bytes(b"")
     assert count_folder_images([FolderSource(root)]) == 3
     assert count_folder_images([]) is None
+
+    class Hinted:
+        def __init__(self, n: int | None) -> None:
+            self.n = n
+
+        def count_hint(self) -> int | None:
+            return self.n
+
+    assert count_folder_images([FolderSource(root), Hinted(10)]) == 13
+    assert count_folder_images([FolderSource(root), Hinted(None)]) is None
+    assert count_folder_images([FolderSource(root), object()]) is None
