@@ -43,6 +43,7 @@ class ApiSettings(BaseSettings):
     job_lease_s: float = Field(default=60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
     job_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued jobs.")
     test_job_delay: float = Field(default=0.0, ge=0, description="Test hook: seconds slept at each job progress report.")
+    device: str = Field(default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps.")
 
     @field_validator("api_tokens", mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from indexer.cli.common import handle_errors, home_option
+from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.errors import UsageError
 
 
@@ -54,8 +55,9 @@ def _open_workspace(settings: Any) -> Any:
               help="Do not run jobs in this process; run `splitaudit worker` next to it instead.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, help="Server log level.")
+@device_option
 @handle_errors
-def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> None:
+def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, device: str) -> None:
     """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
 
     Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
@@ -69,8 +71,12 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
     settings = _settings(home=home, **({"run_worker": False} if no_worker else {}))
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
-    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
-               f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",
+    jobs = "jobs need `splitaudit worker`"
+    if settings.run_worker:
+        resolved = resolve_cli_device(device)  # an absent device is a usage error before uvicorn starts
+        settings = settings.model_copy(update={"device": resolved.device})
+        jobs = f"jobs embed on {resolved.summary()}"
+    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} (API docs at /docs; {jobs})",
                err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 
@@ -79,8 +85,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
 @home_option
 @click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="Seconds between looks at the queue when it is empty.")
+@device_option
 @handle_errors
-def worker(home: Path, poll: float) -> None:
+def worker(home: Path, poll: float, device: str) -> None:
     """Run queued jobs (audits, server-side index runs) until stopped (Ctrl-C / SIGTERM).
 
     Several workers may share one PostgreSQL database; with SQLite run a single worker
@@ -91,8 +98,9 @@ def worker(home: Path, poll: float) -> None:
     from indexer.jobs.worker import Worker
 
     settings = _settings(home=home)
+    resolved = resolve_cli_device(device)  # an absent device is a usage error before any job is claimed
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll,
+    runner = Worker(ws, default_handlers(device=resolved.device), lease_s=settings.job_lease_s, poll_s=poll,
                     delay_s=settings.test_job_delay)
     if ws.database_url.startswith("sqlite"):
         click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
@@ -102,7 +110,8 @@ def worker(home: Path, poll: float) -> None:
         runner.request_stop()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}", err=True)
+    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}; "
+               f"embedding on {resolved.summary()}", err=True)
     try:
         runner.run()
     finally:

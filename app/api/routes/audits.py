@@ -37,8 +37,9 @@ REPORT_MEDIA_TYPES = {
     "csv": "text/csv; charset=utf-8",
     "junit": "application/xml",
     "md": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
 }
-REPORT_SUFFIX = {"json": "json", "csv": "csv", "junit": "xml", "md": "md"}
+REPORT_SUFFIX = {"json": "json", "csv": "csv", "junit": "xml", "md": "md", "html": "html"}
 
 _SUBMIT_BODY: dict[str, Any] = {
     "requestBody": {
@@ -155,9 +156,10 @@ def audit_report_get(
     audit_id: int,
     session: SessionDep,
     _caller: ReaderDep,
-    fmt: Annotated[str, Query(alias="format", pattern="^(json|csv|junit|md)$")] = "json",
+    fmt: Annotated[str, Query(alias="format", pattern="^(json|csv|junit|md|html)$")] = "json",
 ) -> Response:
-    """The report of a finished audit as JSON, CSV, JUnit XML or Markdown (409 while it runs)."""
+    """The report of a finished audit as JSON, CSV, JUnit XML, Markdown or one self-contained HTML
+    page with the flagged pairs' thumbnails inline (409 while it runs)."""
     from indexer.audit.formats import render
     from indexer.audit.report import audit_report
 
@@ -165,8 +167,15 @@ def audit_report_get(
     report = audit_report(session, audit_id)
     if fmt == "json":
         return JSONResponse(report)
+    if fmt == "html":
+        from indexer.audit.html_report import pair_thumbnails, render_html
+        from indexer.audit.html_thumbs import db_thumbnail_fetcher
+
+        text = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session)))
+    else:
+        text = render(report, fmt)
     return Response(
-        render(report, fmt), media_type=REPORT_MEDIA_TYPES[fmt],
+        text, media_type=REPORT_MEDIA_TYPES[fmt],
         headers={"Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'},
     )
 
