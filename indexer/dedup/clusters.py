@@ -44,9 +44,7 @@ class Cluster:
         return next(m for m in self.members if m.kept)
 
 
-def apply_reviews(
-    edges: Mapping[Pair, Edge], verdicts: Mapping[Pair, str]
-) -> dict[Pair, Edge]:
+def apply_reviews(edges: Mapping[Pair, Edge], verdicts: Mapping[Pair, str]) -> dict[Pair, Edge]:
     """Drop pairs reviewed ``not_duplicate``; add pairs reviewed ``duplicate`` that were not found."""
     out = {pair: e for pair, e in edges.items() if verdicts.get(pair) != "not_duplicate"}
     for (a, b), verdict in verdicts.items():
@@ -71,18 +69,33 @@ def build_clusters(
         keep = kept_member([info[i] for i in group], policy).item_id
         members = []
         for item_id in group:
-            best = min(by_item[item_id], key=lambda e: (KIND_RANK[e.kind], 65 if e.hamming is None else e.hamming,
-                                                        -(e.verify or -1.0), -(e.cosine or -1.0)))
-            members.append(Member(
-                item_id=item_id, kept=item_id == keep, tier=best.kind,
-                partner_id=best.b if best.a == item_id else best.a,
-                hamming=best.hamming, cosine=best.cosine, verify=best.verify,
-            ))
+            best = min(
+                by_item[item_id],
+                key=lambda e: (
+                    KIND_RANK[e.kind],
+                    65 if e.hamming is None else e.hamming,
+                    -(e.verify or -1.0),
+                    -(e.cosine or -1.0),
+                ),
+            )
+            members.append(
+                Member(
+                    item_id=item_id,
+                    kept=item_id == keep,
+                    tier=best.kind,
+                    partner_id=best.b if best.a == item_id else best.a,
+                    hamming=best.hamming,
+                    cosine=best.cosine,
+                    verify=best.verify,
+                )
+            )
         out.append(Cluster(tuple(members), semantic=semantic))
     return out
 
 
-def summarize(items: int, clusters: Iterable[Cluster], semantic: Iterable[Cluster] = ()) -> dict[str, object]:
+def summarize(
+    items: int, clusters: Iterable[Cluster], semantic: Iterable[Cluster] = ()
+) -> dict[str, object]:
     """Items, clusters, duplicates (members not kept) and the duplicate rate per tier."""
     clusters = list(clusters)
     dropped = [m for c in clusters for m in c.members if not m.kept]

@@ -18,8 +18,24 @@ from indexer.errors import NotFoundError, UsageError
 from indexer.timefmt import iso
 
 SCHEMA = "splitaudit.dedup/v1"
-MEMBER_COLUMNS = ("cluster", "semantic", "item_id", "key", "uri", "url", "shard", "width", "height",
-                  "kept", "tier", "partner_key", "hamming", "cosine", "verify", "review")
+MEMBER_COLUMNS = (
+    "cluster",
+    "semantic",
+    "item_id",
+    "key",
+    "uri",
+    "url",
+    "shard",
+    "width",
+    "height",
+    "kept",
+    "tier",
+    "partner_key",
+    "hamming",
+    "cosine",
+    "verify",
+    "review",
+)
 CLUSTER_FORMATS = (".json", ".csv", ".parquet")
 DROP_FORMATS = (".txt", ".csv", ".parquet")
 
@@ -28,8 +44,12 @@ def run_status(session: Session, run: DedupRun) -> dict[str, Any]:
     """Status, progress and message of a run (from its job when it has one)."""
     job = session.get(Job, run.job_id) if run.job_id else None
     status = run.status if job is None or run.status in ("done", "failed") else job.status
-    return {"status": status, "progress": 1.0 if run.status == "done" else (round(job.progress, 4) if job else 0.0),
-            "message": job.message if job else None, "error": run.error or (job.error if job else None)}
+    return {
+        "status": status,
+        "progress": 1.0 if run.status == "done" else (round(job.progress, 4) if job else 0.0),
+        "message": job.message if job else None,
+        "error": run.error or (job.error if job else None),
+    }
 
 
 def run_header(session: Session, run_id: int) -> dict[str, Any]:
@@ -38,27 +58,51 @@ def run_header(session: Session, run_id: int) -> dict[str, Any]:
     if run is None:
         raise NotFoundError(f"dedup run {run_id} does not exist")
     corpus = session.get_one(Corpus, run.corpus_id)
-    return {"schema": SCHEMA, "dedup_id": run.id, "corpus": corpus.name, **run_status(session, run),
-            "keep": run.params.get("keep"), "semantic": bool(run.params.get("semantic")),
-            "thresholds": run.thresholds, "generation": run.generation, "code_version": run.code_version,
-            "created_at": iso(run.created_at), "finished_at": iso(run.finished_at), "summary": run.summary}
+    return {
+        "schema": SCHEMA,
+        "dedup_id": run.id,
+        "corpus": corpus.name,
+        **run_status(session, run),
+        "keep": run.params.get("keep"),
+        "semantic": bool(run.params.get("semantic")),
+        "thresholds": run.thresholds,
+        "generation": run.generation,
+        "code_version": run.code_version,
+        "created_at": iso(run.created_at),
+        "finished_at": iso(run.finished_at),
+        "summary": run.summary,
+    }
 
 
 def clusters_page(
-    session: Session, run_id: int, *, semantic: bool = False, offset: int = 0, limit: int | None = None
+    session: Session,
+    run_id: int,
+    *,
+    semantic: bool = False,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Clusters ``offset`` .. ``offset + limit`` of a run (ordered by id) and the total count."""
     run = session.get(DedupRun, run_id)
     if run is None:
         raise NotFoundError(f"dedup run {run_id} does not exist")
     where = (DedupMember.run_id == run_id, DedupMember.semantic.is_(semantic))
-    total = int(session.scalar(select(func.count(func.distinct(DedupMember.cluster))).where(*where)) or 0)
-    ids_q = select(DedupMember.cluster).where(*where).distinct().order_by(DedupMember.cluster).offset(offset)
+    total = int(
+        session.scalar(select(func.count(func.distinct(DedupMember.cluster))).where(*where)) or 0
+    )
+    ids_q = (
+        select(DedupMember.cluster)
+        .where(*where)
+        .distinct()
+        .order_by(DedupMember.cluster)
+        .offset(offset)
+    )
     cluster_ids = list(session.scalars(ids_q.limit(limit) if limit is not None else ids_q))
     if not cluster_ids:
         return [], total
     rows = session.execute(
-        select(DedupMember, Item, Shard.name).join(Item, DedupMember.item_id == Item.id)
+        select(DedupMember, Item, Shard.name)
+        .join(Item, DedupMember.item_id == Item.id)
         .outerjoin(Shard, Item.shard_id == Shard.id)
         .where(*where, DedupMember.cluster.in_(cluster_ids))
         .order_by(DedupMember.cluster, DedupMember.kept.desc(), Item.key)
@@ -68,12 +112,24 @@ def clusters_page(
     out: dict[int, dict[str, Any]] = {}
     for m, item, shard in rows:
         c = out.setdefault(m.cluster, {"id": m.cluster, "semantic": semantic, "members": []})
-        c["members"].append({
-            "item_id": item.id, "key": item.key, "uri": item.uri, "url": item.url, "shard": shard,
-            "width": item.width, "height": item.height, "kept": m.kept, "tier": m.tier,
-            "partner_key": keys.get(m.partner_id or -1), "hamming": m.hamming, "cosine": _r(m.cosine),
-            "verify": _r(m.verify), "review": verdicts.get(item.id),
-        })
+        c["members"].append(
+            {
+                "item_id": item.id,
+                "key": item.key,
+                "uri": item.uri,
+                "url": item.url,
+                "shard": shard,
+                "width": item.width,
+                "height": item.height,
+                "kept": m.kept,
+                "tier": m.tier,
+                "partner_key": keys.get(m.partner_id or -1),
+                "hamming": m.hamming,
+                "cosine": _r(m.cosine),
+                "verify": _r(m.verify),
+                "review": verdicts.get(item.id),
+            }
+        )
     rank = {"exact": 0, "near": 1, "semantic": 2}
     for c in out.values():
         c["size"] = len(c["members"])
@@ -93,18 +149,28 @@ def dedup_report(session: Session, run_id: int) -> dict[str, Any]:
 
 def drop_rows(session: Session, run_id: int) -> list[tuple[str, str | None]]:
     """``(key, url)`` of every non-kept member of a (non-semantic) cluster, in cluster order."""
-    return [(str(k), u) for k, u in session.execute(
-        select(Item.key, Item.url).join(DedupMember, DedupMember.item_id == Item.id)
-        .where(DedupMember.run_id == run_id, DedupMember.semantic.is_(False), DedupMember.kept.is_(False))
-        .order_by(DedupMember.cluster, Item.key)
-    )]
+    return [
+        (str(k), u)
+        for k, u in session.execute(
+            select(Item.key, Item.url)
+            .join(DedupMember, DedupMember.item_id == Item.id)
+            .where(
+                DedupMember.run_id == run_id,
+                DedupMember.semantic.is_(False),
+                DedupMember.kept.is_(False),
+            )
+            .order_by(DedupMember.cluster, Item.key)
+        )
+    ]
 
 
 def member_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One flat row per cluster member (clusters, then semantic clusters)."""
-    return [{"cluster": c["id"], "semantic": c["semantic"], **m}
-            for c in list(report.get("clusters", [])) + list(report.get("semantic_clusters", []))
-            for m in c["members"]]
+    return [
+        {"cluster": c["id"], "semantic": c["semantic"], **m}
+        for c in list(report.get("clusters", [])) + list(report.get("semantic_clusters", []))
+        for m in c["members"]
+    ]
 
 
 def render_json(report: Mapping[str, Any]) -> str:
@@ -115,7 +181,9 @@ def render_json(report: Mapping[str, Any]) -> str:
 def render_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """Rows as CSV with a header."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(
+        buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n"
+    )
     writer.writeheader()
     for row in rows:
         writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})

@@ -79,11 +79,15 @@ def exact_groups(session: Session, corpus_id: int) -> Iterator[list[int]]:
     """Item ids sharing a SHA-256, then those sharing a pixel digest (groups of >= 2, ids sorted)."""
     for column in (Item.sha256, Item.pixel_digest):
         dup_values = (
-            select(column).where(Item.corpus_id == corpus_id, column.is_not(None))
-            .group_by(column).having(func.count(Item.id) > 1).subquery()
+            select(column)
+            .where(Item.corpus_id == corpus_id, column.is_not(None))
+            .group_by(column)
+            .having(func.count(Item.id) > 1)
+            .subquery()
         )
         rows = session.execute(
-            select(column, Item.id).where(Item.corpus_id == corpus_id, column.in_(select(dup_values)))
+            select(column, Item.id)
+            .where(Item.corpus_id == corpus_id, column.in_(select(dup_values)))
             .order_by(column, Item.id)
         )
         current: str | None = None
@@ -103,10 +107,14 @@ def iter_item_chunks(
 ) -> Iterator[Chunk]:
     """Every item once: embedded ones in vector-batch order with their vectors, then the rest."""
     if has_vectors:
-        refs = [(str(n), int(c)) for n, c in session.execute(
-            select(VectorBatch.name, VectorBatch.count)
-            .where(VectorBatch.corpus_id == corpus_id).order_by(VectorBatch.id)
-        )]
+        refs = [
+            (str(n), int(c))
+            for n, c in session.execute(
+                select(VectorBatch.name, VectorBatch.count)
+                .where(VectorBatch.corpus_id == corpus_id)
+                .order_by(VectorBatch.id)
+            )
+        ]
         for ids, vectors in iter_chunks(corpus_dir, refs, min_rows=rows):
             yield Chunk(np.asarray(ids, np.int64), np.ascontiguousarray(vectors, np.float32))
     last = -1
@@ -121,7 +129,9 @@ def iter_item_chunks(
         yield Chunk(np.asarray(ids, np.int64), None)
 
 
-def chunk_state(session: Session, ids: Sequence[int], skip: set[int]) -> tuple[SplitState, list[int]]:
+def chunk_state(
+    session: Session, ids: Sequence[int], skip: set[int]
+) -> tuple[SplitState, list[int]]:
     """The engine's query arrays for corpus items ``ids`` (minus ``skip`` and unhashed ones).
 
     Returns the state and the positions in ``ids`` its rows come from.
@@ -130,8 +140,15 @@ def chunk_state(session: Session, ids: Sequence[int], skip: set[int]) -> tuple[S
     wanted = [i for i in ids if i not in skip]
     for start in range(0, len(wanted), IN_CHUNK):
         for item_id, sha, pixel, phash, w, h, key in session.execute(
-            select(Item.id, Item.sha256, Item.pixel_digest, Item.phash, Item.width, Item.height, Item.key)
-            .where(Item.id.in_(wanted[start : start + IN_CHUNK]), Item.phash.is_not(None))
+            select(
+                Item.id,
+                Item.sha256,
+                Item.pixel_digest,
+                Item.phash,
+                Item.width,
+                Item.height,
+                Item.key,
+            ).where(Item.id.in_(wanted[start : start + IN_CHUNK]), Item.phash.is_not(None))
         ):
             rows[int(item_id)] = (sha, pixel, int(phash), w, h, key)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
@@ -169,8 +186,15 @@ def chunk_edges(
     if not len(state):
         return []
     vectors = chunk.vectors[positions] if chunk.vectors is not None else None
-    found = match_corpus(session, corpus_id=corpus_id, index=index, state=state, vectors=vectors,
-                         thresholds=thresholds, query_model=Item)
+    found = match_corpus(
+        session,
+        corpus_id=corpus_id,
+        index=index,
+        state=state,
+        vectors=vectors,
+        thresholds=thresholds,
+        query_model=Item,
+    )
     out: list[Edge] = []
     for p in found.pairs:
         own = int(state.ids[p.row])
@@ -190,8 +214,11 @@ def merge_edges(edges: Iterable[Edge]) -> dict[tuple[int, int], Edge]:
             out[(e.a, e.b)] = e
             continue
         out[(e.a, e.b)] = Edge(
-            e.a, e.b, min(old.kind, e.kind, key=KIND_RANK.__getitem__),
-            _best(old.hamming, e.hamming, min), _best(old.cosine, e.cosine, max),
+            e.a,
+            e.b,
+            min(old.kind, e.kind, key=KIND_RANK.__getitem__),
+            _best(old.hamming, e.hamming, min),
+            _best(old.cosine, e.cosine, max),
             _best(old.verify, e.verify, max),
         )
     return out

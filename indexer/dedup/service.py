@@ -53,15 +53,23 @@ def create_dedup(
     check_policy(keep)
     with transaction(ws.sessions) as s:
         row = get_corpus(s, name=corpus)
-        th = Thresholds.from_mapping(dict(thresholds or {}), base=thresholds_for_model(row.model_id))
+        th = Thresholds.from_mapping(
+            dict(thresholds or {}), base=thresholds_for_model(row.model_id)
+        )
         job_id = None
         if as_job:
             job = Job(kind="dedup", status="queued", params={})
             s.add(job)
             s.flush()
             job_id = job.id
-        run = DedupRun(corpus_id=row.id, job_id=job_id, status="queued", thresholds=th.to_dict(),
-                       params={"keep": keep, "semantic": semantic}, code_version=__version__)
+        run = DedupRun(
+            corpus_id=row.id,
+            job_id=job_id,
+            status="queued",
+            thresholds=th.to_dict(),
+            params={"keep": keep, "semantic": semantic},
+            code_version=__version__,
+        )
         s.add(run)
         s.flush()
         if as_job:
@@ -94,14 +102,19 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
             raise NotFoundError(f"dedup run {run_id} does not exist")
         corpus = s.get_one(Corpus, run.corpus_id)
         if run.status == "done":
-            run.chunks_done = 0  # run again from scratch: the corpus or the reviews may have changed
+            run.chunks_done = (
+                0  # run again from scratch: the corpus or the reviews may have changed
+            )
         if run.generation != corpus.generation or run.status == "done":
             s.execute(delete(DedupEdge).where(DedupEdge.run_id == run_id))
             run.generation, run.chunks_done = corpus.generation, 0
         run.status, run.error = "running", None
         corpus_id, name, done = corpus.id, corpus.name, run.chunks_done
         th = Thresholds.from_mapping(run.thresholds)
-        keep, semantic = str(run.params.get("keep", DEFAULT_POLICY)), bool(run.params.get("semantic"))
+        keep, semantic = (
+            str(run.params.get("keep", DEFAULT_POLICY)),
+            bool(run.params.get("semantic")),
+        )
         items = int(s.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus_id)) or 0)
     report(0.01, "opening the index")
     index = open_corpus_index(ws, name)
@@ -111,33 +124,71 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
     skip = {i for g in groups for i in g[1:]}
     seen = 0
     with ws.sessions() as s:
-        chunks = iter_item_chunks(s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors,
-                                  rows=chunk_rows)
+        chunks = iter_item_chunks(
+            s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+        )
         for n, chunk in enumerate(chunks):
             seen += len(chunk.ids)
             if n < done:
                 continue  # committed by an earlier, interrupted attempt
-            edges = chunk_edges(s, corpus_id=corpus_id, index=index, chunk=chunk, skip=skip,
-                                thresholds=th, semantic=semantic)
+            edges = chunk_edges(
+                s,
+                corpus_id=corpus_id,
+                index=index,
+                chunk=chunk,
+                skip=skip,
+                thresholds=th,
+                semantic=semantic,
+            )
             with transaction(ws.sessions) as w:
-                w.bulk_insert_mappings(DedupEdge, [  # type: ignore[arg-type]
-                    dict(run_id=run_id, a_id=e.a, b_id=e.b, kind=e.kind, hamming=e.hamming,
-                         cosine=e.cosine, verify=e.verify) for e in edges
-                ])
+                w.bulk_insert_mappings(
+                    DedupEdge,
+                    [  # type: ignore[arg-type]
+                        dict(
+                            run_id=run_id,
+                            a_id=e.a,
+                            b_id=e.b,
+                            kind=e.kind,
+                            hamming=e.hamming,
+                            cosine=e.cosine,
+                            verify=e.verify,
+                        )
+                        for e in edges
+                    ],
+                )
                 w.get_one(DedupRun, run_id).chunks_done = n + 1
-            report(0.02 + 0.88 * min(seen / items, 1.0) if items else 0.9,
-                   f"searched {seen} of {items} items")
+            report(
+                0.02 + 0.88 * min(seen / items, 1.0) if items else 0.9,
+                f"searched {seen} of {items} items",
+            )
     report(0.9, "grouping clusters")
     return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
 
 
-def _finish(ws: Workspace, run_id: int, corpus_id: int, items: int, groups: list[list[int]],
-            keep: str, semantic: bool) -> dict[str, Any]:
+def _finish(
+    ws: Workspace,
+    run_id: int,
+    corpus_id: int,
+    items: int,
+    groups: list[list[int]],
+    keep: str,
+    semantic: bool,
+) -> dict[str, Any]:
     """Group the run's pairs (plus exact groups, minus reviewed ones), keep one per cluster, store."""
     with ws.sessions() as s:
-        found: list[Edge] = [Edge(int(a), int(b), str(k), h, c, v) for a, b, k, h, c, v in s.execute(
-            select(DedupEdge.a_id, DedupEdge.b_id, DedupEdge.kind, DedupEdge.hamming, DedupEdge.cosine,
-                   DedupEdge.verify).where(DedupEdge.run_id == run_id))]
+        found: list[Edge] = [
+            Edge(int(a), int(b), str(k), h, c, v)
+            for a, b, k, h, c, v in s.execute(
+                select(
+                    DedupEdge.a_id,
+                    DedupEdge.b_id,
+                    DedupEdge.kind,
+                    DedupEdge.hamming,
+                    DedupEdge.cosine,
+                    DedupEdge.verify,
+                ).where(DedupEdge.run_id == run_id)
+            )
+        ]
         found += [Edge(g[0], other, "exact") for g in groups for other in g[1:]]
         merged = apply_reviews(merge_edges(found), pair_verdicts(s, corpus_id))
         visual = [e for e in merged.values() if e.kind != "semantic"]
@@ -148,7 +199,9 @@ def _finish(ws: Workspace, run_id: int, corpus_id: int, items: int, groups: list
     summary = summarize(items, clusters, sem_clusters)
     with transaction(ws.sessions) as s:
         s.execute(delete(DedupMember).where(DedupMember.run_id == run_id))
-        s.bulk_insert_mappings(DedupMember, _member_rows(run_id, clusters) + _member_rows(run_id, sem_clusters))  # type: ignore[arg-type]
+        s.bulk_insert_mappings(
+            DedupMember, _member_rows(run_id, clusters) + _member_rows(run_id, sem_clusters)
+        )  # type: ignore[arg-type]
         run = s.get_one(DedupRun, run_id)
         run.summary, run.status, run.finished_at = summary, "done", datetime.now(UTC)
     return summary
@@ -156,9 +209,20 @@ def _finish(ws: Workspace, run_id: int, corpus_id: int, items: int, groups: list
 
 def _member_rows(run_id: int, clusters: list[Cluster]) -> list[dict[str, Any]]:
     return [
-        dict(run_id=run_id, cluster=n, semantic=c.semantic, item_id=m.item_id, kept=m.kept, tier=m.tier,
-             partner_id=m.partner_id, hamming=m.hamming, cosine=m.cosine, verify=m.verify)
-        for n, c in enumerate(clusters, start=1) for m in c.members
+        dict(
+            run_id=run_id,
+            cluster=n,
+            semantic=c.semantic,
+            item_id=m.item_id,
+            kept=m.kept,
+            tier=m.tier,
+            partner_id=m.partner_id,
+            hamming=m.hamming,
+            cosine=m.cosine,
+            verify=m.verify,
+        )
+        for n, c in enumerate(clusters, start=1)
+        for m in c.members
     ]
 
 
@@ -168,7 +232,9 @@ def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
     out: dict[int, MemberInfo] = {}
     for start in range(0, len(wanted), IN_CHUNK):
         for item_id, key, w, h in session.execute(
-            select(Item.id, Item.key, Item.width, Item.height).where(Item.id.in_(wanted[start : start + IN_CHUNK]))
+            select(Item.id, Item.key, Item.width, Item.height).where(
+                Item.id.in_(wanted[start : start + IN_CHUNK])
+            )
         ):
             out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h)
     return out

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -27,7 +26,9 @@ def upgrade() -> None:
         sa.Column("corpus_id", sa.Integer(), nullable=False),
         sa.Column("a_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("b_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("subject_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column(
+            "subject_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
+        ),
         sa.Column("verdict", sa.String(length=20), nullable=False),
         sa.Column("note", sa.Text(), nullable=True),
         sa.Column("reviewer", sa.String(length=200), nullable=True),

@@ -42,5 +42,7 @@ def plant(root: Path) -> dict[str, set[str]]:
     # Look-alikes: the same scene generator at a neighbouring seed, and the same picture's
     # other half (shared palette and layout statistics, different pixels).
     photo(0, (512, 192)).crop((256, 0, 512, 192)).save(root / "lookalike_half.jpg", quality=90)
-    ImageOps.grayscale(photo(200, SIZE)).convert("RGB").save(root / "lookalike_gray.jpg", quality=90)
+    ImageOps.grayscale(photo(200, SIZE)).convert("RGB").save(
+        root / "lookalike_gray.jpg", quality=90
+    )
     return truth

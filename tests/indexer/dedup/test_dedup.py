@@ -19,9 +19,13 @@ from indexer.sources.folder import FolderSource
 from indexer.workspace import Workspace
 
 
-def _indexed(tmp_path: Path, embedder: object = None, spec: str | None = None) -> tuple[Workspace, dict[str, set[str]]]:
+def _indexed(
+    tmp_path: Path, embedder: object = None, spec: str | None = None
+) -> tuple[Workspace, dict[str, set[str]]]:
     truth = plant(tmp_path / "corpus")
-    (tmp_path / "corpus" / "exact_of_orig0.png").write_bytes((tmp_path / "corpus" / "orig0.png").read_bytes())
+    (tmp_path / "corpus" / "exact_of_orig0.png").write_bytes(
+        (tmp_path / "corpus" / "orig0.png").read_bytes()
+    )
     truth["orig0.png"].add("exact_of_orig0.png")
     ws = Workspace.open(tmp_path / "home")
     index_sources(ws, "c", [FolderSource(tmp_path / "corpus")], embedder=embedder, model_spec=spec)  # type: ignore[arg-type]
@@ -55,19 +59,35 @@ def test_planted_clusters_are_recovered_exactly_hash_only(tmp_path: Path) -> Non
     assert {k for k, _url in report["drop"]} == all_members - kept
     sm = report["summary"]
     assert sm["items"] == 21 and sm["clusters"] == 4 and sm["duplicates"] == len(all_members) - 4
-    assert sm["by_tier"]["exact"] == 1 and sm["by_tier"]["exact"] + sm["by_tier"]["near"] == sm["duplicates"]
-    exact = next(c for c in report["clusters"] if "orig0.png" in c["kept"] + " ".join(m["key"] for m in c["members"]))
+    assert (
+        sm["by_tier"]["exact"] == 1
+        and sm["by_tier"]["exact"] + sm["by_tier"]["near"] == sm["duplicates"]
+    )
+    exact = next(
+        c
+        for c in report["clusters"]
+        if "orig0.png" in c["kept"] + " ".join(m["key"] for m in c["members"])
+    )
     tiers = {m["key"]: m["tier"] for m in exact["members"]}
     assert tiers["exact_of_orig0.png"] == "exact" and tiers["copy0_resized.jpg"] == "near"
     assert report["schema"] == "splitaudit.dedup/v1" and report["status"] == "done"
 
 
-@pytest.mark.parametrize(("policy", "expected"), [("first", "copy2_border.jpg"), ("smallest", "copy2_border.jpg"),
-                                                  ("oldest", "copy2_border.jpg"), ("last", "orig2.png")])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("first", "copy2_border.jpg"),
+        ("smallest", "copy2_border.jpg"),
+        ("oldest", "copy2_border.jpg"),
+        ("last", "orig2.png"),
+    ],
+)
 def test_keep_policies(tmp_path: Path, policy: str, expected: str) -> None:
     ws, _truth = _indexed(tmp_path)
     report = _dedup(ws, keep=policy)
-    cluster = next(c for c in report["clusters"] if any(m["key"] == "orig2.png" for m in c["members"]))
+    cluster = next(
+        c for c in report["clusters"] if any(m["key"] == "orig2.png" for m in c["members"])
+    )
     if policy == "smallest":
         sizes = {m["key"]: m["width"] * m["height"] for m in cluster["members"]}
         expected = min(sizes, key=lambda k: (sizes[k], k))
@@ -90,11 +110,17 @@ def test_member_reviewed_not_duplicate_leaves_its_cluster_next_run(tmp_path: Pat
         report = dedup_report(s, run_id)
     flip = next(m for c in report["clusters"] for m in c["members"] if m["key"] == "copy1_flip.jpg")
     with transaction(ws.sessions) as s:
-        review_member(s, run_id=run_id, item_id=flip["item_id"], verdict="not_duplicate", note="other shot")
+        review_member(
+            s, run_id=run_id, item_id=flip["item_id"], verdict="not_duplicate", note="other shot"
+        )
     with ws.sessions() as s:
         shown = dedup_report(s, run_id)
-    assert any(m["review"] == "not_duplicate" for c in shown["clusters"] for m in c["members"]
-               if m["key"] == "copy1_flip.jpg")
+    assert any(
+        m["review"] == "not_duplicate"
+        for c in shown["clusters"]
+        for m in c["members"]
+        if m["key"] == "copy1_flip.jpg"
+    )
     again = _dedup(ws)
     assert frozenset(truth["orig1.png"] - {"copy1_flip.jpg"}) in _clusters(again)
     assert all("copy1_flip.jpg" not in keys for keys in _clusters(again))
@@ -134,7 +160,9 @@ def test_interrupted_run_resumes_without_duplicate_pairs(tmp_path: Path) -> None
     assert _clusters(report) == {frozenset(keys) for keys in truth.values()}
 
 
-def test_semantic_clusters_are_separate_and_never_dropped(tmp_path: Path, tiny_model_spec: str) -> None:
+def test_semantic_clusters_are_separate_and_never_dropped(
+    tmp_path: Path, tiny_model_spec: str
+) -> None:
     from indexer.embed.loader import load_embedder
 
     ws, truth = _indexed(tmp_path, load_embedder(tiny_model_spec), tiny_model_spec)
@@ -144,7 +172,9 @@ def test_semantic_clusters_are_separate_and_never_dropped(tmp_path: Path, tiny_m
     assert _clusters(report) == {frozenset(keys) for keys in truth.values()}
     visual = {k for keys in truth.values() for k in keys}
     assert {k for k, _ in report["drop"]} <= visual
-    assert report["semantic"] is True and report["summary"]["semantic_clusters"] == len(report["semantic_clusters"])
+    assert report["semantic"] is True and report["summary"]["semantic_clusters"] == len(
+        report["semantic_clusters"]
+    )
     assert report["semantic_clusters"], "random weights put some unrelated images above cosine 0.9"
     for c in report["semantic_clusters"]:
         assert all(m["tier"] == "semantic" for m in c["members"])
