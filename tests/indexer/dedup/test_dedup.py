@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from planted import plant
+from helpers.planted_dedup import plant
 from sqlalchemy import func, select
 
 from indexer.db.engine import transaction
