@@ -186,6 +186,12 @@ def _exit_code(result: GateResult) -> int:
               help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write CSV: one row per match, plus one per clean or unreadable image.")
+@click.option("--corpus-blocklist", "blocklists", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the corpus items matched at the failing tiers (.txt keys, .csv/.parquet "
+                   "corpus,key,url,shard), to filter the corpus before training. Repeatable.")
+@click.option("--clean-split", "clean_splits", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
+                   "key,path,label). Repeatable.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
 @click.pass_context
@@ -194,7 +200,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
           max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, workers: int) -> None:
+          markdown_out: Path | None, csv_out: Path | None, blocklists: tuple[Path, ...],
+          clean_splits: tuple[Path, ...], workers: int) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest or zip/tar archive) for leakage into a corpus.
 
     Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
@@ -229,5 +236,9 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         if path is not None:
             _write(path, text())
     _append_step_summary(markdown)
+    if blocklists or clean_splits:
+        from indexer.gate.decontaminate import write_decontamination
+
+        write_decontamination(gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits)
     click.echo(summary_paragraph(report, result, corpora=corpora))
     sys.exit(_exit_code(result))
