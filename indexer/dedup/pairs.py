@@ -116,7 +116,13 @@ def iter_item_chunks(
             )
         ]
         for ids, vectors in iter_chunks(corpus_dir, refs, min_rows=rows):
-            yield Chunk(np.asarray(ids, np.int64), np.ascontiguousarray(vectors, np.float32))
+            for start in range(
+                0, len(ids), rows
+            ):  # a large batch file: bounded chunks all the same
+                yield Chunk(
+                    np.asarray(ids[start : start + rows], np.int64),
+                    np.ascontiguousarray(vectors[start : start + rows], np.float32),
+                )
     last = -1
     while True:
         query = select(Item.id).where(Item.corpus_id == corpus_id, Item.id > last)
