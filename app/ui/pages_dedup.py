@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy import select
@@ -50,7 +50,8 @@ def add_dedup_pages(router: APIRouter, ui: Ui) -> None:
         from indexer.dedup.outputs import clusters_page, run_header
 
         run = run_header(session, run_id)
-        clusters, total = ([], 0)
+        clusters: list[dict[str, Any]] = []
+        total = 0
         if run["status"] == "done":
             clusters, total = clusters_page(
                 session,

@@ -128,11 +128,11 @@ def iter_item_chunks(
         query = select(Item.id).where(Item.corpus_id == corpus_id, Item.id > last)
         if has_vectors:
             query = query.where(Item.has_embedding.is_(False))
-        ids = [int(i) for i in session.scalars(query.order_by(Item.id).limit(rows))]
-        if not ids:
+        found = [int(i) for i in session.scalars(query.order_by(Item.id).limit(rows))]
+        if not found:
             return
-        last = ids[-1]
-        yield Chunk(np.asarray(ids, np.int64), None)
+        last = found[-1]
+        yield Chunk(np.asarray(found, np.int64), None)
 
 
 def chunk_state(
@@ -156,10 +156,10 @@ def chunk_state(
                 Item.key,
             ).where(Item.id.in_(wanted[start : start + IN_CHUNK]), Item.phash.is_not(None))
         ):
-            rows[int(item_id)] = (sha, pixel, int(phash), w, h, key)
+            rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
     picked = [rows[int(ids[n])] for n in positions]
-    phash = signed_to_unsigned([r[2] for r in picked]) if picked else np.zeros(0, np.uint64)
+    hashes = signed_to_unsigned([r[2] for r in picked]) if picked else np.zeros(0, np.uint64)
     sides = [min(r[3], r[4]) if r[3] and r[4] else 10**6 for r in picked]
     state = SplitState(
         ids=np.asarray([int(ids[n]) for n in positions], np.int64),
@@ -168,8 +168,8 @@ def chunk_state(
         # A missing digest must match nothing: "" is never stored as a digest.
         sha256=[r[0] or "" for r in picked],
         pixel=[r[1] or "" for r in picked],
-        phash=np.asarray(phash, np.uint64),
-        phash_mirror=np.asarray(phash, np.uint64) ^ MIRROR_MASK,
+        phash=np.asarray(hashes, np.uint64),
+        phash_mirror=np.asarray(hashes, np.uint64) ^ MIRROR_MASK,
         min_side=np.asarray(sides, np.int32),
         # Not used by match_corpus (it re-decodes queries it verifies); empty, so a use fails loudly.
         thumbs=np.zeros((0, 32, 32), np.uint8),

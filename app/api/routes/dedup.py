@@ -66,7 +66,7 @@ def dedup_submit(
     """Deduplicate a corpus as a background job: exact and near pairs, clusters, a kept member each."""
     from indexer.dedup.service import create_dedup
 
-    body = body or DedupCreate()
+    body = body or DedupCreate.model_validate({})
     run_id = create_dedup(
         ws,
         corpus=name,
