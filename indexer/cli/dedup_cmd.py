@@ -36,7 +36,9 @@ def _run(
 ) -> int:
     from indexer.dedup.service import create_dedup, run_dedup
 
-    run_id = create_dedup(ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds)
+    run_id = create_dedup(
+        ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
+    )
     with _progress_bar(f"dedup {corpus}") as bar:
 
         def progress(fraction: float, message: str) -> None:

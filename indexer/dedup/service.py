@@ -48,14 +48,32 @@ def create_dedup(
     semantic: bool = False,
     thresholds: Mapping[str, Any] | None = None,
     as_job: bool = False,
+    resume: bool = False,
 ) -> int:
-    """Register a dedup run of ``corpus`` (queued as a job when ``as_job``); returns its id."""
+    """Register a dedup run of ``corpus`` (queued as a job when ``as_job``); returns its id.
+
+    ``resume``: return instead the newest unfinished local run (no job) of the corpus with the
+    same parameters, so running the same command again continues where a killed one stopped.
+    """
     check_policy(keep)
     with transaction(ws.sessions) as s:
         row = get_corpus(s, name=corpus)
         th = Thresholds.from_mapping(
             dict(thresholds or {}), base=thresholds_for_model(row.model_id)
         )
+        params = {"keep": keep, "semantic": semantic}
+        if resume and not as_job:
+            last = s.scalar(
+                select(DedupRun).where(DedupRun.corpus_id == row.id).order_by(DedupRun.id.desc())
+            )
+            if (
+                last is not None
+                and last.job_id is None
+                and last.status in ("queued", "running", "failed")
+                and last.params == params
+                and last.thresholds == th.to_dict()
+            ):
+                return last.id
         job_id = None
         if as_job:
             job = Job(kind="dedup", status="queued", params={})
@@ -67,7 +85,7 @@ def create_dedup(
             job_id=job_id,
             status="queued",
             thresholds=th.to_dict(),
-            params={"keep": keep, "semantic": semantic},
+            params=params,
             code_version=__version__,
         )
         s.add(run)

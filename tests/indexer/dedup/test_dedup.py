@@ -150,6 +150,10 @@ def test_interrupted_run_resumes_without_duplicate_pairs(tmp_path: Path) -> None
         run = s.get_one(DedupRun, run_id)
         assert run.chunks_done == 2 and run.status == "failed"
         partial = s.scalar(select(func.count(DedupEdge.id)).where(DedupEdge.run_id == run_id))
+    assert (
+        create_dedup(ws, corpus="c", resume=True) == run_id
+    )  # the same command again continues it
+    assert create_dedup(ws, corpus="c", keep="first", resume=True) != run_id
     seen: list[str] = []
     run_dedup(ws, run_id, progress=lambda _f, m: seen.append(m), chunk_rows=4)
     assert seen and seen[1].startswith("searched 12 of")  # resumed at the third chunk
