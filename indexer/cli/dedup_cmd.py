@@ -17,6 +17,7 @@ from indexer.errors import IndexUnavailableError, UsageError
 from indexer.workspace import Workspace
 
 TEMP_CORPUS = "dedup"
+INTEGER_THRESHOLDS = ("phash_hamming", "candidate_hamming", "small_side")
 
 
 def _progress_bar(desc: str) -> tqdm:
@@ -32,7 +33,7 @@ def _progress_bar(desc: str) -> tqdm:
 
 
 def _run(
-    ws: Workspace, corpus: str, *, keep: str, semantic: bool, thresholds: dict[str, float]
+    ws: Workspace, corpus: str, *, keep: str, semantic: bool, thresholds: dict[str, Any]
 ) -> int:
     from indexer.dedup.service import create_dedup, run_dedup
 
@@ -194,7 +195,11 @@ def dedup(
         raise UsageError(
             "give either --corpus NAME (an indexed corpus) or SOURCE... to index on the fly"
         )
-    th = parse_threshold_options(thresholds)
+    # Bit counts and pixel sizes are integers (``phash_hamming=6`` parses as 6.0).
+    th: dict[str, Any] = {
+        k: int(v) if k in INTEGER_THRESHOLDS and float(v).is_integer() else v
+        for k, v in parse_threshold_options(thresholds).items()
+    }
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
     if corpus:
         if not home.is_dir():

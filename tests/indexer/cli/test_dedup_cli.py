@@ -57,6 +57,22 @@ def test_dedup_indexed_corpus_writes_clusters_and_drop_lists(tmp_path: Path) -> 
         "c",
         "--home",
         home,
+        "--threshold",
+        "phash_hamming=0",
+        "--threshold",
+        "candidate_hamming=0",
+        "--json",
+        tmp_path / "strict.json",
+    )
+    assert code == 0, out
+    strict = json.loads((tmp_path / "strict.json").read_text())
+    assert strict["thresholds"]["phash_hamming"] == 0 and len(strict["clusters"]) < len(truth)
+    code, out = _invoke(
+        "dedup",
+        "--corpus",
+        "c",
+        "--home",
+        home,
         "--keep",
         "first",
         "--drop-list",
