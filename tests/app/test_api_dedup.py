@@ -113,3 +113,17 @@ def test_audit_blocklist_and_clean_split_endpoints(tmp_path: Path) -> None:
             400,
             "bad_request",
         )
+
+
+def test_openapi_documents_dedup_and_decontamination_endpoints(tmp_path: Path) -> None:
+    with api_client(new_home(tmp_path)) as client:
+        paths = set(client.get("/openapi.json").json()["paths"])
+    assert {
+        "/api/v1/corpora/{name}/dedup",
+        "/api/v1/dedup/{run_id}",
+        "/api/v1/dedup/{run_id}/clusters",
+        "/api/v1/dedup/{run_id}/drop-list",
+        "/api/v1/dedup/{run_id}/members/{item_id}/review",
+        "/api/v1/audits/{audit_id}/blocklist",
+        "/api/v1/audits/{audit_id}/clean-split",
+    } <= paths
