@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.routes import audits, corpora, health, items, jobs, matches
+from app.api.routes import audits, corpora, decontaminate, dedup, health, items, jobs, matches
 from app.schemas import ErrorResponse
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -21,6 +21,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def build_api_router() -> APIRouter:
     """A fresh ``/api/v1`` router (built per app, never at import)."""
     api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
-    for module in (health, corpora, audits, matches, items, jobs):
+    for module in (health, corpora, audits, decontaminate, dedup, matches, items, jobs):
         api.include_router(module.router)
     return api

@@ -11,6 +11,7 @@ from app.auth import Principal
 from app.settings import ApiSettings
 from app.ui.pages_audits import add_audit_pages
 from app.ui.pages_corpora import add_corpus_pages
+from app.ui.pages_dedup import add_dedup_pages
 from app.ui.pages_review import add_review_pages
 from app.ui.rendering import Ui, ui_route_class
 from app.ui.templating import STATIC_DIR, build_templates
@@ -26,6 +27,7 @@ def build_router(settings: ApiSettings) -> APIRouter:
     add_audit_pages(router, ui)
     add_review_pages(router, ui)
     add_corpus_pages(router, ui)
+    add_dedup_pages(router, ui)
     static_files = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()} if STATIC_DIR.is_dir() else {}
 
     @router.get("/static/{name}")

@@ -215,6 +215,12 @@ def _exit_code(result: GateResult) -> int:
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write one self-contained HTML page (thumbnails inline, no network): summary, tier "
                    "counts and the flagged pairs side by side (first 500, strongest first).")
+@click.option("--corpus-blocklist", "blocklists", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the corpus items matched at the failing tiers (.txt keys, .csv/.parquet "
+                   "corpus,key,url,shard), to filter the corpus before training. Repeatable.")
+@click.option("--clean-split", "clean_splits", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
+                   "key,path,label). Repeatable.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
 @click.option("--image-column", metavar="NAME",
@@ -228,7 +234,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
           max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None, workers: int,
+          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None,
+          blocklists: tuple[Path, ...], clean_splits: tuple[Path, ...], workers: int,
           image_column: str | None, device: str, quiet: bool, progress_interval: float) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
     Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
@@ -279,6 +286,10 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         if path is not None:
             _write(path, text())
     _append_step_summary(markdown)
+    if blocklists or clean_splits:
+        from indexer.gate.decontaminate import write_decontamination
+
+        write_decontamination(gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits)
     click.echo(summary_paragraph(report, result, corpora=corpora))
     if not server and _embedded(report):
         click.echo(f"Embedded on {resolved().summary()}.")

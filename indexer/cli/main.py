@@ -34,6 +34,7 @@ def _register_optional() -> None:
 
     for module, name in (
         ("indexer.cli.audit_cmd", "audit"),
+        ("indexer.cli.dedup_cmd", "dedup"),
         ("indexer.cli.demo_cmd", "demo"),
         ("indexer.cli.baseline_cmd", "baseline"),
         ("indexer.cli.serve_cmd", "serve"),

@@ -1,4 +1,5 @@
-"""What each job kind does: ``audit`` runs the audit engine, ``index`` indexes server-side sources."""
+"""What each job kind does: ``audit`` runs the audit engine, ``index`` indexes server-side sources,
+``dedup`` deduplicates a corpus."""
 
 from __future__ import annotations
 
@@ -90,6 +91,18 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, devic
     )
 
 
+def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+    """Run (or resume: committed chunks are kept) the dedup run of ``job``."""
+    from indexer.dedup.service import run_dedup
+
+    run_id = job.params.get("dedup_id")
+    if not isinstance(run_id, int):
+        raise InputError(f"dedup job {job.id} names no dedup run; submit it again")
+    summary = run_dedup(ws, run_id, progress=progress)
+    return JobOutcome(message=f"dedup {run_id} done: {summary['clusters']} clusters, "
+                              f"{summary['duplicates']} duplicates", result=summary)
+
+
 def _restricted(source: Source, allowed_roots: Any) -> Source:
     """A manifest source whose rows may only name files under ``allowed_roots`` (when given)."""
     from indexer.sources.manifest import ManifestSource
@@ -102,4 +115,5 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
 def default_handlers(*, device: str = "auto") -> dict[str, Handler]:
     """The handler of every job kind; embedding runs on ``device`` (see ``indexer.embed.device``)."""
     return {"audit": functools.partial(run_audit_job, device=device),
-            "index": functools.partial(run_index_job, device=device)}
+            "index": functools.partial(run_index_job, device=device),
+            "dedup": run_dedup_job}
