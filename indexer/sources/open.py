@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from indexer.errors import InputError, UsageError
@@ -20,6 +20,7 @@ from indexer.sources.folder import FolderSource
 from indexer.sources.labels_csv import LabelledSource, load_labels_csv
 from indexer.sources.manifest import FORMATS, ManifestSource
 from indexer.sources.record import Source
+from indexer.sources.roots import RootedSource, check_path_allowed, real_roots
 from indexer.sources.webdataset import COMPRESSED_SUFFIXES, WebDatasetSource, looks_like_webdataset
 
 __all__ = ["load_labels_csv", "open_source", "open_split"]
@@ -77,6 +78,7 @@ def open_split(
     labels: Mapping[str, str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
+    allowed_roots: Sequence[str | os.PathLike[str]] | None = None,
 ) -> Source:
     """A test split: a folder (ImageFolder or not), a manifest file, or a zip/tar archive.
 
@@ -85,35 +87,48 @@ def open_split(
     ``manifest.csv`` / ``manifest.parquet`` at the root switch to manifest mode (paths relative
     to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
     sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
+
+    With ``allowed_roots`` (a job submitted over the API), ``path`` itself must lie under
+    them (``PathNotAllowedError``) and every record naming a URL or a file outside them
+    (symlinks resolved, checked as the records are read) is a failed item "path not allowed".
     """
     p = Path(path).expanduser()
+    roots = None if allowed_roots is None else real_roots(allowed_roots)
+    if roots is not None:
+        check_path_allowed(p, roots, what="split")
     if not p.exists():
         raise InputError(f"{path} does not exist")
     source: Source
     if p.is_dir():
-        source = _open_split_folder(p)
+        source = _open_split_folder(p, roots)
     elif p.suffix.lower() in FORMATS:
-        source = ManifestSource(p)
+        source = ManifestSource(p, allowed_roots=roots)
     elif archive_kind(p) is not None:
         if workdir is None:
             raise UsageError(
                 f"{path} is an archive: pass workdir= (an empty folder) to unpack it into"
             )
         root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
-        source = _open_split_folder(root)
+        source = _open_split_folder(root, None if roots is None else [*roots, os.path.realpath(workdir)])
     else:
         raise InputError(
             f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
         )
+    if roots is not None:
+        source = RootedSource(source, roots)
     return LabelledSource(source, labels) if labels else source
 
 
-def _open_split_folder(root: Path) -> Source:
+def _open_split_folder(root: Path, roots: list[str] | None = None) -> Source:
     """Manifest mode when the folder has a root manifest, else images with optional labels.csv."""
     for name in SPLIT_MANIFESTS:
         if (root / name).is_file():
-            return ManifestSource(root / name)
+            if roots is not None:
+                check_path_allowed(root / name, roots, what="split manifest")
+            return ManifestSource(root / name, allowed_roots=roots)
     folder = FolderSource(root)
     if (root / "labels.csv").is_file():
+        if roots is not None:
+            check_path_allowed(root / "labels.csv", roots, what="labels file")
         return LabelledSource(folder, load_labels_csv(root / "labels.csv"))
     return folder

@@ -34,7 +34,7 @@ def test_tokens_for_writes_only_keep_pages_open_and_offer_a_token_dialog(tmp_pat
 def test_tokens_for_reads_turn_pages_into_a_token_prompt(tmp_path: Path) -> None:
     home = new_home(tmp_path)
     s = seed(home, tmp_path / "files")
-    with ui_client(home, api_tokens=TOKENS, read_requires_token=True) as client:
+    with ui_client(home, api_tokens=TOKENS) as client:
         prompt = client.get(f"/ui/audits/{s.audit}")
         wrong = client.get(f"/ui/audits/{s.audit}", headers={"Authorization": "Bearer nope"})
         page = client.get(f"/ui/audits/{s.audit}/review/1", headers={"Authorization": "Bearer s3cret-alice"})
