@@ -19,10 +19,14 @@ def parse_json(raw: bytes | str, *, what: str, example: str) -> Any:
     try:
         return json.loads(raw)
     except RecursionError as exc:
-        raise UsageError(f"{what} is nested too deeply to be read as JSON; send an object such as {example}") from exc
+        raise UsageError(
+            f"{what} is nested too deeply to be read as JSON; send an object such as {example}"
+        ) from exc
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-        raise UsageError(f"{what} is not valid JSON ({reason}); send an object such as {example}") from exc
+        raise UsageError(
+            f"{what} is not valid JSON ({reason}); send an object such as {example}"
+        ) from exc
 
 
 async def read_json_body(request: Request, *, example: str) -> Any:

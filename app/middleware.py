@@ -27,18 +27,31 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 UNCAPPED_TYPES = ("multipart/form-data",)  # uploads stream to disk under SPLITAUDIT_MAX_UPLOAD_MB
 
 
-async def send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_json(
+    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     """Send a whole JSON response."""
     data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
 def body_too_large_message(limit: int) -> str:
     """The 413 message for a JSON (non-upload) body over ``limit`` bytes."""
-    return (f"request body over the limit of {limit / 1024 / 1024:g} MB (SPLITAUDIT_MAX_JSON_MB); "
-            "list large splits in a manifest file on the server, or upload them as an archive")
+    return (
+        f"request body over the limit of {limit / 1024 / 1024:g} MB (SPLITAUDIT_MAX_JSON_MB); "
+        "list large splits in a manifest file on the server, or upload them as an archive"
+    )
 
 
 class BodyLimitMiddleware:
@@ -53,7 +66,9 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        ctype = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
+        ctype = (
+            headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
+        )
         if ctype in UNCAPPED_TYPES:
             await self.app(scope, receive, send)
             return
@@ -89,8 +104,12 @@ class BodyLimitMiddleware:
 
     async def _refuse(self, send: Send) -> None:
         # Connection: close, since the rest of an oversized body is never read.
-        await send_json(send, 413, error_body("payload_too_large", body_too_large_message(self.max_bytes)),
-                        [(b"connection", b"close")])
+        await send_json(
+            send,
+            413,
+            error_body("payload_too_large", body_too_large_message(self.max_bytes)),
+            [(b"connection", b"close")],
+        )
 
 
 class CatchAllMiddleware:

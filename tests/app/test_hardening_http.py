@@ -18,8 +18,12 @@ from app.main import create_app
 from app.settings import ApiSettings
 
 DEEP = "[" * 100_000 + "]" * 100_000
-WRITE_ROUTES = (("POST", "/api/v1/audits"), ("POST", "/api/v1/corpora"), ("PUT", "/api/v1/matches/1/review"),
-                ("POST", "/api/v1/corpora/x/sources"))
+WRITE_ROUTES = (
+    ("POST", "/api/v1/audits"),
+    ("POST", "/api/v1/corpora"),
+    ("PUT", "/api/v1/matches/1/review"),
+    ("POST", "/api/v1/corpora/x/sources"),
+)
 
 
 def _free_port() -> int:
@@ -58,7 +62,11 @@ def test_a_500_keeps_the_connection_alive_ten_times_in_a_row(live_server: int) -
         conn.connect()
         sock = conn.sock
         for _ in range(10):
-            for path, status in (("/crash", 500), ("/api/v1/health", 200), ("/api/v1/audits/99", 404)):
+            for path, status in (
+                ("/crash", 500),
+                ("/api/v1/health", 200),
+                ("/api/v1/audits/99", 404),
+            ):
                 conn.request("GET", path)
                 response = conn.getresponse()
                 body = json.loads(response.read())
@@ -69,7 +77,11 @@ def test_a_500_keeps_the_connection_alive_ten_times_in_a_row(live_server: int) -
         conn.request("GET", "/crash")
         crash = conn.getresponse()
         assert json.loads(crash.read()) == {
-            "error": {"code": "internal_error", "message": "internal error: RuntimeError; see the server log"}}
+            "error": {
+                "code": "internal_error",
+                "message": "internal error: RuntimeError; see the server log",
+            }
+        }
     finally:
         conn.close()
 
@@ -77,38 +89,50 @@ def test_a_500_keeps_the_connection_alive_ten_times_in_a_row(live_server: int) -
 @pytest.mark.parametrize(("method", "path"), WRITE_ROUTES)
 def test_deeply_nested_json_is_400_everywhere(tmp_path: Path, method: str, path: str) -> None:
     with api_client(new_home(tmp_path)) as client:
-        response = client.request(method, path, content=DEEP, headers={"content-type": "application/json"})
+        response = client.request(
+            method, path, content=DEEP, headers={"content-type": "application/json"}
+        )
         assert_error(response, 400, "bad_request")
 
 
 def test_deeply_nested_thresholds_field_is_400(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path)) as client:
-        response = client.post("/api/v1/audits", data={"corpus": "c", "thresholds": "[" * 5000 + "]" * 5000},
-                               files={"split": ("s.zip", b"PK\x05\x06" + b"\0" * 18)})
+        response = client.post(
+            "/api/v1/audits",
+            data={"corpus": "c", "thresholds": "[" * 5000 + "]" * 5000},
+            files={"split": ("s.zip", b"PK\x05\x06" + b"\0" * 18)},
+        )
         assert response.status_code in (400, 404), response.text  # the corpus check may come first
         assert response.status_code != 500
 
 
 @pytest.mark.parametrize(("method", "path"), WRITE_ROUTES)
-def test_bodies_over_the_cap_are_413_with_the_setting_named(tmp_path: Path, method: str, path: str) -> None:
+def test_bodies_over_the_cap_are_413_with_the_setting_named(
+    tmp_path: Path, method: str, path: str
+) -> None:
     body = json.dumps({"name": "x", "note": "n" * 40_000}).encode()
     with api_client(new_home(tmp_path), max_json_mb=0.01) as client:
-        declared = client.request(method, path, content=body, headers={"content-type": "application/json"})
+        declared = client.request(
+            method, path, content=body, headers={"content-type": "application/json"}
+        )
         assert_error(declared, 413, "payload_too_large", contains="SPLITAUDIT_MAX_JSON_MB")
 
         def chunks() -> Iterator[bytes]:
             for start in range(0, len(body), 4096):
-                yield body[start:start + 4096]
+                yield body[start : start + 4096]
 
-        chunked = client.request(method, path, content=chunks(), headers={"content-type": "application/json"})
+        chunked = client.request(
+            method, path, content=chunks(), headers={"content-type": "application/json"}
+        )
         assert "content-length" not in chunked.request.headers
         assert_error(chunked, 413, "payload_too_large", contains="SPLITAUDIT_MAX_JSON_MB")
 
 
 def test_uploads_are_not_held_to_the_json_cap(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path), max_json_mb=0.001) as client:
-        response = client.post("/api/v1/audits", data={"corpus": "nope"},
-                               files={"split": ("s.zip", b"\0" * 50_000)})
+        response = client.post(
+            "/api/v1/audits", data={"corpus": "nope"}, files={"split": ("s.zip", b"\0" * 50_000)}
+        )
         assert response.status_code != 413, response.text
 
 
@@ -136,6 +160,9 @@ def test_openapi_documents_error_statuses(tmp_path: Path) -> None:
             documented = set(op["responses"])
             assert {"413", "422", "500"} <= documented, (method, path, documented)
     assert "415" in spec["paths"]["/api/v1/audits"]["post"]["responses"]
-    audit_id = next(p for p in spec["paths"]["/api/v1/audits/{audit_id}"]["get"]["parameters"]
-                    if p["name"] == "audit_id")
+    audit_id = next(
+        p
+        for p in spec["paths"]["/api/v1/audits/{audit_id}"]["get"]["parameters"]
+        if p["name"] == "audit_id"
+    )
     assert audit_id["schema"]["maximum"] == 2**31 - 1 and audit_id["schema"]["minimum"] == 1

@@ -12,23 +12,43 @@ from app.params import MAX_ID
 HUGE = 9223372036854775808  # 2**63: Python int fine, SQLite/PostgreSQL overflow
 OUT_OF_RANGE_IDS = (0, -1, MAX_ID + 1, HUGE, 10**40)
 ID_ROUTES = (
-    ("GET", "/api/v1/audits/{id}"), ("GET", "/api/v1/audits/{id}/report"), ("GET", "/api/v1/audits/{id}/matches"),
-    ("GET", "/api/v1/matches/{id}"), ("PUT", "/api/v1/matches/{id}/review"),
-    ("GET", "/api/v1/items/{id}/thumbnail"), ("GET", "/api/v1/split-items/{id}/thumbnail"),
+    ("GET", "/api/v1/audits/{id}"),
+    ("GET", "/api/v1/audits/{id}/report"),
+    ("GET", "/api/v1/audits/{id}/matches"),
+    ("GET", "/api/v1/matches/{id}"),
+    ("PUT", "/api/v1/matches/{id}/review"),
+    ("GET", "/api/v1/items/{id}/thumbnail"),
+    ("GET", "/api/v1/split-items/{id}/thumbnail"),
     ("GET", "/api/v1/jobs/{id}"),
 )
-UI_ID_ROUTES = ("/ui/audits/{id}", "/ui/audits/{id}/matches", "/ui/audits/{id}/review/1", "/ui/audits/1/review/{id}",
-                "/ui/matches/{id}", "/ui/audits/{id}/export.csv")
-PAGE_ROUTES = ("/api/v1/audits?page={p}", "/api/v1/audits?page_size={p}", "/api/v1/audits/1/matches?page={p}",
-               "/api/v1/jobs?page={p}", "/api/v1/corpora/x?failed_page={p}", "/ui?page={p}",
-               "/ui/audits/1/matches?page={p}", "/ui/corpora/x?page={p}")
+UI_ID_ROUTES = (
+    "/ui/audits/{id}",
+    "/ui/audits/{id}/matches",
+    "/ui/audits/{id}/review/1",
+    "/ui/audits/1/review/{id}",
+    "/ui/matches/{id}",
+    "/ui/audits/{id}/export.csv",
+)
+PAGE_ROUTES = (
+    "/api/v1/audits?page={p}",
+    "/api/v1/audits?page_size={p}",
+    "/api/v1/audits/1/matches?page={p}",
+    "/api/v1/jobs?page={p}",
+    "/api/v1/corpora/x?failed_page={p}",
+    "/ui?page={p}",
+    "/ui/audits/1/matches?page={p}",
+    "/ui/corpora/x?page={p}",
+)
 
 
 def _check_every_route(client: object, ids: tuple[int, ...]) -> None:
     for method, template in ID_ROUTES:
         for value in ids:
-            response = client.request(method, template.format(id=value),  # type: ignore[attr-defined]
-                                      json={"verdict": "duplicate"} if method == "PUT" else None)
+            response = client.request(
+                method,
+                template.format(id=value),  # type: ignore[attr-defined]
+                json={"verdict": "duplicate"} if method == "PUT" else None,
+            )
             error = assert_error(response, 404, "not_found")
             assert len(error["message"]) < 200, error
 
@@ -65,7 +85,11 @@ def test_ids_at_and_past_2_31_on_postgresql(tmp_path: Path, pg_url: str) -> None
     """PostgreSQL INTEGER columns refuse 2**31 (DataError) and pages reach OFFSET as BIGINT."""
     with api_client(tmp_path / "home", database_url=pg_url) as client:
         _check_every_route(client, (MAX_ID, MAX_ID + 1, HUGE))
-        for template in ("/api/v1/audits?page={p}", "/api/v1/jobs?page={p}", "/api/v1/audits/1/matches?page={p}"):
+        for template in (
+            "/api/v1/audits?page={p}",
+            "/api/v1/jobs?page={p}",
+            "/api/v1/audits/1/matches?page={p}",
+        ):
             last = client.get(template.format(p=MAX_ID) + "&page_size=500")
             assert last.status_code in (200, 404), last.text
             assert last.status_code == 404 or last.json()["items"] == []

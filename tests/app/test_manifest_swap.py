@@ -63,9 +63,17 @@ def test_rewritten_manifest_rows_outside_the_roots_become_failed_items(tmp_path:
         accepted = client.post("/api/v1/audits", json={"manifest": str(manifest), "corpus": ["c"]})
         assert accepted.status_code == 202, accepted.text
         audit_id = accepted.json()["id"]
-        manifest.write_text(_rows(str(roots / "a.png"), str(outside / "secret.png"), str(outside / "passwd"),
-                                  str(roots / "link.png"), "../outside/secret.png")
-                            + json.dumps({"url": "http://127.0.0.1:9/x.png", "key": "remote"}) + "\n")
+        manifest.write_text(
+            _rows(
+                str(roots / "a.png"),
+                str(outside / "secret.png"),
+                str(outside / "passwd"),
+                str(roots / "link.png"),
+                "../outside/secret.png",
+            )
+            + json.dumps({"url": "http://127.0.0.1:9/x.png", "key": "remote"})
+            + "\n"
+        )
         _run_queued_jobs(home)
 
         status = client.get(f"/api/v1/audits/{audit_id}").json()
@@ -74,8 +82,13 @@ def test_rewritten_manifest_rows_outside_the_roots_become_failed_items(tmp_path:
         assert [i["key"] for i in report["items"]] == [str(roots / "a.png")]
         assert all(i["matches"] == [] for i in report["items"])  # secret.png was never read
         failed = {f["key"]: f["reason"] for f in report["failed"]}
-        assert set(failed) == {str(outside / "secret.png"), str(outside / "passwd"), str(roots / "link.png"),
-                               "../outside/secret.png", "remote"}
+        assert set(failed) == {
+            str(outside / "secret.png"),
+            str(outside / "passwd"),
+            str(roots / "link.png"),
+            "../outside/secret.png",
+            "remote",
+        }
         assert all(reason.startswith("path not allowed") for reason in failed.values()), failed
         assert "root:x" not in json.dumps(report)
 
@@ -87,16 +100,24 @@ def test_rewritten_manifest_rows_outside_the_roots_become_failed_items(tmp_path:
             ws.close()
         assert all(items[k].sha256 is None and items[k].width is None for k in failed)
         for key in (str(outside / "secret.png"), str(roots / "link.png")):
-            assert_error(client.get(f"/api/v1/split-items/{items[key].id}/thumbnail"), 403, "path_not_allowed")
+            assert_error(
+                client.get(f"/api/v1/split-items/{items[key].id}/thumbnail"),
+                403,
+                "path_not_allowed",
+            )
         good = items[str(roots / "a.png")]
         assert client.get(f"/api/v1/split-items/{good.id}/thumbnail").status_code == 200
         # the audited file swapped for a symlink out of the roots afterwards: not served either
         (roots / "a.png").unlink()
         os.symlink(outside / "secret.png", roots / "a.png")
-        assert_error(client.get(f"/api/v1/split-items/{good.id}/thumbnail"), 403, "path_not_allowed")
+        assert_error(
+            client.get(f"/api/v1/split-items/{good.id}/thumbnail"), 403, "path_not_allowed"
+        )
 
 
-def test_manifest_replaced_by_a_symlink_out_of_the_roots_fails_the_job_cleanly(tmp_path: Path) -> None:
+def test_manifest_replaced_by_a_symlink_out_of_the_roots_fails_the_job_cleanly(
+    tmp_path: Path,
+) -> None:
     home = new_home(tmp_path)
     roots, outside, corpus = tmp_path / "roots", tmp_path / "outside", tmp_path / "corpus"
     for folder in (roots, outside, corpus):
@@ -112,7 +133,9 @@ def test_manifest_replaced_by_a_symlink_out_of_the_roots_fails_the_job_cleanly(t
     manifest.write_text(_rows(str(roots / "a.png")))
     (outside / "split.jsonl").write_text(_rows(str(roots / "a.png")))
     with api_client(home, source_roots=[roots]) as client:
-        audit_id = client.post("/api/v1/audits", json={"manifest": str(manifest), "corpus": ["c"]}).json()["id"]
+        audit_id = client.post(
+            "/api/v1/audits", json={"manifest": str(manifest), "corpus": ["c"]}
+        ).json()["id"]
         manifest.unlink()
         os.symlink(outside / "split.jsonl", manifest)
         _run_queued_jobs(home)

@@ -23,10 +23,25 @@ def _unreadable_split(root: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_all_unreadable_split_fails_the_gate_and_every_report_lists_them(workdir: Path, indexed_home: Path) -> None:
+def test_all_unreadable_split_fails_the_gate_and_every_report_lists_them(
+    workdir: Path, indexed_home: Path
+) -> None:
     split = _unreadable_split(workdir / "bad")
-    out = run("audit", split, "--corpus", "ref", "--home", indexed_home, "--json", "r.json",
-              "--junit", "r.xml", "--markdown", "r.md", cwd=workdir)
+    out = run(
+        "audit",
+        split,
+        "--corpus",
+        "ref",
+        "--home",
+        indexed_home,
+        "--json",
+        "r.json",
+        "--junit",
+        "r.xml",
+        "--markdown",
+        "r.md",
+        cwd=workdir,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "3 could not be read and were not audited" in out.stdout
     assert "Gate FAILED" in out.stdout and "--max-unreadable" in out.stdout
@@ -37,10 +52,29 @@ def test_all_unreadable_split_fails_the_gate_and_every_report_lists_them(workdir
         text = (workdir / name).read_text()
         assert all(key in text for key in ("empty.png", "text.jpg", "truncated.png")), name
 
-    relaxed = run("audit", split, "--corpus", "ref", "--home", indexed_home, "--max-unreadable", "3", cwd=workdir)
+    relaxed = run(
+        "audit",
+        split,
+        "--corpus",
+        "ref",
+        "--home",
+        indexed_home,
+        "--max-unreadable",
+        "3",
+        cwd=workdir,
+    )
     assert relaxed.returncode == 0, relaxed.stdout + relaxed.stderr
-    by_rate = run("audit", split, "--corpus", "ref", "--home", indexed_home, "--max-unreadable-rate", "50%",
-                  cwd=workdir)
+    by_rate = run(
+        "audit",
+        split,
+        "--corpus",
+        "ref",
+        "--home",
+        indexed_home,
+        "--max-unreadable-rate",
+        "50%",
+        cwd=workdir,
+    )
     assert by_rate.returncode == 1, by_rate.stdout
     (workdir / "splitaudit.toml").write_text("max_unreadable_rate = 1.0\n")
     from_file = run("audit", split, "--corpus", "ref", "--home", indexed_home, cwd=workdir)

@@ -31,13 +31,16 @@ def test_one_unreadable_among_clean_images_fails_by_default() -> None:
     assert result.policy.to_dict()["max_unreadable"] == 0
 
 
-@pytest.mark.parametrize(("policy", "passed"), [
-    (Policy(max_unreadable=1), True),
-    (Policy(max_unreadable=0), False),
-    (Policy(max_unreadable_rate=0.1), True),   # 1 of 10
-    (Policy(max_unreadable_rate=0.05), False),
-    (Policy(max_unreadable=5, max_unreadable_rate=0.05), False),  # both limits apply when both are set
-])
+@pytest.mark.parametrize(
+    ("policy", "passed"),
+    [
+        (Policy(max_unreadable=1), True),
+        (Policy(max_unreadable=0), False),
+        (Policy(max_unreadable_rate=0.1), True),  # 1 of 10
+        (Policy(max_unreadable_rate=0.05), False),
+        (Policy(max_unreadable=5, max_unreadable_rate=0.05), False),
+    ],
+)
 def test_limits_relax_the_default(policy: Policy, passed: bool) -> None:
     assert evaluate(report(*clean(9), failed=1), policy).passed is passed
 

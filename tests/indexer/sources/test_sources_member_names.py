@@ -59,12 +59,19 @@ def test_escape_is_lossless_and_leaves_valid_names_alone() -> None:
     assert escape_bytes_name(b"caf\xe9 100%.png") == "caf%E9 100%25.png"
     assert escape_bytes_name(b"a%E9.png") == "a%E9.png"  # valid UTF-8: untouched
     assert escape_undecodable("x\udcff") == "x%FF"
-    assert escape_bytes_name(b"caf\xe9.png") != escape_bytes_name(b"caf%E9.png".replace(b"%", b"%25"))
+    assert escape_bytes_name(b"caf\xe9.png") != escape_bytes_name(
+        b"caf%E9.png".replace(b"%", b"%25")
+    )
 
 
-def test_zip_flagged_utf8_with_invalid_names_is_extracted_with_escaped_names(tmp_path: Path) -> None:
-    z = zip_with_raw_names(tmp_path / "s.zip", {b"cat/caf\xe9\xff.png": _png(1), b"cat/ok.png": _png(2)},
-                           utf8_flag=True)
+def test_zip_flagged_utf8_with_invalid_names_is_extracted_with_escaped_names(
+    tmp_path: Path,
+) -> None:
+    z = zip_with_raw_names(
+        tmp_path / "s.zip",
+        {b"cat/caf\xe9\xff.png": _png(1), b"cat/ok.png": _png(2)},
+        utf8_flag=True,
+    )
     with pytest.raises(UnicodeDecodeError):
         zipfile.ZipFile(z)  # what used to reach the API as a 500
     root = extract_archive(z, tmp_path / "out")
@@ -107,7 +114,9 @@ def test_audit_of_non_utf8_file_names_finishes_with_escaped_keys(tmp_path: Path)
     ws = Workspace.open(tmp_path / "home")
     try:
         index_sources(ws, "c", [FolderSource(corpus)], embedder=None)
-        audit_id = create_audit(ws, split_id=create_split(ws, open_split(split), name="s"), corpora=["c"])
+        audit_id = create_audit(
+            ws, split_id=create_split(ws, open_split(split), name="s"), corpora=["c"]
+        )
         run_audit(ws, audit_id)  # the ingest flush used to fail: "surrogates not allowed"
         with ws.sessions() as s:
             report = audit_report(s, audit_id)
