@@ -81,6 +81,7 @@ def test_out_of_range_pages_are_422(tmp_path: Path, template: str) -> None:
             assert response.status_code == 422, (template, value, response.text[:300])
 
 
+@pytest.mark.postgres
 def test_ids_at_and_past_2_31_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     """PostgreSQL INTEGER columns refuse 2**31 (DataError) and pages reach OFFSET as BIGINT."""
     with api_client(tmp_path / "home", database_url=pg_url) as client:

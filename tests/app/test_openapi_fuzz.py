@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from apptest_support import new_home, seed_audit
-from helpers.fuzz_api import fuzz, live_server
 
 from app.main import create_app
 from app.settings import ApiSettings
+from bench.fuzz_api import fuzz, live_server
 
 pytestmark = pytest.mark.slow
 EXAMPLES = 12  # per operation and generation mode: the whole module stays around a minute or two
