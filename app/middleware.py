@@ -1,8 +1,8 @@
 """ASGI middleware: a capped request body for everything but uploads, and a last-resort 500.
 
-``BodyLimitMiddleware`` reads a non-multipart body up front, refusing it with 413 once it
-passes ``max_bytes`` (declared ``Content-Length`` or chunked alike), then replays it to the
-app. ``CatchAllMiddleware`` answers an unexpected exception with the JSON error shape and
+``BodyLimitMiddleware`` reads a request body up front, refusing it with 413 once it passes
+``max_bytes`` (declared ``Content-Length`` or chunked alike), then replays it to the app; only
+multipart uploads to the upload endpoint stream past it (they have their own limit). ``CatchAllMiddleware`` answers an unexpected exception with the JSON error shape and
 *returns*: Starlette's own catch-all handler re-raises after answering, which makes the
 server drop the keep-alive connection and reset the client's next request.
 """
@@ -24,7 +24,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-UNCAPPED_TYPES = ("multipart/form-data",)  # uploads stream to disk under SPLITAUDIT_MAX_UPLOAD_MB
+# The one upload endpoint streams multipart bodies to disk under SPLITAUDIT_MAX_UPLOAD_MB itself.
+UPLOAD_ROUTES = frozenset({("POST", "/api/v1/audits")})
 
 
 async def send_json(
@@ -55,7 +56,7 @@ def body_too_large_message(limit: int) -> str:
 
 
 class BodyLimitMiddleware:
-    """Refuse a non-multipart request body over ``max_bytes`` with 413, before the app sees it."""
+    """Refuse a request body over ``max_bytes`` with 413 before the app sees it (uploads excepted)."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
@@ -69,7 +70,10 @@ class BodyLimitMiddleware:
         ctype = (
             headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
         )
-        if ctype in UNCAPPED_TYPES:
+        if (
+            ctype == "multipart/form-data"
+            and (scope.get("method"), scope.get("path")) in UPLOAD_ROUTES
+        ):
             await self.app(scope, receive, send)
             return
         declared = headers.get(b"content-length", b"")

@@ -12,8 +12,8 @@ from typing import Any
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from indexer.errors import ImageDecodeError, NotFoundError, PathNotAllowedError
-from indexer.sources.record import Locator, Record
-from indexer.sources.roots import record_root_error
+from indexer.sources.record import Locator
+from indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
 _LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url")
@@ -61,7 +61,7 @@ def read_original(
     except TypeError as exc:
         raise _missing(what, f"unusable locator: {exc}", sha256, pixel_digest) from exc
     if allowed_roots is not None and loc.kind != "none":
-        reason = record_root_error(Record(key="", source="", shard="", locator=loc), allowed_roots)
+        reason = locator_root_error(loc, allowed_roots)
         if reason is not None:
             raise PathNotAllowedError(f"{what}: {reason}; the server does not serve it")
     if loc.kind in ("url", "none"):

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from indexer.errors import PathNotAllowedError
-from indexer.sources.record import Record, Shard, Source
+from indexer.sources.record import Locator, Record, Shard, Source
 
 PATH_NOT_ALLOWED = "path not allowed"
 
@@ -41,9 +41,8 @@ def check_path_allowed(path: str | os.PathLike[str], roots: Sequence[str], *, wh
         )
 
 
-def record_root_error(record: Record, roots: Sequence[str]) -> str | None:
-    """Why ``record`` may not be read under ``roots`` (a URL, or a file outside them), or ``None``."""
-    loc = record.locator
+def locator_root_error(loc: Locator, roots: Sequence[str]) -> str | None:
+    """Why the bytes at ``loc`` may not be read under ``roots`` (a URL, or a file outside them), or ``None``."""
     if loc.kind == "url":
         return f"{PATH_NOT_ALLOWED}: {loc.url} is a URL; this job reads only files under its allowed roots"
     if loc.path is not None and not is_under_roots(loc.path, roots):
@@ -66,7 +65,9 @@ class RootedSource:
     def records(self, shard: Shard) -> Iterator[Record]:
         """The inner records; those naming a URL or a file outside the roots carry ``error``."""
         for record in self.inner.records(shard):
-            reason = None if record.error else record_root_error(record, self.allowed_roots)
+            reason = (
+                None if record.error else locator_root_error(record.locator, self.allowed_roots)
+            )
             yield record if reason is None else dataclasses.replace(record, error=reason)
 
     def __getattr__(self, name: str) -> Any:

@@ -128,6 +128,15 @@ def test_bodies_over_the_cap_are_413_with_the_setting_named(
         assert_error(chunked, 413, "payload_too_large", contains="SPLITAUDIT_MAX_JSON_MB")
 
 
+@pytest.mark.parametrize(("method", "path"), WRITE_ROUTES[1:])
+def test_multipart_elsewhere_than_the_upload_endpoint_is_capped_too(
+    tmp_path: Path, method: str, path: str
+) -> None:
+    with api_client(new_home(tmp_path), max_json_mb=0.01) as client:
+        response = client.request(method, path, files={"f": ("x.bin", b"\0" * 50_000)})
+        assert_error(response, 413, "payload_too_large")
+
+
 def test_uploads_are_not_held_to_the_json_cap(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path), max_json_mb=0.001) as client:
         response = client.post(
