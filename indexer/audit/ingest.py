@@ -6,7 +6,6 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +18,7 @@ from indexer.embed.protocol import Embedder
 from indexer.features.hashes import Hash64
 from indexer.pipeline.extract import Extracted, Extractor
 from indexer.pipeline.index import locator_dict
-from indexer.sources.member_names import escape_undecodable
+from indexer.sources.member_names import escape_undecodable, escape_undecodable_tree
 from indexer.sources.record import Record, Source
 from indexer.workspace import Workspace
 
@@ -161,10 +160,11 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
     meta = dict(r.metadata)
     if f is not None and f.text_fields:
         meta["text_fields"] = f.text_fields
+    # Non-UTF-8 file or member names arrive as lone surrogates, which no database accepts.
     row = SplitItem(
-        split_id=split_id, key=_text(r.key), uri=_text(r.locator.uri()), locator=_clean(locator_dict(r)),
-        label=_text(labels_override.get(r.key, r.label)), caption=_text(r.caption), meta=_clean(meta),
-        error=_text(e.error),
+        split_id=split_id, key=_text(r.key), uri=_text(r.locator.uri()),
+        locator=escape_undecodable_tree(locator_dict(r)), label=_text(labels_override.get(r.key, r.label)),
+        caption=_text(r.caption), meta=escape_undecodable_tree(meta), error=_text(e.error),
     )
     if f is not None:
         row.sha256, row.pixel_digest = f.sha256, f.pixel_digest
@@ -178,14 +178,3 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
 def _text(value: str | None) -> str | None:
     """A string the database and JSON accept: undecodable name bytes (lone surrogates) escaped."""
     return None if value is None else escape_undecodable(value)
-
-
-def _clean(value: Any) -> Any:
-    """``_text`` applied to every string (keys too) in nested dicts and lists."""
-    if isinstance(value, str):
-        return escape_undecodable(value)
-    if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value

@@ -48,6 +48,20 @@ def escape_undecodable(text: str) -> str:
     return "".join(out)
 
 
+def escape_undecodable_tree(value: Any) -> Any:
+    """``escape_undecodable`` applied to every string (mapping keys too) in nested dicts and lists.
+
+    What a database row or JSON column needs: lone surrogates cannot be encoded as UTF-8.
+    """
+    if isinstance(value, str):
+        return escape_undecodable(value)
+    if isinstance(value, dict):
+        return {escape_undecodable_tree(k): escape_undecodable_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_undecodable_tree(v) for v in value]
+    return value
+
+
 def escape_bytes_name(raw: bytes) -> str:
     """A name from raw bytes: UTF-8 where valid, the rest escaped (lossless)."""
     return escape_undecodable(raw.decode("utf-8", "surrogateescape"))

@@ -124,3 +124,18 @@ def test_audit_of_non_utf8_file_names_finishes_with_escaped_keys(tmp_path: Path)
         ws.close()
     assert report["status"] == "done"
     assert [(i["key"], i["verdict"]) for i in report["items"]] == [("caf%E9.png", "exact")]
+
+
+@pytest.mark.skipif(os.uname().sysname == "Darwin", reason="macOS refuses non-UTF-8 file names")
+def test_indexing_non_utf8_file_names_stores_escaped_keys(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    with open(os.path.join(os.fsencode(corpus), b"caf\xe9.png"), "wb") as fh:
+        fh.write(_png(1))
+    (corpus / "broken\udcff.png").write_bytes(b"")  # an empty file whose name is byte 0xFF
+    ws = Workspace.open(tmp_path / "home")
+    try:
+        summary = index_sources(ws, "c", [FolderSource(corpus)], embedder=None)
+    finally:
+        ws.close()
+    assert (summary.indexed, summary.failed) == (1, 1)
