@@ -175,3 +175,30 @@ def test_openapi_documents_error_statuses(tmp_path: Path) -> None:
         if p["name"] == "audit_id"
     )
     assert audit_id["schema"]["maximum"] == 2**31 - 1 and audit_id["schema"]["minimum"] == 1
+
+
+def test_deeply_nested_json_inside_uploaded_files_is_never_a_500(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    from apptest_support import png_bytes
+
+    home = new_home(tmp_path)
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("a.png", png_bytes(1))
+        zf.writestr("manifest.jsonl", b'{"path": "a.png"}\n' + deep + b"\n")
+    with api_client(home) as client:
+        names = client.post(
+            "/api/v1/audits",
+            data={"corpus": "c"},
+            files={"split": ("s.zip", archive.getvalue()), "label_names": ("n.json", deep)},
+        )
+        assert 400 <= names.status_code < 500, names.text  # unknown corpus or bad names file
+    from indexer.sources.manifest import ManifestSource
+
+    (tmp_path / "m.jsonl").write_bytes(b'{"path": "a.png"}\n' + deep + b"\n")
+    source = ManifestSource(tmp_path / "m.jsonl")
+    records = [r for shard in source.shards() for r in source.records(shard)]
+    assert "nested too deeply" in (records[1].error or "")
