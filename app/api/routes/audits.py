@@ -67,7 +67,7 @@ _SUBMIT_BODY: dict[str, Any] = {
 }
 
 
-def _accepted(audit_id: IdPath) -> JSONResponse:
+def _accepted(audit_id: int) -> JSONResponse:
     body = JobAccepted(id=audit_id, status="queued", kind="audit",
                        links={"self": f"/api/v1/audits/{audit_id}",
                               "report": f"/api/v1/audits/{audit_id}/report"})

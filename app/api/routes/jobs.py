@@ -18,7 +18,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 STATUSES = ("queued", "running", "done", "failed")
 
 
-def job_dict(job: Job, audit_id: IdPath | None) -> dict[str, Any]:
+def job_dict(job: Job, audit_id: int | None) -> dict[str, Any]:
     """A job row as JSON."""
     params = dict(job.params or {})
     result = params.pop("result", None)
