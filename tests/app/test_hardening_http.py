@@ -202,3 +202,14 @@ def test_deeply_nested_json_inside_uploaded_files_is_never_a_500(tmp_path: Path)
     source = ManifestSource(tmp_path / "m.jsonl")
     records = [r for shard in source.shards() for r in source.records(shard)]
     assert "nested too deeply" in (records[1].error or "")
+
+
+@pytest.mark.postgres
+def test_nul_characters_are_400_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """PostgreSQL text cannot hold NUL: such a value in a path, query or body is a bad request."""
+    with api_client(tmp_path / "home", database_url=pg_url) as client:
+        for url in ("/api/v1/jobs?kind=a%00b", "/api/v1/corpora/a%00b", "/ui/corpora/a%00b"):
+            assert_error(client.get(url), 400, "bad_request", contains="NUL")
+        created = client.post("/api/v1/corpora", json={"name": "ok", "model": "x\x00y"})
+        assert_error(created, 400, "bad_request")
+        assert client.get("/api/v1/corpora").json()["total"] == 0  # nothing was stored

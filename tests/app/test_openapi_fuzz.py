@@ -17,19 +17,30 @@ TOKENS = {"ci": "tok-ci"}
 
 
 @pytest.mark.parametrize(
-    ("with_token", "send_token"),
-    [(False, False), (True, True), (True, False)],
-    ids=["no-auth", "token", "token-missing"],
+    ("with_token", "send_token", "postgres"),
+    [(False, False, False), (True, True, False), (True, False, False), (True, True, True)],
+    ids=["no-auth", "token", "token-missing", "token-postgresql"],
 )
 def test_fuzzed_requests_get_documented_statuses_and_never_a_5xx(
-    tmp_path: Path, with_token: bool, send_token: bool
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    with_token: bool,
+    send_token: bool,
+    postgres: bool,
 ) -> None:
-    home = new_home(tmp_path)
-    seed_audit(home, tmp_path / "files")
+    if postgres:  # PostgreSQL refuses what SQLite takes (NUL in text, ids past 2**31)
+        home, database_url = tmp_path / "home", request.getfixturevalue("pg_url")
+    else:
+        home, database_url = new_home(tmp_path), None
+        seed_audit(home, tmp_path / "files")
     roots = tmp_path / "roots"
     roots.mkdir()
     settings = ApiSettings(
-        home=home, run_worker=False, source_roots=[roots], api_tokens=TOKENS if with_token else {}
+        home=home,
+        database_url=database_url,
+        run_worker=False,
+        source_roots=[roots],
+        api_tokens=TOKENS if with_token else {},
     )
     with live_server(create_app(settings)) as base_url:
         result = fuzz(
