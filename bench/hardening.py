@@ -188,7 +188,18 @@ def load(tmp: Path, *, clients: int, seconds: float) -> None:
         audit = requests.get(f"{url}/api/v1/audits", timeout=30).json()["items"][0]["id"]
         report = requests.get(f"{url}/api/v1/audits/{audit}/report", timeout=30).json()
         split_ids = [i["split_item_id"] for i in report["items"]]
-        item_ids = [m["item_id"] for i in report["items"] for m in i["matches"] if m.get("item_id")]
+        if not split_ids:
+            raise RuntimeError(f"audit {audit} has no readable split items: {report.get('failed')}")
+        item_ids = [
+            m["corpus_item_id"]
+            for i in report["items"]
+            for m in i["matches"]
+            if m.get("corpus_item_id")
+        ]
+        if not item_ids:
+            raise RuntimeError(
+                f"audit {audit} found no matches; the planted copies were not flagged"
+            )
         print(
             f"audit {audit}: {len(split_ids)} split items, {len(item_ids)} matches; "
             f"{clients} clients x {seconds:.0f}s per endpoint"
