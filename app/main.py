@@ -17,6 +17,7 @@ from fastapi.responses import RedirectResponse
 
 from app.api.router import build_api_router
 from app.errors import install_error_handlers
+from app.middleware import BodyLimitMiddleware, CatchAllMiddleware
 from app.settings import ApiSettings
 from indexer import __version__
 from indexer.jobs.handlers import default_handlers
@@ -59,6 +60,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.worker = None
     install_error_handlers(app)
+    # add_middleware wraps: the last added runs first, so the catch-all sees every error.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_bytes)
+    app.add_middleware(CatchAllMiddleware)
     app.include_router(build_api_router())
     has_ui = _include_ui(app, settings)
 

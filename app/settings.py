@@ -33,8 +33,14 @@ class ApiSettings(BaseSettings):
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False, description="API tokens as name:token pairs, comma separated."
     )
-    read_requires_token: bool = Field(default=False, description="Also require a token for GET endpoints.")
+    public_read: bool = Field(
+        default=False,
+        description="With tokens configured, let reads (reports, matches, thumbnails, /ui) go without one.",
+    )
     max_upload_mb: float = Field(default=1024, gt=0, description="Largest accepted upload (413 above).")
+    max_json_mb: float = Field(
+        default=1, gt=0, description="Largest request body other than a multipart upload, e.g. JSON (413 above)."
+    )
     max_unpacked_mb: float = Field(default=8192, gt=0, description="Largest unpacked size of an uploaded archive.")
     source_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="Server folders that manifests, split folders and index jobs may read."
@@ -72,6 +78,11 @@ class ApiSettings(BaseSettings):
         return int(self.max_upload_mb * 1024 * 1024)
 
     @property
+    def max_json_bytes(self) -> int:
+        """``max_json_mb`` in bytes."""
+        return int(self.max_json_mb * 1024 * 1024)
+
+    @property
     def max_unpacked_bytes(self) -> int:
         """``max_unpacked_mb`` in bytes."""
         return int(self.max_unpacked_mb * 1024 * 1024)
@@ -80,3 +91,8 @@ class ApiSettings(BaseSettings):
     def auth_enabled(self) -> bool:
         """True when at least one API token is configured."""
         return bool(self.api_tokens)
+
+    @property
+    def read_requires_token(self) -> bool:
+        """True when reads need a token: tokens are configured and ``public_read`` is off."""
+        return self.auth_enabled and not self.public_read

@@ -8,14 +8,15 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from indexer.errors import ImageDecodeError, NotFoundError
+from indexer.errors import ImageDecodeError, NotFoundError, PathNotAllowedError
 from indexer.sources.record import Locator
+from indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
 _LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url")
@@ -49,14 +50,23 @@ def _missing(what: str, reason: str, sha256: str | None, pixel_digest: str | Non
 
 
 def read_original(
-    locator: Mapping[str, Any], *, what: str, sha256: str | None, pixel_digest: str | None
+    locator: Mapping[str, Any], *, what: str, sha256: str | None, pixel_digest: str | None,
+    allowed_roots: Sequence[str] | None = None,
 ) -> bytes:
-    """The item's bytes via its stored locator; ``SourceMissingError`` when gone or changed."""
+    """The item's bytes via its stored locator; ``SourceMissingError`` when gone or changed.
+
+    With ``allowed_roots`` (resolved folders), a locator outside them is refused with
+    ``PathNotAllowedError`` before anything is read.
+    """
     fields = {k: locator[k] for k in _LOCATOR_FIELDS if k in locator}
     try:
         loc = Locator(**fields)
     except TypeError as exc:
         raise _missing(what, f"unusable locator: {exc}", sha256, pixel_digest) from exc
+    if allowed_roots is not None and loc.kind != "none":
+        reason = locator_root_error(loc, allowed_roots)
+        if reason is not None:
+            raise PathNotAllowedError(f"{what}: {reason}; the server does not serve it")
     if loc.kind in ("url", "none"):
         # The server never fetches remote URLs on behalf of a client.
         where = f"only at {loc.url}" if loc.url else "no stored location"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from app.auth import Principal
 from app.corpora import corpus_detail, list_corpora
 from app.deps import SessionDep, WorkspaceDep
+from app.params import PageQuery
 from app.ui.rendering import Ui
 
 FAILED_PAGE_SIZE = 50
@@ -25,7 +24,7 @@ def add_corpus_pages(router: APIRouter, ui: Ui) -> None:
 
     @router.get("/corpora/{name}", include_in_schema=False)
     def corpus_page(name: str, request: Request, session: SessionDep, ws: WorkspaceDep, _caller: Principal = Depends(ui.reader),
-                    page: Annotated[int, Query(ge=1)] = 1) -> Response:
+                    page: PageQuery = 1) -> Response:
         """One corpus: counts, model, saved index, shards and a page of failed items with reasons."""
         corpus = corpus_detail(ws, session, name=name, failed_page=page, failed_page_size=FAILED_PAGE_SIZE)
         total = corpus["failed"]["total"]

@@ -136,7 +136,8 @@ def _run(
 
     model_info, embedders = _load_embedders(corpus_rows, embedder_factory)
     report(0.02, "reading split")
-    source = open_split(split_source)
+    # API submissions record the roots they were checked against; re-check them row by row now.
+    source = open_split(split_source, allowed_roots=params.get("allowed_roots"))
     seen = 0
 
     def on_items(n: int) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     Thumbs = dict[tuple[Side, int], EmbeddedImage]
 
 
-def parse_rate(value: str | None) -> float | None:
+def parse_rate(value: str | None, flag: str = "--max-rate") -> float | None:
     """``0.01`` or ``1%`` -> 0.01; ``UsageError`` when it is not a number."""
     if value is None:
         return None
@@ -45,15 +45,18 @@ def parse_rate(value: str | None) -> float | None:
     try:
         return float(text.rstrip("%")) / scale
     except ValueError:
-        raise UsageError(f"--max-rate takes a fraction (0.01) or a percentage (1%), got {value!r}") from None
+        raise UsageError(f"{flag} takes a fraction (0.01) or a percentage (1%), got {value!r}") from None
 
 
 def build_policy(*, policy_file: Path | None, fail_on: str | None, max_rate: str | None,
-                 max_count: int | None, thresholds: Sequence[str], baseline: Path | None) -> Policy:
+                 max_count: int | None, thresholds: Sequence[str], baseline: Path | None,
+                 max_unreadable: int | None = None, max_unreadable_rate: str | None = None) -> Policy:
     """The policy file's policy (explicit, else the nearest one) with the command-line flags on top."""
     base = load_policy_file(policy_file) if policy_file else load_policy(Path.cwd())
     policy = base.with_overrides(fail_on=fail_on, max_rate=parse_rate(max_rate), max_count=max_count,
-                                 thresholds=parse_threshold_options(thresholds), baseline=baseline)
+                                 thresholds=parse_threshold_options(thresholds), baseline=baseline,
+                                 max_unreadable=max_unreadable,
+                                 max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"))
     if policy.thresholds:
         from indexer.audit.thresholds import Thresholds
 
@@ -198,6 +201,10 @@ def _exit_code(result: GateResult) -> int:
               help="Fraction (0.01) or percentage (1%) of test images allowed to be flagged [default: 0].")
 @click.option("--max-count", type=click.IntRange(min=0), metavar="N",
               help="Number of test images allowed to be flagged.")
+@click.option("--max-unreadable", type=click.IntRange(min=0), metavar="N",
+              help="Test images allowed to be unreadable (so not audited) [default: 0: any fails the gate].")
+@click.option("--max-unreadable-rate", metavar="R",
+              help="Fraction (0.01) or percentage (1%) of test images allowed to be unreadable.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Matching threshold handed to the audit (repeatable), e.g. semantic_cosine=0.9 or phash_hamming=6.")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -232,7 +239,8 @@ def _exit_code(result: GateResult) -> int:
 @handle_errors
 def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path, server: str | None,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
-          max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
+          max_count: int | None, max_unreadable: int | None, max_unreadable_rate: str | None,
+          thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
           markdown_out: Path | None, csv_out: Path | None, html_out: Path | None,
           blocklists: tuple[Path, ...], clean_splits: tuple[Path, ...], workers: int,
@@ -240,7 +248,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
     """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
     Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
 
-    Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
+    Exit status: 0 the gate passed, 1 it failed (leakage above the policy, or test images
+    that could not be read beyond --max-unreadable), 2 usage or
     input error, 3 server, index or internal error. The policy comes from splitaudit.toml
     or [tool.splitaudit] in pyproject.toml (nearest above the working directory), with
     these flags on top.
@@ -250,7 +259,8 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
     if server and ctx.get_parameter_source("device") == click.core.ParameterSource.COMMANDLINE:
         raise UsageError("--device applies to local audits; a server embeds on its own --device")
     policy = build_policy(policy_file=policy_file, fail_on=fail_on, max_rate=max_rate, max_count=max_count,
-                          thresholds=thresholds, baseline=baseline)
+                          thresholds=thresholds, baseline=baseline, max_unreadable=max_unreadable,
+                          max_unreadable_rate=max_unreadable_rate)
     known = load_baseline(policy.baseline) if policy.baseline else Baseline()
     for path in (labels, label_names):
         if path is not None and not path.is_file():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from indexer.errors import InputError, UsageError
@@ -21,6 +21,7 @@ from indexer.sources.hf_open import open_hf, open_hf_parquet_file
 from indexer.sources.labels_csv import LabelledSource, load_labels_csv
 from indexer.sources.manifest import FORMATS, ManifestSource
 from indexer.sources.record import Source
+from indexer.sources.roots import RootedSource, check_path_allowed, real_roots
 from indexer.sources.webdataset import COMPRESSED_SUFFIXES, WebDatasetSource, looks_like_webdataset
 
 __all__ = ["load_labels_csv", "open_source", "open_split"]
@@ -87,6 +88,7 @@ def open_split(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
     image_column: str | None = None,
+    allowed_roots: Sequence[str | os.PathLike[str]] | None = None,
 ) -> Source:
     """A test split: a folder (ImageFolder or not), a manifest file, a zip/tar archive, or a
     Hugging Face dataset (as ``open_source`` tells them apart).
@@ -96,44 +98,60 @@ def open_split(
     ``manifest.csv`` / ``manifest.parquet`` at the root switch to manifest mode (paths relative
     to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
     sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
+
+    With ``allowed_roots`` (a job submitted over the API), ``path`` itself must lie under
+    them (``PathNotAllowedError``) and every record naming a URL or a file outside them
+    (symlinks resolved, checked as the records are read) is a failed item "path not allowed".
     """
+    p = Path(path).expanduser()
+    roots = None if allowed_roots is None else real_roots(allowed_roots)
+    if roots is not None:
+        check_path_allowed(p, roots, what="split")
     hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
     if hf is not None:
         return LabelledSource(hf, labels) if labels else hf
-    p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path} does not exist")
     source: Source
     if p.is_dir():
-        source = _open_split_folder(p, image_column=image_column)
+        source = _open_split_folder(p, roots, image_column=image_column)
     elif p.suffix.lower() == ".parquet":
-        source = open_hf_parquet_file(p, image_column=image_column) or ManifestSource(p)
+        source = open_hf_parquet_file(p, image_column=image_column) or ManifestSource(
+            p, allowed_roots=roots)
     elif p.suffix.lower() in FORMATS:
-        source = ManifestSource(p)
+        source = ManifestSource(p, allowed_roots=roots)
     elif archive_kind(p) is not None:
         if workdir is None:
             raise UsageError(
                 f"{path} is an archive: pass workdir= (an empty folder) to unpack it into"
             )
         root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
-        source = _open_split_folder(root, image_column=image_column)
+        source = _open_split_folder(root, None if roots is None else [*roots, os.path.realpath(workdir)],
+                                    image_column=image_column)
     else:
         raise InputError(
             f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
         )
+    if roots is not None:
+        source = RootedSource(source, roots)
     return LabelledSource(source, labels) if labels else source
 
 
-def _open_split_folder(root: Path, *, image_column: str | None = None) -> Source:
+def _open_split_folder(root: Path, roots: list[str] | None = None, *,
+                       image_column: str | None = None) -> Source:
     """Manifest mode when the folder has a root manifest, a Hugging Face dataset when it holds
     one (Parquet with image bytes, or save_to_disk), else images with optional labels.csv."""
     for name in SPLIT_MANIFESTS:
         if (root / name).is_file():
-            return ManifestSource(root / name)
+            if roots is not None:
+                check_path_allowed(root / name, roots, what="split manifest")
+            return ManifestSource(root / name, allowed_roots=roots)
     hf = open_hf(root, image_column=image_column)
     if hf is not None:
         return hf
     folder = FolderSource(root)
     if (root / "labels.csv").is_file():
+        if roots is not None:
+            check_path_allowed(root / "labels.csv", roots, what="labels file")
         return LabelledSource(folder, load_labels_csv(root / "labels.csv"))
     return folder

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import tarfile
 import urllib.request
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -63,7 +62,9 @@ class Locator:
             return data
         if self.kind == "zip":
             assert self.path is not None and self.member is not None
-            with zipfile.ZipFile(self.path) as zf, zf.open(self.member) as fh:
+            from indexer.sources.member_names import open_zip
+
+            with open_zip(self.path) as zf, zf.open(self.member) as fh:
                 return fh.read(max_bytes + 1)
         if self.kind == "url":
             assert self.url is not None
