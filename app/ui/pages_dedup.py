@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import select
 
 from app.auth import Principal
 from app.deps import SessionDep
+from app.params import IdPath, PageQuery
 from app.ui.rendering import Ui
 from indexer.db.models import DedupRun
 from indexer.db.queries import get_corpus
@@ -39,11 +40,11 @@ def add_dedup_pages(router: APIRouter, ui: Ui) -> None:
 
     @router.get("/dedup/{run_id}", include_in_schema=False)
     def dedup_page(
-        run_id: int,
+        run_id: IdPath,
         request: Request,
         session: SessionDep,
         _caller: Principal = Depends(ui.reader),
-        page: Annotated[int, Query(ge=1)] = 1,
+        page: PageQuery = 1,
         semantic: bool = False,
     ) -> Response:
         """One run: summary, then a page of clusters (thumbnails, kept member marked, member reviews)."""

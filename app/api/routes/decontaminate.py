@@ -9,6 +9,7 @@ from fastapi.responses import Response
 
 from app.audits import require_done
 from app.deps import ReaderDep, SessionDep
+from app.params import IdPath
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 FailOn = Annotated[
@@ -20,7 +21,7 @@ FailOn = Annotated[
     "/{audit_id}/blocklist", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
 )
 def audit_blocklist(
-    audit_id: int,
+    audit_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
     fail_on: FailOn = "exact,near",
@@ -51,7 +52,7 @@ def audit_blocklist(
     "/{audit_id}/clean-split", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
 )
 def audit_clean_split(
-    audit_id: int,
+    audit_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
     fail_on: FailOn = "exact,near",

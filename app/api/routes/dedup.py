@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from app.deps import ReaderDep, SessionDep, TransactionDep, WorkspaceDep, WriterDep
+from app.params import IdPath, PageQuery, PageSizeQuery
 from app.schemas import JobAccepted
 from indexer.db.models import DedupRun
 from indexer.dedup.keep import DEFAULT_POLICY
@@ -96,7 +97,7 @@ def dedup_submit(
 
 
 @router.get("/dedup/{run_id}")
-def dedup_get(run_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
+def dedup_get(run_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Status, progress, parameters and summary of one dedup run."""
     from indexer.dedup.outputs import run_header
 
@@ -105,12 +106,12 @@ def dedup_get(run_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str,
 
 @router.get("/dedup/{run_id}/clusters")
 def dedup_clusters(
-    run_id: int,
+    run_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
     semantic: bool = False,
-    page: Annotated[int, Query(ge=1)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page: PageQuery = 1,
+    page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One page of a finished run's clusters (``semantic=true``: the semantic clusters)."""
     from indexer.dedup.outputs import clusters_page
@@ -126,7 +127,7 @@ def dedup_clusters(
     "/dedup/{run_id}/drop-list", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
 )
 def dedup_drop_list(
-    run_id: int,
+    run_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
     fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "txt",
@@ -147,7 +148,7 @@ def dedup_drop_list(
 
 @router.put("/dedup/{run_id}/members/{item_id}/review")
 def dedup_member_review(
-    run_id: int, item_id: int, body: MemberReview, session: TransactionDep, caller: WriterDep
+    run_id: IdPath, item_id: IdPath, body: MemberReview, session: TransactionDep, caller: WriterDep
 ) -> dict[str, Any]:
     """Judge a cluster member (``not_duplicate``: it leaves the cluster on the next run)."""
     from indexer.dedup.reviews import review_member
