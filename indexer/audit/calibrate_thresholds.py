@@ -170,8 +170,10 @@ class ThresholdCalibration:
         if self.source == "literature":
             return f"{head} (literature starting values: {self.note})"
         return (
-            f"{head} (calibrated on this corpus: {self.null_pairs} random pairs of "
-            f"{self.null_items} items, {self.copy_pairs} synthetic copies of {self.copy_images} images)"
+            f"{head} (calibrated on this corpus: {self.null_pairs} unrelated pairs from "
+            f"{self.null_items} items, {self.copy_pairs} synthetic copies of {self.copy_images} images"
+            + (f"; {self.note}" if self.note else "")
+            + ")"
         )
 
 
@@ -281,6 +283,13 @@ def calibrate_from_curves(
     near, semantic, candidate = choose_cosines(null, every)
     quantiles = _quantiles(null, NULL_QUANTILES)
     quantiles["ceiling"] = round(null_ceiling(null), 4)
+    low_copy = float(np.quantile(every, COPY_LOW_Q))
+    note = (
+        f"copies are not separable from unrelated pairs under this model (2% of copies below "
+        f"{low_copy:.3f}, unrelated ceiling {quantiles['ceiling']:.3f}): its cosine tiers find little"
+        if low_copy <= quantiles["ceiling"]
+        else ""
+    )
     return ThresholdCalibration(
         source="calibrated",
         model_id=model_id,
@@ -295,6 +304,7 @@ def calibrate_from_curves(
         copy_pairs=len(every),
         copy_quantiles=_quantiles(every, COPY_QUANTILES),
         copy_by_edit={k: round(float(np.median(v)), 4) for k, v in curves.copies.items()},
+        note=note,
     )
 
 
