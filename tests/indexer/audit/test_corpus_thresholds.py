@@ -20,7 +20,9 @@ from indexer.audit.corpus_thresholds import (
     load_corpus_thresholds,
     thresholds_for_corpus,
 )
-from indexer.audit.service import create_audit, create_split
+from indexer.audit.formats import render_markdown
+from indexer.audit.report import audit_report
+from indexer.audit.service import create_audit, create_split, run_audit
 from indexer.audit.thresholds import DEFAULT_THRESHOLDS, LITERATURE_CLIP
 from indexer.db.models import Audit
 from indexer.pipeline.index import index_sources
@@ -122,6 +124,12 @@ def test_index_calibrates_the_tiny_model_and_audits_use_it(
         assert override.thresholds["candidate_cosine"] == -0.5
         assert override.thresholds["near_cosine"] == record.near_cosine
         assert override.params["threshold_source"]["overridden"] == ["candidate_cosine"]
+    run_audit(ws, audit_id)
+    with ws.sessions() as s:
+        report = audit_report(s, audit_id)
+    assert report["model"]["thresholds"]["source"] == "calibrated"
+    assert report["thresholds"]["near_cosine"] == record.near_cosine
+    assert "Cosine thresholds (calibrated): near" in render_markdown(report)
     ws.close()
 
 
