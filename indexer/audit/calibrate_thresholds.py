@@ -317,7 +317,9 @@ def literature_calibration(
         model_id=model_id,
         corpus_count=corpus_count,
         note=f"{reason}; sources: {'; '.join(LITERATURE_SOURCES)}",
-        **LITERATURE_CLIP,
+        near_cosine=LITERATURE_CLIP["near_cosine"],
+        semantic_cosine=LITERATURE_CLIP["semantic_cosine"],
+        candidate_cosine=LITERATURE_CLIP["candidate_cosine"],
     )
 
 

@@ -105,9 +105,14 @@ def calibrate_corpus_thresholds(
     embedder: Embedder | None,
     *,
     force: bool = False,
+    prefer_measured: bool = True,
     seed: int = 0,
 ) -> ThresholdCalibration | None:
-    """Derive (or keep) the corpus's threshold record and save it; None for a hash-only corpus."""
+    """Derive (or keep) the corpus's threshold record and save it; None for a hash-only corpus.
+
+    ``force`` re-derives a current record; ``prefer_measured=False`` calibrates even a model
+    with measured thresholds (to compare the two, as ``bench.calibration`` does).
+    """
     model_id = corpus.model_id
     if model_id is None:
         return None
@@ -123,7 +128,7 @@ def calibrate_corpus_thresholds(
     if existing is not None and not force and not _stale(existing, count, model_id, embedder):
         return existing
     started = time.perf_counter()
-    if model_id in MODEL_THRESHOLDS:
+    if model_id in MODEL_THRESHOLDS and prefer_measured:
         record = measured_calibration(model_id, MODEL_THRESHOLDS[model_id], corpus_count=count)
     else:
         record = _calibrate(
@@ -174,6 +179,10 @@ def _calibrate(
         [(side := sides.get(int(i))) is None or side >= DEFAULT_THRESHOLDS.small_side for i in ids],
         dtype=bool,
     )
+    if large.sum() < MIN_COPY_IMAGES:
+        # a low-resolution corpus (CIFAR-like): its cosines only nominate candidates for pixel
+        # verification, so calibrate on the small items themselves
+        large = np.ones(len(ids), dtype=bool)
     pairs = null_cosines(vectors[large], NULL_PAIRS, rng) if len(ids) else np.zeros(0, np.float32)
     if embedder is None or embedder.model_id != model_id:
         reason = (

@@ -311,4 +311,9 @@ def thresholds_for_model(model_id: str | None) -> Thresholds:
         "models (an indexed corpus calibrates its own, see docs/thresholds.md)",
         model_id,
     )
-    return replace(DEFAULT_THRESHOLDS, **LITERATURE_CLIP)
+    return replace(
+        DEFAULT_THRESHOLDS,
+        near_cosine=LITERATURE_CLIP["near_cosine"],
+        semantic_cosine=LITERATURE_CLIP["semantic_cosine"],
+        candidate_cosine=LITERATURE_CLIP["candidate_cosine"],
+    )
