@@ -61,7 +61,9 @@ def _lowres(folder: Path, n: int) -> int:
         side = int(rng.choice([32, 48, 64]))
         src = synthetic_photo(50_000 + i, (160, 120))
         x, y = int(rng.integers(0, 40)), int(rng.integers(0, 20))
-        tile: Image.Image = src.crop((x, y, x + 100, y + 100)).resize((side, side), Image.Resampling.BICUBIC)
+        tile: Image.Image = src.crop((x, y, x + 100, y + 100)).resize(
+            (side, side), Image.Resampling.BICUBIC
+        )
         tile.save(folder / f"t{i:06d}.png")
     return n
 
@@ -70,14 +72,25 @@ def _run(name: str, folder: Path, home: Path, embedder: object, spec: str) -> di
     ws = Workspace.open(home)
     try:
         started = time.perf_counter()
-        summary = index_sources(ws, name, [FolderSource(folder)], embedder=embedder,  # type: ignore[arg-type]
-                                model_spec=spec)
+        summary = index_sources(
+            ws,
+            name,
+            [FolderSource(folder)],
+            embedder=embedder,  # type: ignore[arg-type]
+            model_spec=spec,
+        )
         index_s = time.perf_counter() - started
         with ws.sessions() as s:
             corpus = s.query(Corpus).filter_by(name=name).one()
             started = time.perf_counter()
-            record = calibrate_corpus_thresholds(s, corpus, ws.corpus_dir(name), embedder,  # type: ignore[arg-type]
-                                                 force=True, prefer_measured=False)
+            record = calibrate_corpus_thresholds(
+                s,
+                corpus,
+                ws.corpus_dir(name),
+                embedder,  # type: ignore[arg-type]
+                force=True,
+                prefer_measured=False,
+            )
             cal_s = time.perf_counter() - started
     finally:
         ws.close()
@@ -90,7 +103,9 @@ def main() -> None:
     """Index the three corpora, calibrate each, print cost and thresholds."""
     parser = argparse.ArgumentParser(prog="python -m bench.calibration", description=__doc__)
     parser.add_argument("--model", default="efficientnet-lite0")
-    parser.add_argument("--synthetic", type=int, default=2000, help="synthetic photos (default 2000)")
+    parser.add_argument(
+        "--synthetic", type=int, default=2000, help="synthetic photos (default 2000)"
+    )
     parser.add_argument("--lowres", type=int, default=1000, help="low-res tiles (default 1000)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -101,30 +116,43 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-calibration-") as tmp:
         root = Path(tmp)
-        for name, make, n in (("photos", _bench_photos, None), ("synthetic", _synthetic, args.synthetic),
-                              ("lowres", _lowres, args.lowres)):
+        for name, make, n in (
+            ("photos", _bench_photos, None),
+            ("synthetic", _synthetic, args.synthetic),
+            ("lowres", _lowres, args.lowres),
+        ):
             folder = root / name
             made = make(folder) if n is None else make(folder, n)  # type: ignore[operator]
-            print(f"{name}: {made} images written, indexing with {embedder.model_id} ...", flush=True)
+            print(
+                f"{name}: {made} images written, indexing with {embedder.model_id} ...", flush=True
+            )
             rows.append(_run(name, folder, root / f"home-{name}", embedder, args.model))
     m = DEFAULT_THRESHOLDS
-    print(f"\nmeasured defaults (bench.accuracy): near {m.near_cosine:.2f}, semantic "
-          f"{m.semantic_cosine:.2f}, candidate {m.candidate_cosine:.2f}\n")
-    print("| corpus | items | index s | calibration s | cal / index | cal s per 100k items* | index s per 100k "
-          "| near | semantic | candidate | null ceiling | copies q0.02 | pairs (null / copy) |")
+    print(
+        f"\nmeasured defaults (bench.accuracy): near {m.near_cosine:.2f}, semantic "
+        f"{m.semantic_cosine:.2f}, candidate {m.candidate_cosine:.2f}\n"
+    )
+    print(
+        "| corpus | items | index s | calibration s | cal / index | cal s per 100k items* | index s per 100k "
+        "| near | semantic | candidate | null ceiling | copies q0.02 | pairs (null / copy) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         rec = r["record"]
         n = int(r["items"])  # type: ignore[arg-type]
         index_s, cal_s = float(r["index_s"]), float(r["cal_s"])  # type: ignore[arg-type]
         index_100k = index_s / n * PER
-        print(f"| {r['corpus']} | {n} | {index_s:.1f} | {cal_s:.1f} | {cal_s / index_s:.3f} | "
-              f"{cal_s:.1f} | {index_100k:.0f} | {rec.near_cosine:.2f} | {rec.semantic_cosine:.2f} | "  # type: ignore[attr-defined]
-              f"{rec.candidate_cosine:.2f} | {rec.null_quantiles.get('ceiling', float('nan')):.3f} | "  # type: ignore[attr-defined]
-              f"{rec.copy_quantiles.get('q0.02', float('nan')):.3f} | {rec.null_pairs} / {rec.copy_pairs} |")  # type: ignore[attr-defined]
-    print("\n* the calibration samples at most 2,000 stored vectors and 48 images, so its cost at "
-          "100k items is the measured one plus reading the vector files once (~0.4 GB for 100k x "
-          "1280 float32 is seconds); ratio at 100k = that / index s per 100k.")
+        print(
+            f"| {r['corpus']} | {n} | {index_s:.1f} | {cal_s:.1f} | {cal_s / index_s:.3f} | "
+            f"{cal_s:.1f} | {index_100k:.0f} | {rec.near_cosine:.2f} | {rec.semantic_cosine:.2f} | "  # type: ignore[attr-defined]
+            f"{rec.candidate_cosine:.2f} | {rec.null_quantiles.get('ceiling', float('nan')):.3f} | "  # type: ignore[attr-defined]
+            f"{rec.copy_quantiles.get('q0.02', float('nan')):.3f} | {rec.null_pairs} / {rec.copy_pairs} |"
+        )  # type: ignore[attr-defined]
+    print(
+        "\n* the calibration samples at most 2,000 stored vectors and 48 images, so its cost at "
+        "100k items is the measured one plus reading the vector files once (~0.4 GB for 100k x "
+        "1280 float32 is seconds); ratio at 100k = that / index s per 100k."
+    )
     for r in rows:
         print(f"{r['corpus']}: {r['record'].summary()}")  # type: ignore[attr-defined]
 
