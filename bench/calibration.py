@@ -99,6 +99,10 @@ def _run(name: str, folder: Path, home: Path, embedder: object, spec: str) -> di
     return {"corpus": name, "items": n, "index_s": index_s, "cal_s": cal_s, "record": record}
 
 
+def _q(quantiles: dict[str, float], *names: str) -> str:
+    return " / ".join(f"{quantiles.get(n, float('nan')):.3f}" for n in names)
+
+
 def main() -> None:
     """Index the three corpora, calibrate each, print cost and thresholds."""
     parser = argparse.ArgumentParser(prog="python -m bench.calibration", description=__doc__)
@@ -134,7 +138,7 @@ def main() -> None:
     )
     print(
         "| corpus | items | index s | calibration s | cal / index | cal s per 100k items* | index s per 100k "
-        "| near | semantic | candidate | null ceiling | copies q0.02 | pairs (null / copy) |"
+        "| near | semantic | candidate | null q0.5 / q0.99 / ceiling | copies q0.02 / q0.5 | pairs (null / copy) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
@@ -145,8 +149,8 @@ def main() -> None:
         print(
             f"| {r['corpus']} | {n} | {index_s:.1f} | {cal_s:.1f} | {cal_s / index_s:.3f} | "
             f"{cal_s:.1f} | {index_100k:.0f} | {rec.near_cosine:.2f} | {rec.semantic_cosine:.2f} | "  # type: ignore[attr-defined]
-            f"{rec.candidate_cosine:.2f} | {rec.null_quantiles.get('ceiling', float('nan')):.3f} | "  # type: ignore[attr-defined]
-            f"{rec.copy_quantiles.get('q0.02', float('nan')):.3f} | {rec.null_pairs} / {rec.copy_pairs} |"
+            f"{rec.candidate_cosine:.2f} | {_q(rec.null_quantiles, 'q0.5', 'q0.99', 'ceiling')} | "  # type: ignore[attr-defined]
+            f"{_q(rec.copy_quantiles, 'q0.02', 'q0.5')} | {rec.null_pairs} / {rec.copy_pairs} |"  # type: ignore[attr-defined]
         )  # type: ignore[attr-defined]
     print(
         "\n* the calibration samples at most 2,000 stored vectors and 48 images, so its cost at "

@@ -283,11 +283,12 @@ def calibrate_from_curves(
     near, semantic, candidate = choose_cosines(null, every)
     quantiles = _quantiles(null, NULL_QUANTILES)
     quantiles["ceiling"] = round(null_ceiling(null), 4)
-    low_copy = float(np.quantile(every, COPY_LOW_Q))
+    mid_copy = float(np.median(every))
     note = (
-        f"copies are not separable from unrelated pairs under this model (2% of copies below "
-        f"{low_copy:.3f}, unrelated ceiling {quantiles['ceiling']:.3f}): its cosine tiers find little"
-        if low_copy <= quantiles["ceiling"]
+        f"copies are not separable from unrelated pairs under this model or corpus (half of the "
+        f"copies below {mid_copy:.3f}, unrelated ceiling {quantiles['ceiling']:.3f}): its cosine "
+        "tiers find little; hashes and pixel verification still do"
+        if mid_copy <= quantiles["ceiling"]
         else ""
     )
     return ThresholdCalibration(

@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 RECALIBRATE_FACTOR = 4  # re-derive once the corpus holds 4x the items it was calibrated on
 NULL_SAMPLE_ITEMS = 2000  # stored vectors drawn for the random-pair curve
 NULL_PAIRS = 100_000
-COPY_SAMPLE_IMAGES = 48  # images re-read and edited (x 8 edits) for the copy curve
+COPY_SAMPLE_IMAGES = 48  # images re-read and edited (x 8 edits) for the copy curve ...
+COPY_SAMPLE_PER_ITEMS = 20  # ... one per 20 corpus items below that (at least MIN_COPY_SAMPLE)
+MIN_COPY_SAMPLE = 16
 MIN_COPY_IMAGES = 4
 _IN_CHUNK = 500
 
@@ -190,7 +192,8 @@ def _calibrate(
             "precomputed embeddings without image bytes)"
         )
         return literature_calibration(model_id, corpus_count=count, reason=reason)
-    images = _sample_images(session, ids[large], rng)
+    wanted = min(COPY_SAMPLE_IMAGES, max(MIN_COPY_SAMPLE, count // COPY_SAMPLE_PER_ITEMS))
+    images = _sample_images(session, ids[large], rng, wanted)
     if len(images) < MIN_COPY_IMAGES:
         reason = (
             f"only {len(images)} large corpus images with readable bytes "
@@ -241,9 +244,12 @@ def _min_sides(session: Session, ids: np.ndarray[Any, np.dtype[np.int64]]) -> di
 
 
 def _sample_images(
-    session: Session, ids: np.ndarray[Any, np.dtype[np.int64]], rng: np.random.Generator
+    session: Session,
+    ids: np.ndarray[Any, np.dtype[np.int64]],
+    rng: np.random.Generator,
+    wanted: int,
 ) -> list[Image.Image]:
-    """Up to ``COPY_SAMPLE_IMAGES`` decoded corpus images whose bytes are local (never fetched by URL)."""
+    """Up to ``wanted`` decoded corpus images whose bytes are local (never fetched by URL)."""
     order = [int(i) for i in rng.permutation(ids)]
     images: list[Image.Image] = []
     for start in range(0, len(order), _IN_CHUNK):
@@ -260,6 +266,6 @@ def _sample_images(
             except Exception as exc:  # moved or unreadable since indexing: sample another
                 log.debug("calibration skips item %s: %s", item_id, exc)
                 continue
-            if len(images) >= COPY_SAMPLE_IMAGES:
+            if len(images) >= wanted:
                 return images
     return images
