@@ -105,6 +105,16 @@ def test_first_index_downloads_into_the_hf_cache_and_later_runs_make_no_request(
         assert second.returncode == 0, second.stderr
         assert "indexed 3" in second.stdout
         assert len(hub.requests) == seen, hub.requests[seen:]
+        listed = _cli(
+            ["models", "list", "--home", str(tmp_path / "home")],
+            hf_home=hf_home,
+            endpoint=hub.endpoint,
+        )
+    assert listed.returncode == 0, listed.stderr
+    assert f"{SPEC} (cached: " in listed.stdout
+    # three 96x80 images cannot calibrate (at least 4 needed): the corpus says it uses literature values
+    assert f"c [open_clip:{SPEC}]: near 0.94, semantic 0.90" in listed.stdout
+    assert "literature starting values" in listed.stdout
 
 
 def test_models_pull_then_list_shows_the_cached_model(tmp_path: Path) -> None:
