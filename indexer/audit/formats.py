@@ -338,6 +338,9 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
     status, reason = semantic_status(report)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
+    source = (report.get("model") or {}).get("thresholds") if isinstance(report.get("model"), Mapping) else None
+    if isinstance(source, Mapping) and source.get("summary"):
+        notes.append(f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}.")
     if notes:
         lines += [*notes, ""]
     if flagged:

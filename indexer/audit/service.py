@@ -10,11 +10,12 @@ from typing import Any
 from sqlalchemy import delete
 
 from indexer import __version__
+from indexer.audit.corpus_thresholds import thresholds_for_corpus
 from indexer.audit.engine import match_corpus, split_duplicates
 from indexer.audit.ingest import SplitState, ingest_split
 from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
-from indexer.audit.thresholds import Thresholds, thresholds_for_model
+from indexer.audit.thresholds import Thresholds
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Job, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
@@ -53,18 +54,25 @@ def create_audit(
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
     with transaction(ws.sessions) as s:
         models = [get_corpus(s, name=name).model_id for name in corpora]
+        params = dict(params or {})
         if isinstance(thresholds, Thresholds):
             th = thresholds
         else:
-            # Cosine scales differ per model: start from the calibrated defaults of the corpus model.
-            base = thresholds_for_model(next((m for m in models if m), None))
+            # Cosine scales differ per model: start from the corpus's own (measured / calibrated) values.
+            name, model = next(((n, m) for n, m in zip(corpora, models, strict=True) if m), (corpora[0], None))
+            base, record = thresholds_for_corpus(ws.corpus_dir(name), model)
             th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
+            if record is not None:
+                params["threshold_source"] = dict(
+                    corpus=name, source=record.source, summary=record.summary(),
+                    overridden=sorted(set(thresholds or {}) & {"near_cosine", "semantic_cosine",
+                                                               "candidate_cosine"}))
         s.get_one(Split, split_id)
         job = Job(kind="audit", status="queued", params={})
         s.add(job)
         s.flush()
         audit = Audit(split_id=split_id, job_id=job.id, corpora=list(dict.fromkeys(corpora)),
-                      thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
+                      thresholds=th.to_dict(), params=params, code_version=__version__)
         s.add(audit)
         s.flush()
         job.params = {"audit_id": audit.id}
@@ -135,6 +143,8 @@ def _run(
         corpus_rows = [(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
 
     model_info, embedders = _load_embedders(corpus_rows, embedder_factory)
+    if "threshold_source" in params:  # the report and the UI say where the cosines came from
+        model_info = dict(model_info, thresholds=params["threshold_source"])
     report(0.02, "reading split")
     # API submissions record the roots they were checked against; re-check them row by row now.
     source = open_split(split_source, allowed_roots=params.get("allowed_roots"))

@@ -199,6 +199,10 @@ def _print_summary(s: IndexSummary) -> None:
                   if "vector_count" in idx else ""))
     if "recall_at_10" in idx:
         click.echo(f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}")
+    if s.thresholds:
+        from indexer.audit.calibrate_thresholds import ThresholdCalibration
+
+        click.echo(f"thresholds: {ThresholdCalibration.from_dict(s.thresholds).summary()}")
     if s.failures:
         click.echo(f"failed items (first {len(s.failures)}):")
         for key, reason in s.failures:

@@ -39,6 +39,7 @@ def _register_optional() -> None:
         ("indexer.cli.baseline_cmd", "baseline"),
         ("indexer.cli.serve_cmd", "serve"),
         ("indexer.cli.serve_cmd", "worker"),
+        ("indexer.cli.models_cmd", "models"),
     ):
         try:
             mod = importlib.import_module(module)
