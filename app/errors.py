@@ -13,8 +13,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError as DatabaseDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.excerpt import clip_message, excerpt
+from app.params import out_of_range_id
 from indexer.errors import AuthError, SplitauditError
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,16 @@ async def handle_error(request: Request, exc: Exception) -> JSONResponse:
             headers["WWW-Authenticate"] = 'Bearer realm="splitaudit"'
         if status >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
+    elif isinstance(exc, DatabaseDataError):
+        # A value the database refuses to store or compare (PostgreSQL: a NUL character in text):
+        # the request's fault, answered like any other bad parameter; nothing was written.
+        status = 400
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        body = error_body("bad_request", f"the database refused a value of this request ({excerpt(reason, 160)}); "
+                                         "remove NUL characters from the text you send")
+    elif isinstance(exc, RequestValidationError) and (missing := out_of_range_id(exc)) is not None:
+        status = 404
+        body = error_body("not_found", missing)
     elif isinstance(exc, RequestValidationError):
         status = 422
         message, details = _describe_validation(exc)
@@ -76,10 +89,16 @@ async def handle_error(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         status = 500
         body = error_body("internal_error", f"internal error: {type(exc).__name__}; see the server log")
+    body["error"]["message"] = clip_message(str(body["error"]["message"]))
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Route every error through ``handle_error``."""
-    for exc_class in (SplitauditError, RequestValidationError, StarletteHTTPException, Exception):
+    """Route every error through ``handle_error``.
+
+    Unexpected exceptions are answered by ``app.middleware.CatchAllMiddleware`` (installed by
+    ``create_app``), not by an ``Exception`` handler: Starlette re-raises after such a handler
+    answers, which drops the client's keep-alive connection.
+    """
+    for exc_class in (SplitauditError, RequestValidationError, StarletteHTTPException, DatabaseDataError):
         app.add_exception_handler(exc_class, handle_error)

@@ -16,6 +16,7 @@ from fastapi.responses import RedirectResponse
 
 from app.api.router import build_api_router
 from app.errors import install_error_handlers
+from app.middleware import BodyLimitMiddleware, CatchAllMiddleware
 from app.settings import ApiSettings
 from app.ui.router import install_ui
 from indexer import __version__
@@ -29,10 +30,10 @@ log = logging.getLogger(__name__)
 def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
     """Build the app; the lifespan opens the workspace and starts the in-process job worker.
 
-    ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers()``).
+    ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers(device=settings.device)``).
     """
     settings = settings if settings is not None else ApiSettings()
-    job_handlers = dict(handlers) if handlers is not None else default_handlers()
+    job_handlers = dict(handlers) if handlers is not None else default_handlers(device=settings.device)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +62,9 @@ def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Ha
     app.state.settings = settings
     app.state.worker = None
     install_error_handlers(app)
+    # add_middleware wraps: the last added runs first, so the catch-all sees every error.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_bytes)
+    app.add_middleware(CatchAllMiddleware)
     app.include_router(build_api_router())
     install_ui(app, settings)
 

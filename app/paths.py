@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.excerpt import excerpt
 from indexer.errors import PathNotAllowedError, UsageError
 
 
@@ -28,11 +29,11 @@ def resolve_under_roots(path: str, roots: Sequence[str | os.PathLike[str]], *, w
             f"upload the {what} as an archive instead"
         )
     if not path or not os.path.isabs(path):
-        raise UsageError(f"{what} path {path!r} must be an absolute path on the server")
+        raise UsageError(f"{what} path {excerpt(repr(path))} must be an absolute path on the server")
     resolved = real_roots(roots)
     if not is_under(path, resolved):
         raise PathNotAllowedError(
-            f"{what} path {path} is outside the server's source roots ({', '.join(resolved)}); "
+            f"{what} path {excerpt(path)} is outside the server's source roots ({', '.join(resolved)}); "
             "move it under one of them or ask the admin to add a root (SPLITAUDIT_SOURCE_ROOTS)"
         )
     return Path(os.path.realpath(path))

@@ -33,8 +33,14 @@ class ApiSettings(BaseSettings):
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False, description="API tokens as name:token pairs, comma separated."
     )
-    read_requires_token: bool = Field(default=False, description="Also require a token for GET endpoints.")
+    public_read: bool = Field(
+        default=False,
+        description="With tokens configured, let reads (reports, matches, thumbnails, /ui) go without one.",
+    )
     max_upload_mb: float = Field(default=1024, gt=0, description="Largest accepted upload (413 above).")
+    max_json_mb: float = Field(
+        default=1, gt=0, description="Largest request body other than a multipart upload, e.g. JSON (413 above)."
+    )
     max_unpacked_mb: float = Field(default=8192, gt=0, description="Largest unpacked size of an uploaded archive.")
     source_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="Server folders that manifests, split folders and index jobs may read."
@@ -42,6 +48,7 @@ class ApiSettings(BaseSettings):
     run_worker: bool = Field(default=True, description="Run the job worker inside the server process.")
     job_lease_s: float = Field(default=60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
     job_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued jobs.")
+    device: str = Field(default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps.")
 
     @field_validator("api_tokens", mode="before")
     @classmethod
@@ -70,6 +77,11 @@ class ApiSettings(BaseSettings):
         return int(self.max_upload_mb * 1024 * 1024)
 
     @property
+    def max_json_bytes(self) -> int:
+        """``max_json_mb`` in bytes."""
+        return int(self.max_json_mb * 1024 * 1024)
+
+    @property
     def max_unpacked_bytes(self) -> int:
         """``max_unpacked_mb`` in bytes."""
         return int(self.max_unpacked_mb * 1024 * 1024)
@@ -78,3 +90,8 @@ class ApiSettings(BaseSettings):
     def auth_enabled(self) -> bool:
         """True when at least one API token is configured."""
         return bool(self.api_tokens)
+
+    @property
+    def read_requires_token(self) -> bool:
+        """True when reads need a token: tokens are configured and ``public_read`` is off."""
+        return self.auth_enabled and not self.public_read

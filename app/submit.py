@@ -8,7 +8,6 @@ roots, the split has images. On any error the upload folder is removed and nothi
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.excerpt import excerpt
+from app.jsonbody import parse_json
 from app.paths import is_under, real_roots
 from app.uploads import ReceivedForm
 from indexer.db.queries import get_corpus
@@ -60,12 +61,7 @@ def parse_thresholds(text: str | bytes | None) -> dict[str, Any]:
             raise UsageError("thresholds is not UTF-8 text; send a JSON object") from exc
     if text is None or not text.strip():
         return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(
-            f"thresholds is not valid JSON ({exc}); send an object such as {{\"near_hamming\": 8}}"
-        ) from exc
+    value = parse_json(text, what="thresholds", example='{"near_hamming": 8}')
     if not isinstance(value, dict):
         raise UsageError("thresholds must be a JSON object mapping tier settings to numbers")
     return value
@@ -88,12 +84,12 @@ def check_split_files(source: Source, roots: Sequence[str | Path], *, what: str)
             loc = record.locator
             if loc.kind == "url":
                 raise PathNotAllowedError(
-                    f"split item {record.key!r} points at a URL ({loc.url}); the server only reads "
+                    f"split item {excerpt(repr(record.key))} points at a URL ({excerpt(loc.url)}); the server only reads "
                     "files under its source roots: download the images and list their paths"
                 )
             if loc.path is not None and not is_under(loc.path, allowed):
                 raise PathNotAllowedError(
-                    f"split item {record.key!r} points at {loc.path}, outside the allowed "
+                    f"split item {excerpt(repr(record.key))} points at {excerpt(loc.path)}, outside the allowed "
                     f"folders of this {what}; list only files inside it"
                 )
     if count == 0:
@@ -188,7 +184,8 @@ def audit_from_upload(ws: Workspace, form: ReceivedForm, workdir: Path, *, max_u
     source = open_split(root)
     check_split_files(source, [workdir / "split"], what="archive")
     return queue_audit(ws, source, request, root=str(root),
-                       params={"upload": upload.filename, "origin": "upload"})
+                       params={"upload": upload.filename, "origin": "upload",
+                               "allowed_roots": real_roots([workdir / "split"])})
 
 
 def audit_from_paths(ws: Workspace, *, path: Path, kind: str, request: AuditRequest,
@@ -205,7 +202,7 @@ def audit_from_paths(ws: Workspace, *, path: Path, kind: str, request: AuditRequ
     source = open_split(path)
     check_split_files(source, roots, what=kind)
     return queue_audit(ws, source, request, root=str(path if kind == "folder" else path.parent),
-                       params={"origin": kind, "path": str(path)})
+                       params={"origin": kind, "path": str(path), "allowed_roots": real_roots(roots)})
 
 
 def remove_tree(path: Path) -> None:

@@ -21,7 +21,7 @@ def check_corpus_name(name: str) -> str:
     """Return ``name`` if it is a valid corpus name, else raise ``UsageError``."""
     if not _CORPUS_NAME.match(name):
         raise UsageError(
-            f"invalid corpus name {name!r}: use 1-200 letters, digits, '.', '_' or '-', "
+            f"invalid corpus name {name[:80]!r}{'...' if len(name) > 80 else ''}: use 1-200 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )
     return name

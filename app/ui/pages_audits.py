@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.audits import STATUSES, get_audit, list_audits
 from app.corpora import list_corpora
 from app.deps import SessionDep, WorkspaceDep
+from app.params import IdPath, PageQuery
 from app.ui import queries
 from app.ui.charts import cosine_histogram, hamming_histogram, label_bar_chart
 from app.ui.export import review_baseline, review_csv, review_json, review_rows
@@ -39,7 +40,7 @@ router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 def audits_page(
     request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep,
     status: Annotated[str | None, Query()] = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: PageQuery = 1,
 ) -> Response:
     """Every audit, newest first: status, split, corpora, flagged counts per tier, progress."""
     items, total = list_audits(session, status=status or None, page=page, page_size=PAGE_SIZE)
@@ -61,7 +62,7 @@ def upload_page(request: Request, session: SessionDep, ui: UiDep, _caller: UiRea
     })
 
 @router.get("/audits/{audit_id}", include_in_schema=False)
-def audit_page(audit_id: int, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
+def audit_page(audit_id: IdPath, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
     """One audit's summary: counts per tier, rates, per-label chart, thresholds, model, histograms."""
     audit = get_audit(session, audit_id=audit_id)
     row = session.get_one(Audit, audit_id)
@@ -88,7 +89,7 @@ def audit_page(audit_id: int, request: Request, session: SessionDep, ui: UiDep, 
     return ui.page(request, "audit.html", context)
 
 @router.get("/audits/{audit_id}/export.{fmt}", include_in_schema=False)
-def review_export(audit_id: int, fmt: str, ws: WorkspaceDep, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
+def review_export(audit_id: IdPath, fmt: str, ws: WorkspaceDep, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
     """The review of an audit as ``csv`` or ``json`` (every pair, current verdict), or ``baseline.json``."""
     if session.get(Audit, audit_id) is None:
         raise NotFoundError(f"audit {audit_id} does not exist; list audits at /ui")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from app.corpora import corpus_detail, list_corpora
 from app.deps import SessionDep, WorkspaceDep
+from app.params import PageQuery
 from app.ui.rendering import UiDep, UiReaderDep, UiRoute
 
 FAILED_PAGE_SIZE = 50
@@ -24,7 +23,7 @@ def corpora_page(request: Request, session: SessionDep, ui: UiDep, _caller: UiRe
 
 @router.get("/corpora/{name}", include_in_schema=False)
 def corpus_page(name: str, request: Request, session: SessionDep, ws: WorkspaceDep, ui: UiDep, _caller: UiReaderDep,
-                page: Annotated[int, Query(ge=1)] = 1) -> Response:
+                page: PageQuery = 1) -> Response:
     """One corpus: counts, model, saved index, shards and a page of failed items with reasons."""
     corpus = corpus_detail(ws, session, name=name, failed_page=page, failed_page_size=FAILED_PAGE_SIZE)
     total = corpus["failed"]["total"]

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.audits import get_audit
 from app.deps import SessionDep
+from app.params import IdPath, PageQuery, PageSizeQuery, PositionPath
 from app.ui import queries
 from app.ui.rendering import UiDep, UiReaderDep, UiRoute, query_string
 from indexer.audit.reviews import REVIEW_STATES, VERDICTS, list_matches, match_detail
@@ -34,10 +35,10 @@ router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
 @router.get("/audits/{audit_id}/matches", include_in_schema=False)
 def queue_page(
-    audit_id: int, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep,
+    audit_id: IdPath, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep,
     kind: Text = None, label: Text = None, review: Text = None,
-    page: Annotated[int, Query(ge=1)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page: PageQuery = 1,
+    page_size: PageSizeQuery = 50,
 ) -> Response:
     """One page of an audit's pairs, filtered by tier, label and review status."""
     audit = get_audit(session, audit_id=audit_id)
@@ -61,7 +62,7 @@ def queue_page(
 
 @router.get("/audits/{audit_id}/review/{pos}", include_in_schema=False)
 def pair_at_page(
-    audit_id: int, pos: int, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep,
+    audit_id: IdPath, pos: PositionPath, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep,
     kind: Text = None, label: Text = None, review: Text = None,
 ) -> Response:
     """The pair at position ``pos`` (1-based) of the filtered queue, with next/previous by ``j``/``k``."""
@@ -88,7 +89,7 @@ def pair_at_page(
     })
 
 @router.get("/matches/{match_id}", include_in_schema=False)
-def pair_page(match_id: int, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
+def pair_page(match_id: IdPath, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep) -> Response:
     """One pair by match id (a stable link to share)."""
     match = match_detail(session, match_id=match_id)
     return ui.page(request, "pair.html", {

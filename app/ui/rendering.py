@@ -19,6 +19,7 @@ from starlette.templating import Jinja2Templates
 
 from app.auth import Principal, authenticate
 from app.errors import status_for
+from app.params import out_of_range_id
 from app.settings import ApiSettings
 from indexer.errors import AuthError, SplitauditError
 
@@ -49,7 +50,7 @@ class Ui:
         """The caller of a page; a token is needed only when the server requires one for reads."""
         settings = self.settings
         return authenticate(settings.api_tokens, request.headers.get("authorization"),
-                            required=settings.auth_enabled and settings.read_requires_token)
+                            required=settings.read_requires_token)
 
 
 def query_string(params: Mapping[str, Any], **override: Any) -> str:
@@ -100,6 +101,9 @@ class UiRoute(APIRoute):
                 return get_ui(request).error_page(request, status=status, title=_TITLES.get(status, "Error"),
                                                   message=str(exc))
             except RequestValidationError as exc:
+                missing = out_of_range_id(exc)
+                if missing is not None:
+                    return get_ui(request).error_page(request, status=404, title="Not found", message=missing)
                 parts = []
                 for err in exc.errors():
                     loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path")]

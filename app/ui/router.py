@@ -10,7 +10,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from app.settings import ApiSettings
-from app.ui import pages_audits, pages_corpora, pages_review
+from app.ui import pages_audits, pages_corpora, pages_dedup, pages_review
 from app.ui.rendering import Ui, UiDep, UiReaderDep, UiRoute
 from app.ui.templating import STATIC_DIR, build_templates
 
@@ -35,6 +35,7 @@ router = APIRouter(route_class=UiRoute, include_in_schema=False)
 router.include_router(pages_audits.router)
 router.include_router(pages_review.router)
 router.include_router(pages_corpora.router)
+router.include_router(pages_dedup.router)
 
 
 @router.get("/ui/{path:path}")

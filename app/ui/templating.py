@@ -129,7 +129,7 @@ def build_templates(settings: ApiSettings) -> Jinja2Templates:
         "static_url": static_url,
         "version": __version__,
         "auth_enabled": settings.auth_enabled,
-        "read_requires_token": settings.auth_enabled and settings.read_requires_token,
+        "read_requires_token": settings.read_requires_token,
     }
     env.globals.update(globals_)
     return Jinja2Templates(env=env)

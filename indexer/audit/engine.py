@@ -83,8 +83,13 @@ def match_corpus(
     state: SplitState,
     vectors: npt.NDArray[np.float32] | None,
     thresholds: Thresholds,
+    query_model: type[SplitItem] | type[Item] = SplitItem,
 ) -> CorpusMatches:
-    """Find and classify every pair of split item x corpus item that is a duplicate of some kind."""
+    """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
+
+    ``state.ids`` are rows of ``query_model``: split items, or corpus items when a corpus is
+    matched against itself (``indexer.dedup``).
+    """
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, item_id: int) -> Pair:
@@ -103,7 +108,7 @@ def match_corpus(
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
     _fill_min_sides(session, state, pairs.values())
-    _verify_candidates(session, state, pairs.values(), thresholds)
+    _verify_candidates(session, state, pairs.values(), thresholds, query_model)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
         if p.sha_equal or p.pixel_equal:
@@ -200,7 +205,10 @@ def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: I
         p.cosine = float(np.dot(vectors[p.row], v))
 
 
-def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds) -> None:
+def _verify_candidates(
+    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds,
+    query_model: type[SplitItem] | type[Item] = SplitItem,
+) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide."""
     from indexer.audit.verify import verify_scores, verify_thumbnail
 
@@ -214,7 +222,7 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
         return
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
     locators = _item_locators(session, Item, item_ids)
-    split_locators = _item_locators(session, SplitItem, [int(state.ids[r]) for r in todo])
+    split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
     for row, ps in todo.items():

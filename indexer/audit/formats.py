@@ -334,10 +334,14 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
                          f"nothing; remove with `splitaudit baseline prune` "
                          f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`.")
     if failed:
-        notes.append(f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read.")
+        notes.append(f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read, so "
+                     f"{'was' if len(failed) == 1 else 'were'} not audited (listed below).")
     status, reason = semantic_status(report)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
+    source = (report.get("model") or {}).get("thresholds") if isinstance(report.get("model"), Mapping) else None
+    if isinstance(source, Mapping) and source.get("summary"):
+        notes.append(f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}.")
     if notes:
         lines += [*notes, ""]
     if flagged:
@@ -353,7 +357,7 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
                          f"{_code(_target(m)) if m else ''}{more} | {_md(_score(m)) if m else ''} |")
         lines.append("")
     if failed:
-        lines += ["<details><summary>Unreadable test images</summary>", ""]
+        lines += ["<details><summary>Unreadable test images (not audited)</summary>", ""]
         lines += [f"- {_code(f.get('key'))}: {_md(f.get('reason'))}" for f in failed[:top]]
         if len(failed) > top:
             lines.append(f"- ... and {len(failed) - top} more")

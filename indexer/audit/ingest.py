@@ -18,6 +18,7 @@ from indexer.embed.protocol import Embedder
 from indexer.features.hashes import Hash64
 from indexer.pipeline.extract import Extracted, Extractor
 from indexer.pipeline.index import locator_dict
+from indexer.sources.member_names import escape_undecodable, escape_undecodable_tree
 from indexer.sources.record import Record, Source
 from indexer.workspace import Workspace
 
@@ -142,9 +143,10 @@ def _store_batch(
     if already:
         out = []
         for e in batch:
-            if e.record.key not in existing:
-                raise RuntimeError(f"split item {e.record.key!r} appeared after ingestion")
-            out.append(existing[e.record.key])
+            key = escape_undecodable(e.record.key)
+            if key not in existing:
+                raise RuntimeError(f"split item {key!r} appeared after ingestion")
+            out.append(existing[key])
         return out
     with transaction(ws.sessions) as s:
         rows = [_split_item(split_id, e, labels_override) for e in batch]
@@ -158,9 +160,11 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
     meta = dict(r.metadata)
     if f is not None and f.text_fields:
         meta["text_fields"] = f.text_fields
+    # Non-UTF-8 file or member names arrive as lone surrogates, which no database accepts.
     row = SplitItem(
-        split_id=split_id, key=r.key, uri=r.locator.uri(), locator=locator_dict(r),
-        label=labels_override.get(r.key, r.label), caption=r.caption, meta=meta, error=e.error,
+        split_id=split_id, key=_text(r.key), uri=_text(r.locator.uri()),
+        locator=escape_undecodable_tree(locator_dict(r)), label=_text(labels_override.get(r.key, r.label)),
+        caption=_text(r.caption), meta=escape_undecodable_tree(meta), error=_text(e.error),
     )
     if f is not None:
         row.sha256, row.pixel_digest = f.sha256, f.pixel_digest
@@ -169,3 +173,8 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
         row.dhash = Hash64(f.dhash).to_signed()
         row.width, row.height = f.width, f.height
     return row
+
+
+def _text(value: str | None) -> str | None:
+    """A string the database and JSON accept: undecodable name bytes (lone surrogates) escaped."""
+    return None if value is None else escape_undecodable(value)

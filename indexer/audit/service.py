@@ -17,12 +17,13 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from indexer import __version__
+from indexer.audit.corpus_thresholds import thresholds_for_corpus
 from indexer.audit.engine import match_corpus, split_duplicates
 from indexer.audit.found import FoundMatch
 from indexer.audit.ingest import SplitState, ingest_split
 from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.report import compute_summary
-from indexer.audit.thresholds import Thresholds, thresholds_for_model
+from indexer.audit.thresholds import Thresholds
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
@@ -66,7 +67,7 @@ def submit_audit(
     """
     with transaction(ws.sessions) as s:
         split_id = _add_split(s, split_uri=split_uri, name=name, labels=labels, root=root)
-        return _add_audit(s, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+        return _add_audit(s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
 
 
 def create_split(
@@ -88,7 +89,7 @@ def create_audit(
     """Create an audit of a registered split against named corpora, queued as a job."""
     with transaction(ws.sessions) as s:
         s.get_one(Split, split_id)
-        return _add_audit(s, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+        return _add_audit(s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
 
 
 def _add_split(
@@ -102,24 +103,32 @@ def _add_split(
 
 def _add_audit(
     s: Session,
+    ws: Workspace,
     *,
     split_id: int,
     corpora: Sequence[str],
     thresholds: Mapping[str, Any] | Thresholds | None,
     params: Mapping[str, Any] | None,
 ) -> int:
-    """The audit row and its queued job; thresholds validated against the corpus model's defaults."""
+    """The audit row and its queued job; thresholds validated against the corpus's own (``thresholds_for_corpus``)."""
     if not corpora:
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
     models = [get_corpus(s, name=name).model_id for name in corpora]
+    params = dict(params or {})
     if isinstance(thresholds, Thresholds):
         th = thresholds
     else:
-        # Cosine scales differ per model: start from the calibrated defaults of the corpus model.
-        base = thresholds_for_model(next((m for m in models if m), None))
+        # Cosine scales differ per model: start from the corpus's own (measured / calibrated) values.
+        name, model = next(((n, m) for n, m in zip(corpora, models, strict=True) if m), (corpora[0], None))
+        base, record = thresholds_for_corpus(ws.corpus_dir(name), model)
         th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
+        if record is not None:
+            params["threshold_source"] = dict(
+                corpus=name, source=record.source, summary=record.summary(),
+                overridden=sorted(set(thresholds or {}) & {"near_cosine", "semantic_cosine",
+                                                           "candidate_cosine"}))
     audit = Audit(split_id=split_id, corpora=list(dict.fromkeys(corpora)),
-                  thresholds=th.to_dict(), params=dict(params or {}), code_version=__version__)
+                  thresholds=th.to_dict(), params=params, code_version=__version__)
     s.add(audit)
     s.flush()
     audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
@@ -184,8 +193,11 @@ def execute_audit(
         corpus_refs = [CorpusRef(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
 
     model_info, embedders = _load_embedders(corpus_refs, embedder_factory)
+    if "threshold_source" in params:  # the report and the UI say where the cosines came from
+        model_info = dict(model_info, thresholds=params["threshold_source"])
     report(0.02, "reading split")
-    source = open_split(split_source)
+    # API submissions record the roots they were checked against; re-check them row by row now.
+    source = open_split(split_source, allowed_roots=params.get("allowed_roots"))
     seen = 0
 
     def on_items(n: int) -> None:

@@ -278,15 +278,42 @@ MODEL_THRESHOLDS: dict[str, Thresholds] = {
     "efficientnet-lite0:imagenet": DEFAULT_THRESHOLDS,
 }
 
+# Starting values for ViT-B/32-class CLIP models, used only where a corpus cannot calibrate its
+# own (``indexer.audit.corpus_thresholds``: precomputed embeddings without image bytes, too few
+# items). Sources: clip-retrieval deduplicates its results at cosine 0.94
+# (github.com/rom1504/clip-retrieval); SemDeDup (Abbas et al. 2023, arXiv:2303.09540) calls LAION
+# pairs within cosine distance 0.01-0.07 semantic duplicates (cosine 0.93-0.99); unrelated photos
+# of one kind of thing commonly sit at 0.70-0.85 under ViT-B/32, so candidates start at 0.80.
+LITERATURE_CLIP: dict[str, float] = {
+    "near_cosine": 0.94,
+    "semantic_cosine": 0.90,
+    "candidate_cosine": 0.80,
+}
+LITERATURE_SOURCES = (
+    "clip-retrieval result deduplication at cosine 0.94 (github.com/rom1504/clip-retrieval)",
+    "SemDeDup, Abbas et al. 2023, arXiv:2303.09540: semantic duplicates within cosine "
+    "distance 0.01-0.07 on LAION",
+)
+
 
 def thresholds_for_model(model_id: str | None) -> Thresholds:
-    """The calibrated defaults for an embedding model id, or ``DEFAULT_THRESHOLDS`` (logged)."""
-    if model_id is not None and model_id in MODEL_THRESHOLDS:
+    """Model-level defaults: measured ones, else the literature CLIP starting values (logged).
+
+    Never another model's cosines. Audits use the corpus's own record instead
+    (``indexer.audit.corpus_thresholds.thresholds_for_corpus``), calibrated at index time.
+    """
+    if model_id is None:
+        return DEFAULT_THRESHOLDS
+    if model_id in MODEL_THRESHOLDS:
         return MODEL_THRESHOLDS[model_id]
-    if model_id is not None:
-        logger.warning(
-            "no calibrated cosine thresholds for model %s; using the efficientnet-lite0 ones "
-            "(calibrate with `python -m bench.accuracy --model SPEC`, see docs/thresholds.md)",
-            model_id,
-        )
-    return DEFAULT_THRESHOLDS
+    logger.warning(
+        "no measured thresholds for model %s; using literature starting values for CLIP-class "
+        "models (an indexed corpus calibrates its own, see docs/thresholds.md)",
+        model_id,
+    )
+    return replace(
+        DEFAULT_THRESHOLDS,
+        near_cosine=LITERATURE_CLIP["near_cosine"],
+        semantic_cosine=LITERATURE_CLIP["semantic_cosine"],
+        candidate_cosine=LITERATURE_CLIP["candidate_cosine"],
+    )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from tqdm import tqdm
@@ -20,14 +21,22 @@ from indexer.cli.common import (
     home_option,
     open_workspace,
 )
+from indexer.cli.device_option import device_option, resolve_cli_device
+from indexer.cli.progress import fraction_progress, progress_options
 from indexer.errors import IndexUnavailableError, UsageError
 from indexer.gate.baseline import Baseline, load_baseline
 from indexer.gate.evaluate import GateResult, apply_gate, evaluate
 from indexer.gate.policy import Policy, load_policy, load_policy_file, parse_threshold_options
 from indexer.gate.summary import summary_paragraph
 
+if TYPE_CHECKING:
+    from indexer.audit.html_thumbs import EmbeddedImage, Side, ThumbnailFetcher
+    from indexer.embed.device import ResolvedDevice
 
-def parse_rate(value: str | None) -> float | None:
+    Thumbs = dict[tuple[Side, int], EmbeddedImage]
+
+
+def parse_rate(value: str | None, flag: str = "--max-rate") -> float | None:
     """``0.01`` or ``1%`` -> 0.01; ``UsageError`` when it is not a number."""
     if value is None:
         return None
@@ -36,15 +45,18 @@ def parse_rate(value: str | None) -> float | None:
     try:
         return float(text.rstrip("%")) / scale
     except ValueError:
-        raise UsageError(f"--max-rate takes a fraction (0.01) or a percentage (1%), got {value!r}") from None
+        raise UsageError(f"{flag} takes a fraction (0.01) or a percentage (1%), got {value!r}") from None
 
 
 def build_policy(*, policy_file: Path | None, fail_on: str | None, max_rate: str | None,
-                 max_count: int | None, thresholds: Sequence[str], baseline: Path | None) -> Policy:
+                 max_count: int | None, thresholds: Sequence[str], baseline: Path | None,
+                 max_unreadable: int | None = None, max_unreadable_rate: str | None = None) -> Policy:
     """The policy file's policy (explicit, else the nearest one) with the command-line flags on top."""
     base = load_policy_file(policy_file) if policy_file else load_policy(Path.cwd())
     policy = base.with_overrides(fail_on=fail_on, max_rate=parse_rate(max_rate), max_count=max_count,
-                                 thresholds=parse_threshold_options(thresholds), baseline=baseline)
+                                 thresholds=parse_threshold_options(thresholds), baseline=baseline,
+                                 max_unreadable=max_unreadable,
+                                 max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"))
     if policy.thresholds:
         from indexer.audit.thresholds import Thresholds
 
@@ -75,10 +87,15 @@ def _append_step_summary(markdown: str) -> None:
 
 
 def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Path | None,
-                  label_names: Path | None, thresholds: Mapping[str, float], workers: int) -> dict[str, Any]:
-    """Run the audit in-process against the index in ``home`` and return its report."""
+                  label_names: Path | None, thresholds: Mapping[str, float], workers: int,
+                  progress_opts: dict[str, Any], html: bool,
+                  device: Callable[[], ResolvedDevice],
+                  image_column: str | None = None) -> tuple[dict[str, Any], Thumbs]:
+    """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
+    from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
     from indexer.audit.service import run_audit, submit_audit
+    from indexer.embed.loader import load_embedder
     from indexer.sources.labels_csv import load_labels_csv
     from indexer.sources.open import split_location
 
@@ -94,35 +111,35 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
 
         params["label_names"] = load_label_names(label_names)
     with tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir:
-        location = split_location(split, workdir=workdir)
+        location = split_location(split, workdir=workdir, image_column=image_column)
         ws = open_workspace(home)
         try:
-            audit_id = submit_audit(ws, split_uri=str(location.resolve()), name=split.resolve().name or str(split),
+            audit_id = submit_audit(ws, split_uri=location, name=split.resolve().name or str(split),
                                     corpora=corpora, labels=label_map, root=str(split),
                                     thresholds=dict(thresholds), params=params)
-            with tqdm(total=100, desc="auditing", unit="%", dynamic_ncols=True, disable=None,
-                      mininterval=0.5, bar_format="{l_bar}{bar}| {elapsed} {postfix}") as bar:
 
-                def progress(fraction: float, message: str) -> None:
-                    bar.n = round(100 * fraction)
-                    bar.set_postfix_str(message, refresh=False)
-                    bar.refresh()
+            def factory(spec: str) -> Any:
+                return load_embedder(spec, device=device().device, batch_size=device().embed_batch)
 
-                run_audit(ws, audit_id, progress=progress, workers=workers)
+            with fraction_progress("auditing", **progress_opts) as progress:
+                run_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=factory)
             with ws.sessions() as session:
-                return audit_report(session, audit_id)
+                report = audit_report(session, audit_id)
+                # Read now: an archive split's files live in the temporary folder.
+                return report, _thumbnails(report, db_thumbnail_fetcher(session)) if html else {}
         finally:
             ws.close()
 
 
 def _server_report(split: Path, *, corpora: Sequence[str], server: str, labels: Path | None,
-                   label_names: Path | None, thresholds: Mapping[str, float]) -> dict[str, Any]:
-    """Upload the split to ``server``, wait for the audit and download its report."""
+                   label_names: Path | None, thresholds: Mapping[str, float], progress_opts: dict[str, Any],
+                   html: bool) -> tuple[dict[str, Any], Thumbs]:
+    """Upload the split to ``server``, wait for the audit: its report, and the HTML's thumbnails."""
     from indexer.gate.client import AuditClient
 
     with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
         upload = tqdm(unit="B", unit_scale=True, unit_divisor=1024, desc="uploading", dynamic_ncols=True,
-                      disable=None, mininterval=0.5)
+                      disable=True if progress_opts["quiet"] else None, mininterval=0.5)
 
         def start_upload(total: int) -> Any:
             upload.reset(total=total)
@@ -134,16 +151,28 @@ def _server_report(split: Path, *, corpora: Sequence[str], server: str, labels: 
         finally:
             upload.close()
         click.echo(f"audit {audit_id} queued on {client.base_url}", err=True)
-        with tqdm(total=100, desc=f"audit {audit_id}", unit="%", dynamic_ncols=True, disable=None,
-                  mininterval=0.5, bar_format="{l_bar}{bar}| {elapsed} {postfix}") as bar:
-
-            def progress(fraction: float, message: str) -> None:
-                bar.n = round(100 * fraction)
-                bar.set_postfix_str(message, refresh=False)
-                bar.refresh()
-
+        with fraction_progress(f"audit {audit_id}", **progress_opts) as progress:
             client.wait(audit_id, on_progress=progress)
-        return client.report(audit_id)
+        report = client.report(audit_id)
+        return report, _thumbnails(report, client.thumbnail) if html else {}
+
+
+def _thumbnails(report: Mapping[str, Any], fetch: ThumbnailFetcher) -> Thumbs:
+    from indexer.audit.html_report import pair_thumbnails
+
+    return pair_thumbnails(report, fetch)
+
+
+def _render_html(report: Mapping[str, Any], thumbs: Thumbs) -> str:
+    from indexer.audit.html_report import render_html
+
+    return render_html(report, thumbnails=thumbs)
+
+
+def _embedded(report: Mapping[str, Any]) -> bool:
+    """Whether the audit embedded the split (some corpus has a usable semantic tier)."""
+    model = report.get("model") or {}
+    return isinstance(model, Mapping) and model.get("semantic") in ("ok", "partial")
 
 
 def _exit_code(result: GateResult) -> int:
@@ -171,6 +200,10 @@ def _exit_code(result: GateResult) -> int:
               help="Fraction (0.01) or percentage (1%) of test images allowed to be flagged [default: 0].")
 @click.option("--max-count", type=click.IntRange(min=0), metavar="N",
               help="Number of test images allowed to be flagged.")
+@click.option("--max-unreadable", type=click.IntRange(min=0), metavar="N",
+              help="Test images allowed to be unreadable (so not audited) [default: 0: any fails the gate].")
+@click.option("--max-unreadable-rate", metavar="R",
+              help="Fraction (0.01) or percentage (1%) of test images allowed to be unreadable.")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Matching threshold handed to the audit (repeatable), e.g. semantic_cosine=0.9 or phash_hamming=6.")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -185,45 +218,85 @@ def _exit_code(result: GateResult) -> int:
               help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write CSV: one row per match, plus one per clean or unreadable image.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write one self-contained HTML page (thumbnails inline, no network): summary, tier "
+                   "counts and the flagged pairs side by side (first 500, strongest first).")
+@click.option("--corpus-blocklist", "blocklists", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the corpus items matched at the failing tiers (.txt keys, .csv/.parquet "
+                   "corpus,key,url,shard), to filter the corpus before training. Repeatable.")
+@click.option("--clean-split", "clean_splits", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
+                   "key,path,label). Repeatable.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
+@click.option("--image-column", metavar="NAME",
+              help="Hugging Face dataset split: the column holding the image bytes, when its type does "
+                   "not tell (local mode).")
+@device_option
+@progress_options
 @click.pass_context
 @handle_errors
 def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path, server: str | None,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
-          max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
+          max_count: int | None, max_unreadable: int | None, max_unreadable_rate: str | None,
+          thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, workers: int) -> None:
-    """Audit SPLIT (folder, ImageFolder, manifest or zip/tar archive) for leakage into a corpus.
+          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None,
+          blocklists: tuple[Path, ...], clean_splits: tuple[Path, ...], workers: int,
+          image_column: str | None, device: str, quiet: bool, progress_interval: float) -> None:
+    """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
+    Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
 
-    Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
+    Exit status: 0 the gate passed, 1 it failed (leakage above the policy, or test images
+    that could not be read beyond --max-unreadable), 2 usage or
     input error, 3 server, index or internal error. The policy comes from splitaudit.toml
     or [tool.splitaudit] in pyproject.toml (nearest above the working directory), with
     these flags on top.
     """
     if server and ctx.get_parameter_source("home") == click.core.ParameterSource.COMMANDLINE:
         raise UsageError("give either --home (local index) or --server URL, not both")
+    if server and ctx.get_parameter_source("device") == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError("--device applies to local audits; a server embeds on its own --device")
     policy = build_policy(policy_file=policy_file, fail_on=fail_on, max_rate=max_rate, max_count=max_count,
-                          thresholds=thresholds, baseline=baseline)
+                          thresholds=thresholds, baseline=baseline, max_unreadable=max_unreadable,
+                          max_unreadable_rate=max_unreadable_rate)
     known = load_baseline(policy.baseline) if policy.baseline else Baseline()
     for path in (labels, label_names):
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
+    if server and image_column:
+        raise UsageError("--image-column applies to local audits; with --server, audit a split folder "
+                         "on the server whose image column is found by type")
+    progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     if server:
-        report = _server_report(split, corpora=corpora, server=server, labels=labels,
-                                label_names=label_names, thresholds=policy.thresholds)
+        report, thumbs = _server_report(split, corpora=corpora, server=server, labels=labels,
+                                        label_names=label_names, thresholds=policy.thresholds,
+                                        progress_opts=progress_opts, html=html_out is not None)
     else:
-        report = _local_report(split, corpora=corpora, home=home, labels=labels, label_names=label_names,
-                               thresholds=policy.thresholds, workers=workers)
+        # torch is imported only when a corpus has embeddings; a named device is checked up front.
+        resolved = functools.cache(functools.partial(resolve_cli_device, device))
+        if device.strip().lower() not in ("auto", "cpu"):
+            resolved()
+        report, thumbs = _local_report(split, corpora=corpora, home=home, labels=labels,
+                                       label_names=label_names, thresholds=policy.thresholds, workers=workers,
+                                       progress_opts=progress_opts, html=html_out is not None, device=resolved,
+                                       image_column=image_column)
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown
 
     markdown = render_markdown(gated)
     for path, text in ((json_out, lambda: render_json(gated)), (junit_out, lambda: render_junit(gated)),
-                       (markdown_out, lambda: markdown), (csv_out, lambda: render_csv(gated))):
+                       (markdown_out, lambda: markdown), (csv_out, lambda: render_csv(gated)),
+                       (html_out, lambda: _render_html(gated, thumbs))):
         if path is not None:
             _write(path, text())
     _append_step_summary(markdown)
+    if blocklists or clean_splits:
+        from indexer.gate.decontaminate import write_decontamination
+
+        write_decontamination(gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits)
     click.echo(summary_paragraph(report, result, corpora=corpora))
+    if not server and _embedded(report):
+        click.echo(f"Embedded on {resolved().summary()}.")
     sys.exit(_exit_code(result))

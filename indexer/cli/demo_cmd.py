@@ -12,17 +12,20 @@ from indexer.cli.common import handle_errors, home_option, open_workspace
 
 @click.command()
 @home_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("splitaudit-demo"),
-              show_default=True, help="Folder for the generated corpus, split and reports.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the generated corpus, split and reports [default: HOME/demo].")
 @click.option("--model", "model_spec", default="efficientnet-lite0", show_default=True,
               help="Embedding model for the demo corpus (the bundled offline encoder by default).")
 @handle_errors
-def demo(home: Path, out: Path, model_spec: str) -> None:
+def demo(home: Path, out: Path | None, model_spec: str) -> None:
     """Generate a small corpus and a test split with planted leaks, index, audit, report.
 
-    Everything runs locally on the embedded defaults (SQLite + FAISS under --home).
+    Everything runs locally on the embedded defaults (SQLite + FAISS under --home); the
+    generated data and the reports go to HOME/demo, so a checkout stays clean.
     """
     from indexer.audit.formats import render
+    from indexer.audit.html_report import pair_thumbnails, render_html
+    from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
     from indexer.demo import write_demo
@@ -31,6 +34,7 @@ def demo(home: Path, out: Path, model_spec: str) -> None:
     from indexer.sources.folder import FolderSource
     from indexer.sources.open import open_split
 
+    out = home / "demo" if out is None else out
     data = write_demo(out)
     click.echo(f"wrote demo corpus to {data.corpus} and test split to {data.split}")
     ws = open_workspace(home)
@@ -43,10 +47,12 @@ def demo(home: Path, out: Path, model_spec: str) -> None:
         run_audit(ws, audit_id)
         with ws.sessions() as s:
             report = audit_report(s, audit_id)
+            html = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(s)))
     finally:
         ws.close()
     (out / "report.json").write_text(json.dumps(report, indent=2))
     (out / "report.md").write_text(render(report, "md"))
+    (out / "report.html").write_text(html, encoding="utf-8")
     sm = report["summary"]
     click.echo(
         f"audit {audit_id}: {sm['items']} test images, {sm['flagged']} flagged "
@@ -59,5 +65,5 @@ def demo(home: Path, out: Path, model_spec: str) -> None:
             top = item["matches"][0]
             click.echo(f"  {item['key']}: {item['verdict']} -> {top.get('corpus_key')} "
                        f"(hamming {top.get('hamming')}, cosine {top.get('cosine')})")
-    click.echo(f"reports: {out / 'report.json'}, {out / 'report.md'}")
+    click.echo(f"reports: {out / 'report.json'}, {out / 'report.md'}, {out / 'report.html'} (open in a browser)")
     click.echo(f"browse and review: splitaudit serve --home {home}  (then open http://127.0.0.1:8000/ui)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -10,11 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from tqdm import tqdm
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
+from indexer.cli.device_option import device_option, resolve_cli_device
+from indexer.cli.progress import counting_progress, progress_options
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
+from indexer.pipeline.progress_log import count_folder_images
 from indexer.sources.open import open_source
 from indexer.sources.record import Source
 from indexer.store.policy import STORAGES, IndexPolicy
@@ -40,10 +43,15 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
                    "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
 @click.option("--shards-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).")
+@click.option("--image-column", metavar="NAME",
+              help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
+                   "bytes, when its type does not tell (default: the Image struct or binary column).")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading, decoding and hashing (Ray: actors).")
-@click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
-              help="Images per embedding batch and per DB transaction.")
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=None,
+              help="Images per pipeline batch and DB transaction [default: per device: cpu 64, mps 128, "
+                   "cuda 256]; forward passes take at most 32 / 64 / 256 of them.")
+@device_option
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').")
 @click.option("--ray-address", metavar="ADDRESS",
@@ -55,47 +63,62 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
                    "keeps the current one (fp16 for a new one).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the run summary as JSON to this file.")
+@progress_options
 @handle_errors
 def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
-          precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
-          executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
-          json_out: Path | None) -> None:
+          precomputed_model: str | None, shards_dir: Path | None, image_column: str | None,
+          workers: int, batch_size: int | None, device: str, executor: str, ray_address: str | None,
+          ray_gpus_per_worker: float, index_storage: str, json_out: Path | None, quiet: bool,
+          progress_interval: float) -> None:
     """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
-    embedding folders) into a corpus.
+    embedding folders, Hugging Face datasets: Parquet, save_to_disk, hf://datasets/OWNER/NAME)
+    into a corpus.
 
     Re-running on the same sources adds nothing; new shards are added; a killed run
     resumes where it stopped.
     """
     check_corpus_name(corpus_name)
-    opened = _open_sources(sources, shards_dir)
+    opened = _open_sources(sources, shards_dir, image_column=image_column)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
+    # The device matters only where images are embedded here (not for --no-embed or Ray actors).
+    embeds_here = not no_embed and executor == "local"
+    resolved = resolve_cli_device(device) if embeds_here else None
+    if batch_size is None:
+        batch_size = resolved.pipeline_batch if resolved else 64
     declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
-                                 precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
+                                 precomputed_model=precomputed_model,
+                                 device=resolved.device if resolved else "cpu",
+                                 batch_size=min(batch_size, resolved.embed_batch if resolved else 32))
     ws = open_workspace(home)
     try:
-        with tqdm(unit="img", desc=f"indexing {corpus_name}", dynamic_ncols=True,
-                  disable=None, mininterval=0.5) as bar:
+        with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval,
+                               count_total=functools.partial(count_folder_images, opened)) as done:
             summary = index_sources(
                 ws, corpus_name, opened, embedder=embedder, workers=workers, batch_size=batch_size,
-                progress=_progress(bar), model_spec=None if embedder is None else model_spec,
+                progress=_progress(done), model_spec=None if embedder is None else model_spec,
                 precomputed_model=declared, executor=executor,  # type: ignore[arg-type]
                 ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker, policy=policy,
             )
     finally:
         ws.close()
     _print_summary(summary)
+    if embedder is not None and resolved is not None:
+        click.echo(f"embedded on {resolved.summary()}, batches of {getattr(embedder, 'batch_size', '?')}")
     if json_out is not None:
+        result = summary.to_dict()
+        if embedder is not None and resolved is not None:
+            result["device"] = resolved.device
         try:
-            json_out.write_text(json.dumps(summary.to_dict(), indent=2))
+            json_out.write_text(json.dumps(result, indent=2))
         except OSError as exc:
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
 
 
-def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]:
+def _open_sources(specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None) -> list[Source]:
     from indexer.pipeline.precomputed import is_precomputed
     from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
-    opened = [open_source(s) for s in specs]
+    opened = [open_source(s, image_column=image_column) for s in specs]
     if shards_dir is None:
         return opened
     if not any(is_precomputed(s) for s in opened):
@@ -106,7 +129,7 @@ def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]
 
 def _models(
     opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
-    batch_size: int,
+    device: str, batch_size: int,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
     from indexer.pipeline.precomputed import declare_model, is_precomputed
@@ -126,8 +149,8 @@ def _models(
             return None, None
         from indexer.embed.loader import load_embedder
 
-        # Forward passes of 32 keep activation memory bounded whatever --batch-size is.
-        return None, load_embedder(model_spec, batch_size=min(batch_size, 32))
+        # Forward passes of at most the device's embed batch keep activation memory bounded.
+        return None, load_embedder(model_spec, device=device, batch_size=batch_size)
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
         raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")
@@ -149,12 +172,12 @@ def _torch_threads() -> None:
         torch.set_num_threads(int(threads))
 
 
-def _progress(bar: tqdm) -> Callable[[int], None]:
+def _progress(done: Callable[[int], None]) -> Callable[[int], None]:
     """The progress callback; ``SPLITAUDIT_TEST_BATCH_DELAY`` slows it down for crash tests."""
     delay = float(os.environ.get("SPLITAUDIT_TEST_BATCH_DELAY", "0") or 0)
 
     def update(n: int) -> None:
-        bar.update(n)
+        done(n)
         if delay:
             time.sleep(delay)
 
@@ -176,6 +199,10 @@ def _print_summary(s: IndexSummary) -> None:
                   if "vector_count" in idx else ""))
     if "recall_at_10" in idx:
         click.echo(f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}")
+    if s.thresholds:
+        from indexer.audit.calibrate_thresholds import ThresholdCalibration
+
+        click.echo(f"thresholds: {ThresholdCalibration.from_dict(s.thresholds).summary()}")
     if s.failures:
         click.echo(f"failed items (first {len(s.failures)}):")
         for key, reason in s.failures:

@@ -10,8 +10,10 @@ from indexer import __version__
 from indexer.cli.audit_cmd import audit
 from indexer.cli.baseline_cmd import baseline
 from indexer.cli.db_cmd import db
+from indexer.cli.dedup_cmd import dedup
 from indexer.cli.demo_cmd import demo
 from indexer.cli.index_cmd import index
+from indexer.cli.models_cmd import models
 from indexer.cli.serve_cmd import serve, worker
 
 
@@ -28,7 +30,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for command in (index, audit, demo, baseline, serve, worker, db):
+for command in (index, audit, dedup, demo, baseline, serve, worker, models, db):
     cli.add_command(command)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import signal
 from pathlib import Path
 from types import FrameType
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from indexer.cli.common import handle_errors, home_option
+from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.errors import UsageError
 
 
@@ -46,6 +48,30 @@ def _open_workspace(settings: Any) -> Any:
         ) from exc
 
 
+def is_loopback_host(host: str) -> bool:
+    """True when ``host`` only accepts connections from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name may resolve to any interface
+
+
+def check_exposure(settings: Any, host: str, *, allow_anonymous: bool) -> str | None:
+    """Refuse to expose a server without API tokens; the loud warning to print when allowed."""
+    if settings.auth_enabled or is_loopback_host(host):
+        return None
+    if not allow_anonymous:
+        raise UsageError(
+            f"refusing to listen on {host} without API tokens: anyone who can reach it could submit "
+            "audits and read every report. Set SPLITAUDIT_API_TOKENS=name:token, bind 127.0.0.1, "
+            "or pass --allow-anonymous to serve it open on purpose"
+        )
+    return (f"WARNING: serving on {host} WITHOUT API TOKENS (--allow-anonymous): anyone who can reach "
+            "this address can submit audits, record reviews and read every report and image")
+
+
 @click.command()
 @home_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 for all).")
@@ -54,13 +80,19 @@ def _open_workspace(settings: Any) -> Any:
               help="Do not run jobs in this process; run `splitaudit worker` next to it instead.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, help="Server log level.")
+@click.option("--allow-anonymous", is_flag=True,
+              help="Serve a non-loopback --host without SPLITAUDIT_API_TOKENS (refused otherwise).")
+@device_option
 @handle_errors
-def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> None:
+def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, allow_anonymous: bool,
+          device: str) -> None:
     """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
 
     Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
     SPLITAUDIT_API_TOKENS (name:token,...), SPLITAUDIT_SOURCE_ROOTS (server folders
-    manifests may read), SPLITAUDIT_MAX_UPLOAD_MB. Killed audits resume on restart.
+    manifests may read), SPLITAUDIT_MAX_UPLOAD_MB, SPLITAUDIT_MAX_JSON_MB. With tokens, reads
+    need one too unless SPLITAUDIT_PUBLIC_READ=true. A --host other than loopback needs tokens
+    or --allow-anonymous. Killed audits resume on restart.
     """
     import uvicorn
 
@@ -68,9 +100,16 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
     settings = _settings(home=home, **({"run_worker": False} if no_worker else {}))
+    warning = check_exposure(settings, host, allow_anonymous=allow_anonymous)
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
-    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
-               f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",
+    jobs = "jobs need `splitaudit worker`"
+    if settings.run_worker:
+        resolved = resolve_cli_device(device)  # an absent device is a usage error before uvicorn starts
+        settings = settings.model_copy(update={"device": resolved.device})
+        jobs = f"jobs embed on {resolved.summary()}"
+    if warning:
+        click.secho(warning, err=True, fg="red", bold=True)
+    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} (API docs at /docs; {jobs})",
                err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 
@@ -79,8 +118,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
 @home_option
 @click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="Seconds between looks at the queue when it is empty.")
+@device_option
 @handle_errors
-def worker(home: Path, poll: float) -> None:
+def worker(home: Path, poll: float, device: str) -> None:
     """Run queued jobs (audits, server-side index runs) until stopped (Ctrl-C / SIGTERM).
 
     Several workers may share one PostgreSQL database; with SQLite run a single worker
@@ -91,8 +131,9 @@ def worker(home: Path, poll: float) -> None:
     from indexer.jobs.worker import Worker
 
     settings = _settings(home=home)
+    resolved = resolve_cli_device(device)  # an absent device is a usage error before any job is claimed
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll)
+    runner = Worker(ws, default_handlers(device=resolved.device), lease_s=settings.job_lease_s, poll_s=poll)
     if ws.database_url.startswith("sqlite"):
         click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
 
@@ -101,7 +142,8 @@ def worker(home: Path, poll: float) -> None:
         runner.request_stop()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}", err=True)
+    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}; "
+               f"embedding on {resolved.summary()}", err=True)
     try:
         runner.run()
     finally:

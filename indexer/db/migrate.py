@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# A checkout (or editable install) has them at the top level; an installed wheel carries them
+# as data files under ``<prefix>/share/splitaudit/migrations`` (see pyproject.toml).
+_CHECKOUT_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = (
+    _CHECKOUT_MIGRATIONS
+    if (_CHECKOUT_MIGRATIONS / "env.py").is_file()
+    else Path(sys.prefix) / "share" / "splitaudit" / "migrations"
+)
 
 
 def alembic_config(url: str) -> Config:

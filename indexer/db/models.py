@@ -270,3 +270,76 @@ class Review(Base):
     note: Mapped[str | None] = mapped_column(Text)
     reviewer: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DedupRun(Base):
+    """A deduplication of one corpus against itself; its job runs it, chunk by chunk (resumable)."""
+
+    __tablename__ = "dedup_run"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpus.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(20), default="queued")  # queued|running|done|failed
+    params: Mapped[JSONDict] = mapped_column(default=dict)
+    thresholds: Mapped[JSONDict] = mapped_column(default=dict)
+    # Corpus generation the edges were found at, and how many chunks of it are done.
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
+    chunks_done: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[JSONDict] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    code_version: Mapped[str] = mapped_column(String(50), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class DedupEdge(Base):
+    """A duplicate pair (``a_id < b_id``) found by a dedup run, with its evidence."""
+
+    __tablename__ = "dedup_edge"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("dedup_run.id", ondelete="CASCADE"), index=True)
+    a_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    b_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    kind: Mapped[str] = mapped_column(String(20))  # exact|near|semantic
+    hamming: Mapped[int | None] = mapped_column(Integer)
+    cosine: Mapped[float | None] = mapped_column(Float)
+    verify: Mapped[float | None] = mapped_column(Float)
+
+
+class DedupMember(Base):
+    """One corpus item of a duplicate cluster of a finished dedup run."""
+
+    __tablename__ = "dedup_member"
+    __table_args__ = (Index("ix_dedup_member_run_cluster", "run_id", "cluster"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("dedup_run.id", ondelete="CASCADE"), index=True)
+    cluster: Mapped[int] = mapped_column(Integer)
+    semantic: Mapped[bool] = mapped_column(Boolean, default=False)  # a --semantic cluster
+    item_id: Mapped[int] = mapped_column(ForeignKey("item.id", ondelete="CASCADE"))
+    kept: Mapped[bool] = mapped_column(Boolean, default=False)
+    tier: Mapped[str | None] = mapped_column(String(20))
+    partner_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    hamming: Mapped[int | None] = mapped_column(Integer)
+    cosine: Mapped[float | None] = mapped_column(Float)
+    verify: Mapped[float | None] = mapped_column(Float)
+
+
+class DedupReview(Base):
+    """A reviewer's verdict on a pair of corpus items (``a_id < b_id``); the newest row is current."""
+
+    __tablename__ = "dedup_review"
+    __table_args__ = (Index("ix_dedup_review_pair", "corpus_id", "a_id", "b_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpus.id", ondelete="CASCADE"), index=True)
+    a_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    b_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    # The member the reviewer judged (one of a_id / b_id); its pairs with the others share the verdict.
+    subject_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    verdict: Mapped[str] = mapped_column(String(20))  # duplicate|not_duplicate|unsure
+    note: Mapped[str | None] = mapped_column(Text)
+    reviewer: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

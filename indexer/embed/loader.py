@@ -1,8 +1,9 @@
 """``load_embedder``: turn a model spec into a ready ``Embedder`` (or a clear ``ModelUnavailableError``).
 
 Weights are never random: every path either loads a full checkpoint strictly (no missing or
-unexpected keys) or raises. Registry weights come from the local Hugging Face cache only,
-unless ``allow_download=True``, so a machine without a model hub fails fast instead of retrying.
+unexpected keys) or raises. Registry weights load from the local Hugging Face cache without a
+request; missing ones download once on first use (``indexer.embed.hub``) unless
+``allow_download=False``, and a machine without a model hub fails in seconds with what to do.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexer.embed.efficientnet import load_efficientnet_lite0
 from indexer.embed.embedder import OpenClipEmbedder
+from indexer.embed.hub import cached_weights, download_weights, prefetch_help
 from indexer.embed.spec import (
     BUNDLED_MODEL_NAME,
     DEFAULT_MODEL_SPEC,
@@ -50,12 +51,14 @@ _hub_lock = threading.Lock()
 
 
 def load_embedder(
-    spec: str, *, device: str = "cpu", batch_size: int = 32, allow_download: bool = False
+    spec: str, *, device: str = "cpu", batch_size: int = 32, allow_download: bool = True
 ) -> Embedder:
     """Load the embedding model named by ``spec`` (see ``parse_model_spec``) onto ``device``.
 
-    Raises ``UsageError`` for a malformed spec, unknown architecture/tag or unusable device, and
-    ``ModelUnavailableError`` when the weights cannot be found or loaded.
+    Registry weights (``NAME:TAG``) missing from the Hugging Face cache are downloaded into it
+    unless ``allow_download`` is False. Raises ``UsageError`` for a malformed spec, unknown
+    architecture/tag or unusable device, and ``ModelUnavailableError`` when the weights cannot
+    be found, downloaded or loaded.
     """
     parsed = parse_model_spec(spec)
     if batch_size < 1:
@@ -140,30 +143,8 @@ def _hub_offline(enabled: bool = True) -> Iterator[None]:
             constants.HF_HUB_OFFLINE = previous
 
 
-def _registry_weights_cached(cfg: dict[str, Any]) -> bool:
-    """Whether open_clip would find this pretrained tag's weights without a download."""
-    if "file" in cfg:
-        return Path(cfg["file"]).is_file()
-    hub = cfg.get("hf_hub", "")
-    if hub:
-        from huggingface_hub import try_to_load_from_cache
-        from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
-
-        # same split as open_clip.pretrained.download_pretrained: "org/repo/" or "org/repo/file"
-        repo_id, filename = os.path.split(hub)
-        filename = filename or HF_WEIGHTS_NAME
-        names = [filename]
-        if filename == HF_WEIGHTS_NAME:
-            names.insert(0, HF_SAFE_WEIGHTS_NAME)
-        elif filename.endswith((".bin", ".pth")):
-            names.insert(0, filename[:-4] + ".safetensors")
-        return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in names)
-    url = cfg.get("url", "")
-    return bool(url) and (Path("~/.cache/clip").expanduser() / os.path.basename(url)).is_file()
-
-
 def _load_registry(spec: ModelSpec, device: str, allow_download: bool) -> tuple[Any, Any]:
-    """``open_clip.create_model_and_transforms(arch, pretrained=tag)``, cache-only by default."""
+    """``open_clip.create_model_and_transforms(arch, pretrained=tag)``, downloading on first use."""
     import open_clip
 
     assert spec.arch is not None and spec.pretrained is not None
@@ -175,13 +156,19 @@ def _load_registry(spec: ModelSpec, device: str, allow_download: bool) -> tuple[
             f"open_clip architecture {spec.arch} has no pretrained tag {spec.pretrained!r}; "
             f"known tags: {', '.join(tags) or 'none'}"
         )
-    if not allow_download and not _registry_weights_cached(cfg):
-        raise ModelUnavailableError(
-            f"weights for {spec.arch}:{spec.pretrained} could not be loaded: they are not in the "
-            f"local model cache and downloading is disabled (no model hub reachable); {_ALTERNATIVES}"
-        )
+    label = f"{spec.arch}:{spec.pretrained}"
+    if cached_weights(cfg) is None:
+        if not allow_download:
+            raise ModelUnavailableError(
+                f"weights for {label} could not be loaded: they are not in the local model cache "
+                f"and downloading is disabled; {prefetch_help(label, cfg)}; or {_ALTERNATIVES}"
+            )
+        try:
+            download_weights(label, cfg)
+        except ModelUnavailableError as exc:
+            raise ModelUnavailableError(f"{exc}; or {_ALTERNATIVES}") from exc
     try:
-        with _hub_offline(not allow_download):
+        with _hub_offline():  # the weights are in the cache now: no further request
             model, _, preprocess = open_clip.create_model_and_transforms(
                 spec.arch, pretrained=spec.pretrained, device=device, require_pretrained=True
             )

@@ -240,6 +240,11 @@ class AuditClient:
             raise ServerError(f"the report of audit {audit_id} is not a splitaudit report")
         return body
 
+    def thumbnail(self, side: str, item_id: int, *, size: int = 160) -> bytes:
+        """A downscaled image of a split item (``side`` = ``split``) or a corpus item, as encoded bytes."""
+        path = f"/split-items/{item_id}/thumbnail" if side == "split" else f"/items/{item_id}/thumbnail"
+        return self._request("GET", path, params={"size": size}).content
+
 
 def _fraction(value: Any) -> float:
     """Progress as a fraction in [0, 1] (servers may send 0-1 or 0-100)."""

@@ -12,6 +12,7 @@ from indexer.gate.baseline import Baseline, BaselineEntry
 from indexer.gate.policy import TIERS, Policy
 
 SuppressedBy = Literal["review", "baseline"]
+UNREADABLE_NAMED = 10  # unreadable images named in the gate's reason (all are in the report)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class GateResult:
     ``flagged`` counts images with a counted match in a ``fail_on`` tier and ``rate`` is
     ``flagged / readable`` (unreadable images cannot be flagged); ``errors`` are conditions
     under which no verdict can be trusted (e.g. a failing tier was skipped).
+    ``unreadable_keys`` name the test images that could not be read, so were not audited;
+    more of them than the policy allows fail the gate.
     """
 
     passed: bool
@@ -57,6 +60,7 @@ class GateResult:
     suppressed: tuple[SuppressedMatch, ...] = ()
     stale: tuple[BaselineEntry, ...] = ()
     baseline_source: str | None = None
+    unreadable_keys: tuple[str, ...] = ()
 
     @property
     def status(self) -> str:
@@ -78,6 +82,7 @@ class GateResult:
             "items": self.items,
             "readable": self.readable,
             "failed_items": self.failed_items,
+            "unreadable_keys": list(self.unreadable_keys),
             "flagged": self.flagged,
             "rate": self.rate,
             "counts": dict(self.counts),
@@ -139,6 +144,8 @@ def evaluate(report: Mapping[str, Any], policy: Policy, baseline: Baseline | Non
     flagged = len(flagged_keys)
     rate = flagged / readable if readable > 0 else 0.0
     reasons = _reasons(policy, flagged, rate, readable)
+    unreadable = [f for f in failed if isinstance(f, Mapping)]
+    reasons += _unreadable_reasons(policy, unreadable, total)
     errors = _errors(report, policy)
     return GateResult(
         passed=not reasons and not errors,
@@ -155,6 +162,7 @@ def evaluate(report: Mapping[str, Any], policy: Policy, baseline: Baseline | Non
         suppressed=tuple(suppressed),
         stale=tuple(e for e in baseline.entries if e not in used),
         baseline_source=baseline.source,
+        unreadable_keys=tuple(str(f.get("key")) for f in unreadable),
     )
 
 
@@ -168,6 +176,27 @@ def _reasons(policy: Policy, flagged: int, rate: float, readable: int) -> list[s
     if policy.max_count is not None and flagged > policy.max_count:
         reasons.append(f"{flagged} flagged test images exceeds max count {policy.max_count}")
     return reasons
+
+
+def _unreadable_reasons(policy: Policy, unreadable: list[Mapping[str, Any]], total: int) -> list[str]:
+    """Why the unreadable (never audited) test images fail the gate (empty when within the policy)."""
+    count = len(unreadable)
+    if count == 0:
+        return []
+    rate = count / total if total > 0 else 1.0
+    limit = policy.effective_max_unreadable
+    over = []
+    if limit is not None and count > limit:
+        over.append(f"max unreadable {limit}")
+    if policy.max_unreadable_rate is not None and rate > policy.max_unreadable_rate:
+        over.append(f"max unreadable rate {policy.max_unreadable_rate:.4g}")
+    if not over:
+        return []
+    named = "; ".join(f"{f.get('key')} ({f.get('reason') or 'no reason given'})" for f in unreadable[:UNREADABLE_NAMED])
+    more = f"; and {count - UNREADABLE_NAMED} more" if count > UNREADABLE_NAMED else ""
+    return [f"{count} of {total} test images could not be read, so were not audited ({rate:.2%}), exceeding "
+            f"{' and '.join(over)}: {named}{more}. Fix or remove them, or allow some with --max-unreadable N "
+            "(max_unreadable in the policy file)"]
 
 
 def _errors(report: Mapping[str, Any], policy: Policy) -> list[str]:

@@ -6,6 +6,8 @@ level) or in ``pyproject.toml`` under ``[tool.splitaudit]``::
     fail_on = ["exact", "near"]      # or "exact,near"
     max_rate = 0.0                   # fraction of test images allowed to be flagged
     max_count = 0                    # number of test images allowed to be flagged
+    max_unreadable = 0               # test images allowed to be unreadable (not audited); default 0
+    max_unreadable_rate = 0.01       # or a fraction of them (either limit alone relaxes the default)
     baseline = "splitaudit.baseline.json"   # relative to the policy file
     [thresholds]                     # handed to the audit engine (Thresholds field names)
     semantic_cosine = 0.9            # aliases: semantic, phash / hamming (= phash_hamming)
@@ -33,7 +35,7 @@ TIERS: tuple[str, ...] = MATCH_KINDS
 DEFAULT_FAIL_ON: tuple[str, ...] = PIXEL_KINDS
 POLICY_FILE = "splitaudit.toml"
 PYPROJECT = "pyproject.toml"
-_KEYS = ("fail_on", "max_rate", "max_count", "thresholds", "baseline")
+_KEYS = ("fail_on", "max_rate", "max_count", "max_unreadable", "max_unreadable_rate", "thresholds", "baseline")
 # Short names for the engine's threshold fields (``indexer.audit.thresholds.Thresholds``).
 THRESHOLD_ALIASES = {"semantic": "semantic_cosine", "phash": "phash_hamming", "hamming": "phash_hamming"}
 
@@ -45,11 +47,17 @@ class Policy:
     The gate fails when more than ``max_count`` test images are flagged in a ``fail_on`` tier,
     or when the flagged fraction exceeds ``max_rate``. With neither set, ``max_rate`` is 0
     (any flagged image fails); with only ``max_count`` set, only the count applies.
+
+    Test images that could not be read were never audited: more than ``max_unreadable`` of
+    them (or a larger fraction than ``max_unreadable_rate``) fail the gate too; with neither
+    set, a single unreadable image fails it.
     """
 
     fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
     max_rate: float | None = None
     max_count: int | None = None
+    max_unreadable: int | None = None
+    max_unreadable_rate: float | None = None
     thresholds: Mapping[str, float] = field(default_factory=dict)
     baseline: Path | None = None
     source: str | None = None  # the file the policy came from, for the summary
@@ -57,8 +65,10 @@ class Policy:
     def __post_init__(self) -> None:
         """Validate every field (``UsageError`` says which one is wrong)."""
         object.__setattr__(self, "fail_on", parse_tiers(self.fail_on))
-        object.__setattr__(self, "max_rate", _check_rate(self.max_rate))
+        object.__setattr__(self, "max_rate", _check_rate(self.max_rate, "max rate"))
         object.__setattr__(self, "max_count", _check_count(self.max_count))
+        object.__setattr__(self, "max_unreadable", _check_count(self.max_unreadable, "max unreadable"))
+        object.__setattr__(self, "max_unreadable_rate", _check_rate(self.max_unreadable_rate, "max unreadable rate"))
         object.__setattr__(self, "thresholds", {THRESHOLD_ALIASES.get(k, k): v for k, v in self.thresholds.items()})
 
     @property
@@ -68,6 +78,13 @@ class Policy:
             return 0.0
         return self.max_rate
 
+    @property
+    def effective_max_unreadable(self) -> int | None:
+        """The unreadable-count limit in force: the given one, else 0 unless a rate limit is set."""
+        if self.max_unreadable is None and self.max_unreadable_rate is None:
+            return 0
+        return self.max_unreadable
+
     def with_overrides(
         self,
         *,
@@ -76,6 +93,8 @@ class Policy:
         max_count: int | None = None,
         thresholds: Mapping[str, float] | None = None,
         baseline: Path | None = None,
+        max_unreadable: int | None = None,
+        max_unreadable_rate: float | None = None,
     ) -> Policy:
         """A copy where every given (non-None) value replaces the file's; thresholds merge per tier."""
         changes: dict[str, Any] = {}
@@ -85,6 +104,10 @@ class Policy:
             changes["max_rate"] = max_rate
         if max_count is not None:
             changes["max_count"] = max_count
+        if max_unreadable is not None:
+            changes["max_unreadable"] = max_unreadable
+        if max_unreadable_rate is not None:
+            changes["max_unreadable_rate"] = max_unreadable_rate
         if thresholds:
             changes["thresholds"] = {**self.thresholds,
                                      **{THRESHOLD_ALIASES.get(k, k): v for k, v in thresholds.items()}}
@@ -100,6 +123,10 @@ class Policy:
             parts.append(f"max rate {rate:.4g}" if rate == 0 else f"max rate {rate:.4g} ({rate:.2%})")
         if self.max_count is not None:
             parts.append(f"max count {self.max_count}")
+        if self.max_unreadable is not None:
+            parts.append(f"max unreadable {self.max_unreadable}")
+        if self.max_unreadable_rate is not None:
+            parts.append(f"max unreadable rate {self.max_unreadable_rate:.4g}")
         if self.thresholds:
             parts.append("thresholds " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.thresholds.items())))
         return "; ".join(parts)
@@ -110,6 +137,8 @@ class Policy:
             "fail_on": list(self.fail_on),
             "max_rate": self.effective_max_rate,
             "max_count": self.max_count,
+            "max_unreadable": self.effective_max_unreadable,
+            "max_unreadable_rate": self.max_unreadable_rate,
             "thresholds": dict(self.thresholds),
             "baseline": str(self.baseline) if self.baseline else None,
             "source": self.source,
@@ -160,22 +189,22 @@ def _number(value: Any, what: str) -> float:
     return number
 
 
-def _check_rate(value: float | None) -> float | None:
+def _check_rate(value: float | None, what: str = "max rate") -> float | None:
     """``None`` or a fraction in [0, 1]."""
     if value is None:
         return None
-    rate = _number(value, "max rate")
+    rate = _number(value, what)
     if not 0.0 <= rate <= 1.0:
-        raise UsageError(f"max rate is a fraction of test images between 0 and 1, got {value!r} (use 0.01 for 1%)")
+        raise UsageError(f"{what} is a fraction of test images between 0 and 1, got {value!r} (use 0.01 for 1%)")
     return rate
 
 
-def _check_count(value: int | None) -> int | None:
+def _check_count(value: int | None, what: str = "max count") -> int | None:
     """``None`` or a non-negative integer."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"max count must be a whole number >= 0, got {value!r}")
+        raise UsageError(f"{what} must be a whole number >= 0, got {value!r}")
     return value
 
 
@@ -227,6 +256,8 @@ def policy_from_mapping(data: Mapping[str, Any], *, source: str, base_dir: Path 
             fail_on=table.get("fail_on", DEFAULT_FAIL_ON),
             max_rate=table.get("max_rate"),
             max_count=max_count,
+            max_unreadable=table.get("max_unreadable"),
+            max_unreadable_rate=table.get("max_unreadable_rate"),
             thresholds={str(k): _number(v, f"threshold {k}") for k, v in thresholds.items()},
             baseline=(base_dir / baseline if base_dir else Path(baseline)) if baseline else None,
             source=source,

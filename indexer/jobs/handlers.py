@@ -1,7 +1,9 @@
-"""What each job kind does: ``audit`` runs the audit engine, ``index`` indexes server-side sources."""
+"""What each job kind does: ``audit`` runs the audit engine, ``index`` indexes server-side sources,
+``dedup`` deduplicates a corpus."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -30,21 +32,28 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
     return found
 
 
-def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto") -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
     from indexer.audit.service import execute_audit
+    from indexer.embed.device import resolve_device
+    from indexer.embed.loader import load_embedder
+
+    def factory(spec: str) -> Any:
+        resolved = resolve_device(device)
+        return load_embedder(spec, device=resolved.device, batch_size=resolved.embed_batch)
 
     audit_id = audit_id_of(ws, job)
-    execute_audit(ws, audit_id, progress=progress)
+    execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
     return JobOutcome(message=f"audit {audit_id} done")
 
 
-def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto") -> JobOutcome:
     """Index the server-side sources of ``job`` into its corpus (resumes like the CLI).
 
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
     those roots become failed items instead of being read.
     """
+    from indexer.embed.device import resolve_device
     from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
     from indexer.pipeline.index import index_sources
     from indexer.sources.open import open_source
@@ -61,7 +70,11 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
             model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
         model_spec = model_spec or DEFAULT_MODEL_SPEC
     sources = [_restricted(open_source(p), params.get("allowed_roots")) for p in paths]
-    embedder = None if no_embed else load_embedder(str(model_spec))
+    if no_embed:
+        embedder = None
+    else:
+        resolved = resolve_device(device)
+        embedder = load_embedder(str(model_spec), device=resolved.device, batch_size=resolved.embed_batch)
     done = 0
 
     def count(n: int) -> None:
@@ -78,6 +91,18 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
     )
 
 
+def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+    """Run (or resume: committed chunks are kept) the dedup run of ``job``."""
+    from indexer.dedup.service import run_dedup
+
+    run_id = job.params.get("dedup_id")
+    if not isinstance(run_id, int):
+        raise InputError(f"dedup job {job.id} names no dedup run; submit it again")
+    summary = run_dedup(ws, run_id, progress=progress)
+    return JobOutcome(message=f"dedup {run_id} done: {summary['clusters']} clusters, "
+                              f"{summary['duplicates']} duplicates", result=summary)
+
+
 def _restricted(source: Source, allowed_roots: Any) -> Source:
     """A manifest source whose rows may only name files under ``allowed_roots`` (when given)."""
     from indexer.sources.manifest import ManifestSource
@@ -87,6 +112,8 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
     return ManifestSource(source.path, allowed_roots=[str(r) for r in allowed_roots])
 
 
-def default_handlers() -> dict[str, Handler]:
-    """The handler of every job kind."""
-    return {"audit": run_audit_job, "index": run_index_job}
+def default_handlers(*, device: str = "auto") -> dict[str, Handler]:
+    """The handler of every job kind; embedding runs on ``device`` (see ``indexer.embed.device``)."""
+    return {"audit": functools.partial(run_audit_job, device=device),
+            "index": functools.partial(run_index_job, device=device),
+            "dedup": run_dedup_job}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from indexer.audit.corpus_thresholds import calibrate_corpus_thresholds
 from indexer.db.engine import transaction
 from indexer.db.models import Corpus, Shard
 from indexer.db.queries import ensure_corpus, ensure_shard, shard_keys
@@ -59,6 +60,7 @@ class IndexSummary:
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
     index: dict[str, object] = field(default_factory=dict)
+    thresholds: dict[str, object] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -83,6 +85,7 @@ class IndexSummary:
             "shards_skipped": self.shards_skipped, "seconds": round(self.seconds, 3),
             "throughput": round(self.throughput, 2),
             "failures": [{"key": k, "reason": r} for k, r in self.failures], "index": self.index,
+            "thresholds": self.thresholds,
         }
 
 
@@ -140,7 +143,9 @@ def index_sources(
         raise UsageError(f"unknown executor {executor!r}: use local or ray")
     with ws.sessions() as s:
         index = sync_corpus_index(s, s.get_one(Corpus, corpus_id), corpus_dir, policy)
+        calibration = calibrate_corpus_thresholds(s, s.get_one(Corpus, corpus_id), corpus_dir, embedder)
     summary.index = index.info()
+    summary.thresholds = calibration.to_dict() if calibration else {}
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -25,6 +25,7 @@ from indexer.embed.protocol import Embedder
 from indexer.features.hashes import Hash64
 from indexer.features.types import ImageFeatures
 from indexer.pipeline.extract import Extracted
+from indexer.sources.member_names import escape_undecodable_tree
 from indexer.sources.record import Record
 from indexer.store.vectors import batch_path, write_batch
 from indexer.workspace import Workspace
@@ -64,11 +65,12 @@ def item_row(
         row.update(sha256=f.sha256, pixel_digest=f.pixel_digest, phash=Hash64(f.phash).to_signed(),
                    dhash=Hash64(f.dhash).to_signed(), width=f.width, height=f.height, format=f.format)
     row["meta"] = meta
-    return row
+    return escape_undecodable_tree(row)  # type: ignore[no-any-return]  # non-UTF-8 file names
 
 
 def _failed(e: Extracted) -> dict[str, str]:
-    return {"key": e.record.key, "uri": e.record.locator.uri(), "reason": e.error or "unknown error"}
+    return escape_undecodable_tree(  # type: ignore[no-any-return]
+        {"key": e.record.key, "uri": e.record.locator.uri(), "reason": e.error or "unknown error"})
 
 
 def normalize_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:

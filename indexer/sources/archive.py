@@ -25,6 +25,7 @@ from indexer.sources._layout import (
     lookup_label,
 )
 from indexer.sources.labels_csv import parse_labels_bytes
+from indexer.sources.member_names import escape_undecodable, open_zip, zip_member_key
 from indexer.sources.record import Locator, Record, Shard
 from indexer.sources.webdataset import is_compressed_tar, iter_members
 
@@ -71,8 +72,8 @@ def safe_member_name(name: str) -> str:
 
 
 def _check_tar_member(member: tarfile.TarInfo) -> str:
-    """Normalised name of a safe tar member (a regular file or a folder)."""
-    name = safe_member_name(member.name)
+    """Normalised name of a safe tar member (a regular file or a folder); undecodable bytes escaped."""
+    name = safe_member_name(escape_undecodable(member.name))
     if member.issym() or member.islnk():
         raise UnsafeArchiveError(
             f"archive member {member.name!r} is a link (to {member.linkname!r}); links are refused"
@@ -84,9 +85,12 @@ def _check_tar_member(member: tarfile.TarInfo) -> str:
     return name
 
 
-def _check_zip_member(info: zipfile.ZipInfo) -> str:
-    """Normalised name of a safe zip member (a regular file or a folder)."""
-    name = safe_member_name(info.filename)
+def _check_zip_member(info: zipfile.ZipInfo, key: str | None = None) -> str:
+    """Normalised name of a safe zip member (a regular file or a folder).
+
+    ``key`` is the member's name as ``zip_member_key`` gives it (default: ``info.filename``).
+    """
+    name = safe_member_name(info.filename if key is None else key)
     mode = info.external_attr >> 16
     kind = stat.S_IFMT(mode)
     if kind == stat.S_IFLNK:
@@ -161,7 +165,7 @@ def extract_archive(
                 shutil.rmtree(child)
             else:
                 child.unlink()
-        if isinstance(exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error):
+        if isinstance(exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error | UnicodeError):
             raise InputError(f"{path} is not a readable archive: {exc}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, InputError):
             raise InputError(f"cannot unpack {path}: {exc}") from exc
@@ -178,11 +182,11 @@ def _target(out: Path, name: str) -> Path:
 
 
 def _extract_zip(src: Path, out: Path, max_bytes: int, max_members: int) -> None:
-    with zipfile.ZipFile(src) as zf:
+    with open_zip(src) as zf:
         infos = zf.infolist()
         if len(infos) > max_members:
             raise InputError(f"{src} has {len(infos)} members; at most {max_members} are allowed")
-        names = [_check_zip_member(info) for info in infos]  # refuse before writing anything
+        names = [_check_zip_member(info, zip_member_key(zf, info)) for info in infos]  # refuse before writing
         declared = sum(info.file_size for info in infos)
         if declared > max_bytes:
             raise InputError(f"{src} unpacks to {declared} bytes; at most {max_bytes} are allowed")
@@ -269,7 +273,7 @@ class ArchiveSource:
             )
         try:
             self._files = self._scan()
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, UnicodeError) as exc:
             raise InputError(f"{path} is not a readable archive: {exc}") from exc
         paths = [name for name in self._files if not is_hidden(name)]
         tops = {name.split("/", 1)[0] for name in paths}
@@ -291,9 +295,9 @@ class ArchiveSource:
         """Normalised name -> locator of every regular member (checked for safety)."""
         files: dict[str, Locator] = {}
         if self.kind == "zip":
-            with zipfile.ZipFile(self.path) as zf:
+            with open_zip(self.path) as zf:
                 for info in zf.infolist():
-                    name = _check_zip_member(info)
+                    name = _check_zip_member(info, zip_member_key(zf, info))
                     if not info.is_dir() and name:
                         files[name] = Locator(kind="zip", path=self.uri, member=info.filename)
             return files

@@ -181,6 +181,8 @@ class ManifestSource:
                 yield pos.line, json.loads(text)
             except ValueError as exc:
                 yield pos.line, exc
+            except RecursionError:  # "[[[[..." deeper than the parser goes: a bad row, not a crash
+                yield pos.line, ValueError("nested too deeply to be read as JSON")
 
     def _index(self) -> list[tuple[int, int]]:
         """Chunk start offsets of a CSV/JSONL manifest (one streaming pass, cached)."""

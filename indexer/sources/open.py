@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from indexer.errors import InputError, UsageError
@@ -17,14 +17,18 @@ from indexer.sources.archive import (
 )
 from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 from indexer.sources.folder import FolderSource
+from indexer.sources.hf_open import open_hf, open_hf_parquet_file
 from indexer.sources.labels_csv import LabelledSource, load_labels_csv
 from indexer.sources.manifest import FORMATS, ManifestSource
 from indexer.sources.record import Source
+from indexer.sources.roots import RootedSource, check_path_allowed, real_roots
 from indexer.sources.webdataset import COMPRESSED_SUFFIXES, WebDatasetSource, looks_like_webdataset
 
 __all__ = ["load_labels_csv", "open_source", "open_split"]
 
 SPLIT_MANIFESTS = ("manifest.jsonl", "manifest.csv", "manifest.parquet")
+_NOT_A_SPLIT = "{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
+_ARCHIVE_NEEDS_WORKDIR = "{path} is an archive: pass workdir= (an empty folder) to unpack it into"
 
 
 def _is_shard_dir(path: Path) -> bool:
@@ -38,15 +42,21 @@ def _is_shard_dir(path: Path) -> bool:
     return bool(tars) and not any(is_image_name(n) for n in names)
 
 
-def open_source(spec: str | os.PathLike[str]) -> Source:
+def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None) -> Source:
     """A corpus source for ``spec``.
 
-    A folder with ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files (no
+    ``hf://datasets/...``, a ``save_to_disk`` folder, a folder or glob of Parquet files with
+    image bytes (no images beside them), or such a ``.parquet`` file -> a Hugging Face dataset
+    (``image_column`` names its image column when the type does not tell); a folder with
+    ``img_emb/`` -> precomputed embeddings; a folder of ``.tar`` files (no
     images, no subfolders: img2dataset's output) -> WebDataset; another folder -> the images
     in it; ``.csv``/``.tsv``/``.jsonl``/``.parquet`` -> manifest; a ``.tar`` whose members
     pair ``{key}.jpg`` with ``{key}.json`` (or flat ``{key}.txt``) -> one WebDataset shard;
     another ``.zip``/``.tar`` -> archive read in place.
     """
+    hf = None if os.path.isdir(spec) else open_hf(spec, image_column=image_column)
+    if hf is not None:
+        return hf
     path = Path(spec).expanduser()
     if not path.exists():
         raise InputError(f"{spec} does not exist")
@@ -55,7 +65,9 @@ def open_source(spec: str | os.PathLike[str]) -> Source:
             return PrecomputedEmbeddingSource(path)
         if _is_shard_dir(path):
             return WebDatasetSource(path)
-        return FolderSource(path)
+        return open_hf(path, image_column=image_column) or FolderSource(path)
+    if path.suffix.lower() == ".parquet":
+        return open_hf_parquet_file(path, image_column=image_column) or ManifestSource(path)
     if path.suffix.lower() in FORMATS:
         return ManifestSource(path)
     kind = archive_kind(path)
@@ -77,17 +89,53 @@ def open_split(
     labels: Mapping[str, str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
+    image_column: str | None = None,
+    allowed_roots: Sequence[str | os.PathLike[str]] | None = None,
 ) -> Source:
-    """A test split: a folder (ImageFolder or not), a manifest file, or a zip/tar archive.
+    """A test split: a folder (ImageFolder or not), a manifest file, a zip/tar archive, or a
+    Hugging Face dataset (as ``open_source`` tells them apart).
 
     Archives are unpacked with ``extract_archive`` into ``workdir``, an empty folder the
     caller owns and deletes (required for archives). In a split folder, ``manifest.jsonl`` /
     ``manifest.csv`` / ``manifest.parquet`` at the root switch to manifest mode (paths relative
     to the root); otherwise images are read as a folder and a root ``labels.csv`` (``key,label``)
     sets labels. ``labels`` (e.g. ``--labels FILE``) overrides every other label.
+
+    With ``allowed_roots`` (a job submitted over the API), ``path`` itself must lie under
+    them (``PathNotAllowedError``) and every record naming a URL or a file outside them
+    (symlinks resolved, checked as the records are read) is a failed item "path not allowed".
     """
-    p = split_location(path, workdir=workdir, max_bytes=max_bytes, max_members=max_members)
-    source = _open_split_folder(p) if p.is_dir() else ManifestSource(p)
+    p = Path(path).expanduser()
+    roots = None if allowed_roots is None else real_roots(allowed_roots)
+    if roots is not None:
+        check_path_allowed(p, roots, what="split")
+    hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
+    if hf is not None:
+        return LabelledSource(hf, labels) if labels else hf
+    if not p.exists():
+        raise InputError(f"{path} does not exist")
+    source: Source
+    if p.is_dir():
+        source = _open_split_folder(p, roots, image_column=image_column)
+    elif p.suffix.lower() == ".parquet":
+        source = open_hf_parquet_file(p, image_column=image_column) or ManifestSource(
+            p, allowed_roots=roots
+        )
+    elif p.suffix.lower() in FORMATS:
+        source = ManifestSource(p, allowed_roots=roots)
+    elif archive_kind(p) is not None:
+        if workdir is None:
+            raise UsageError(_ARCHIVE_NEEDS_WORKDIR.format(path=path))
+        root = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
+        source = _open_split_folder(
+            root,
+            None if roots is None else [*roots, os.path.realpath(workdir)],
+            image_column=image_column,
+        )
+    else:
+        raise InputError(_NOT_A_SPLIT.format(path=path))
+    if roots is not None:
+        source = RootedSource(source, roots)
     return LabelledSource(source, labels) if labels else source
 
 
@@ -97,32 +145,51 @@ def split_location(
     workdir: str | os.PathLike[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
-) -> Path:
-    """Where a split's items are read from: its folder or manifest, or the folder an archive unpacks into.
+    image_column: str | None = None,
+) -> str:
+    """Where a split's items are read from, as a URI: its folder or manifest, the folder an
+    archive unpacks into, or a Hugging Face dataset's ``uri`` (which records ``image_column``).
 
-    ``open_split`` of the result reads the same split without a ``workdir``; archives are
-    unpacked into ``workdir`` as in ``open_split``.
+    ``open_split`` of the result reads the same split without a ``workdir`` or
+    ``image_column``; archives are unpacked into ``workdir`` as in ``open_split``.
     """
+    hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
+    if hf is not None:
+        return hf.uri
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path} does not exist")
-    if p.is_dir() or p.suffix.lower() in FORMATS:
-        return p
-    if archive_kind(p) is None:
-        raise InputError(
-            f"{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
-        )
-    if workdir is None:
-        raise UsageError(f"{path} is an archive: pass workdir= (an empty folder) to unpack it into")
-    return extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
+    if not (p.is_dir() or p.suffix.lower() in FORMATS):
+        if archive_kind(p) is None:
+            raise InputError(_NOT_A_SPLIT.format(path=path))
+        if workdir is None:
+            raise UsageError(_ARCHIVE_NEEDS_WORKDIR.format(path=path))
+        p = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
+    p = p.resolve()
+    if image_column is not None and not any((p / name).is_file() for name in SPLIT_MANIFESTS):
+        # A dataset read with an explicit image column: its uri carries the column.
+        found = open_hf(p, image_column=image_column)
+        if found is not None:
+            return found.uri
+    return str(p)
 
 
-def _open_split_folder(root: Path) -> Source:
-    """Manifest mode when the folder has a root manifest, else images with optional labels.csv."""
+def _open_split_folder(
+    root: Path, roots: list[str] | None = None, *, image_column: str | None = None
+) -> Source:
+    """Manifest mode when the folder has a root manifest, a Hugging Face dataset when it holds
+    one (Parquet with image bytes, or save_to_disk), else images with optional labels.csv."""
     for name in SPLIT_MANIFESTS:
         if (root / name).is_file():
-            return ManifestSource(root / name)
+            if roots is not None:
+                check_path_allowed(root / name, roots, what="split manifest")
+            return ManifestSource(root / name, allowed_roots=roots)
+    hf = open_hf(root, image_column=image_column)
+    if hf is not None:
+        return hf
     folder = FolderSource(root)
     if (root / "labels.csv").is_file():
+        if roots is not None:
+            check_path_allowed(root / "labels.csv", roots, what="labels file")
         return LabelledSource(folder, load_labels_csv(root / "labels.csv"))
     return folder

@@ -5,12 +5,11 @@ from __future__ import annotations
 import io
 import tarfile
 import urllib.request
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-LocatorKind = Literal["file", "tar", "zip", "url", "none"]
+LocatorKind = Literal["file", "tar", "zip", "url", "parquet", "arrow", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +18,10 @@ class Locator:
 
     ``file``: ``path``. ``tar``: ``path`` of the tar + ``offset`` of the member's data + ``size``
     (read with one seek, no tar parsing). ``zip``: ``path`` of the zip + ``member`` name.
-    ``url``: ``url`` (fetched over HTTP). ``none``: the bytes are not available (e.g. a
-    precomputed-embedding row without a shard).
+    ``url``: ``url`` (fetched over HTTP). ``parquet``: a cell of a Hugging Face Parquet file:
+    ``path`` + row group (``offset``) + row inside it (``size``) + image column (``member``).
+    ``arrow``: the same in an Arrow IPC file (``save_to_disk``), ``offset`` = record batch.
+    ``none``: the bytes are not available (e.g. a precomputed-embedding row without a shard).
     """
 
     kind: LocatorKind
@@ -40,6 +41,9 @@ class Locator:
             return f"{self.path}#{self.member}"
         if self.kind == "url":
             return str(self.url)
+        if self.kind in ("parquet", "arrow"):
+            unit = "row_group" if self.kind == "parquet" else "batch"
+            return f"{self.path}#{unit}={self.offset}&row={self.size}&column={self.member}"
         return ""
 
     def read_bytes(self, *, timeout: float = 30.0, max_bytes: int = 512 * 1024 * 1024) -> bytes:
@@ -58,7 +62,9 @@ class Locator:
             return data
         if self.kind == "zip":
             assert self.path is not None and self.member is not None
-            with zipfile.ZipFile(self.path) as zf, zf.open(self.member) as fh:
+            from indexer.sources.member_names import open_zip
+
+            with open_zip(self.path) as zf, zf.open(self.member) as fh:
                 return fh.read(max_bytes + 1)
         if self.kind == "url":
             assert self.url is not None
@@ -66,6 +72,12 @@ class Locator:
                 raise OSError(f"unsupported URL scheme: {self.url}")
             with urllib.request.urlopen(self.url, timeout=timeout) as resp:
                 return bytes(resp.read(max_bytes + 1))
+        if self.kind in ("parquet", "arrow"):
+            from indexer.sources.hf_cells import read_cell  # lazy: pyarrow is heavy to import
+
+            assert self.path is not None and self.offset is not None and self.size is not None
+            assert self.member is not None
+            return read_cell(self.kind, self.path, unit=self.offset, row=self.size, column=self.member)
         raise OSError("no bytes available for this record (no file, shard member or URL)")
 
     @staticmethod
@@ -82,7 +94,8 @@ class Record:
     manifest's ``key`` (else its ``path``/``url``), or a WebDataset ``__key__``.
     ``error`` is set when the source itself already knows the record is bad (e.g. a
     WebDataset ``.json`` without its image, a manifest row pointing nowhere); such records
-    are stored as failed items with that reason.
+    are stored as failed items with that reason. ``data`` holds the bytes when the source
+    read them already (a Parquet row); the locator still finds them again later.
     """
 
     key: str
@@ -95,9 +108,12 @@ class Record:
     license: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
     def read_bytes(self) -> bytes:
-        """The image bytes, via the locator."""
+        """The image bytes: those read with the record, else via the locator."""
+        if self.data is not None:
+            return self.data
         return self.locator.read_bytes()
 
 

@@ -193,7 +193,7 @@ class WebDatasetSource:
             try:
                 parsed = json.loads(sample.json_bytes)
                 meta = parsed if isinstance(parsed, dict) else {"json": parsed}
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
                 meta = {"json_error": f"{sample.key}.json is not valid JSON: {exc}"}
         caption = decode_caption(sample.txt) if sample.txt is not None else None
         metadata = {k: json_safe(v) for k, v in meta.items() if k not in _FIELD_KEYS}

@@ -70,3 +70,28 @@ class Sidecar:
                     f"{path}: index {name} is {have!r} but the corpus expects {want!r}; "
                     "the index belongs to another corpus or model — rebuild it"
                 )
+
+
+# The corpus's match-threshold record (``indexer.audit.calibrate_thresholds``) lives next to
+# its index sidecars: which cosines its model gets, where they came from, the figures behind.
+THRESHOLDS_FILE = "thresholds.json"
+
+
+def save_thresholds_sidecar(corpus_dir: Path, record: dict[str, Any]) -> None:
+    """Write the corpus's threshold record atomically."""
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(corpus_dir / THRESHOLDS_FILE, {"format_version": FORMAT_VERSION, **record})
+
+
+def load_thresholds_sidecar(corpus_dir: Path) -> dict[str, Any] | None:
+    """The corpus's threshold record, or None when missing or unreadable (it is then re-derived)."""
+    path = corpus_dir / THRESHOLDS_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("format_version") != FORMAT_VERSION:
+        return None
+    return {k: v for k, v in raw.items() if k != "format_version"}

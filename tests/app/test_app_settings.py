@@ -17,15 +17,18 @@ def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("SPLITAUDIT_API_TOKENS", "alice:t1, bob:t2")
     monkeypatch.setenv("SPLITAUDIT_SOURCE_ROOTS", "/data,/srv/splits")
     monkeypatch.setenv("SPLITAUDIT_MAX_UPLOAD_MB", "5")
-    monkeypatch.setenv("SPLITAUDIT_READ_REQUIRES_TOKEN", "true")
+    monkeypatch.setenv("SPLITAUDIT_MAX_JSON_MB", "0.5")
     monkeypatch.setenv("SPLITAUDIT_RUN_WORKER", "0")
     s = ApiSettings()
     assert s.home == tmp_path
     assert s.api_tokens == {"alice": "t1", "bob": "t2"}
     assert s.source_roots == [Path("/data"), Path("/srv/splits")]
     assert s.max_upload_bytes == 5 * 1024 * 1024
+    assert s.max_json_bytes == 512 * 1024
     assert s.read_requires_token is True and s.run_worker is False and s.auth_enabled
     assert "t1" not in repr(s)
+    monkeypatch.setenv("SPLITAUDIT_PUBLIC_READ", "true")
+    assert ApiSettings().read_requires_token is False  # the explicit opt-out for a public board
 
 
 def test_defaults_have_auth_off(monkeypatch: pytest.MonkeyPatch) -> None:

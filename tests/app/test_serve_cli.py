@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -74,3 +75,41 @@ def test_worker_process_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert job.status == "failed" and "does not exist" in (job.error or "")
     assert proc.returncode == 0
     assert "SQLite database: run only one worker" in output and "SIGTERM" in output
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "example.org"])
+def test_serve_refuses_a_non_loopback_host_without_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          host: str) -> None:
+    monkeypatch.delenv("SPLITAUDIT_API_TOKENS", raising=False)
+    result = CliRunner().invoke(cli, ["serve", "--home", str(tmp_path / "h"), "--host", host])
+    assert result.exit_code == 2
+    assert f"refusing to listen on {host} without API tokens" in result.output
+    assert "--allow-anonymous" in result.output
+    assert not (tmp_path / "h").exists()  # refused before anything was created
+
+
+def test_exposure_rules() -> None:
+    from app.settings import ApiSettings
+    from indexer.cli.serve_cmd import check_exposure, is_loopback_host
+
+    assert all(is_loopback_host(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback_host(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.org"))
+    open_settings = ApiSettings(api_tokens={})
+    assert check_exposure(open_settings, "127.0.0.1", allow_anonymous=False) is None
+    assert check_exposure(ApiSettings(api_tokens={"a": "t"}), "0.0.0.0", allow_anonymous=False) is None
+    warning = check_exposure(open_settings, "0.0.0.0", allow_anonymous=True)
+    assert warning is not None and "WITHOUT API TOKENS" in warning
+
+
+def test_serve_allow_anonymous_starts_with_a_loud_warning(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
+    proc = subprocess.Popen([SPLITAUDIT, "serve", "--home", str(tmp_path / "h"), "--host", "0.0.0.0",
+                             "--port", "0", "--allow-anonymous", "--no-worker"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "WARNING: serving on 0.0.0.0 WITHOUT API TOKENS (--allow-anonymous)" in first
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

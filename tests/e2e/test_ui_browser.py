@@ -167,7 +167,7 @@ def test_token_is_asked_for_kept_in_the_session_and_sent_on_reads_and_writes(tmp
     demo = build_demo_home(tmp_path)
     aid = demo.audit_id
     with serve(demo.home, tmp_path / "server.log", SPLITAUDIT_RUN_WORKER="false",
-               SPLITAUDIT_API_TOKENS="carol:tok-carol", SPLITAUDIT_READ_REQUIRES_TOKEN="true") as server, \
+               SPLITAUDIT_API_TOKENS="carol:tok-carol") as server, \
             server.client("tok-carol") as api, browser_page() as page:
         page.goto(f"{server.url}/ui/audits/{aid}/review/1")
         assert page.locator('body[data-page="auth-required"]').count() == 1

@@ -41,3 +41,37 @@ def build_tiny_checkpoint(
     else:
         torch.save(state, weights)
     return str(dest)
+
+
+# A pretrained tag for the tiny model, published on a (fake) hub the way open_clip's real tags are.
+TINY_ARCH = "splitaudit-tiny-test"
+TINY_TAG = "fakehub"
+TINY_HUB_REPO = "splitaudit/tiny-test"
+
+
+def register_tiny_pretrained() -> str:
+    """Register the tiny architecture and its hub-published tag with open_clip; return its spec."""
+    import open_clip
+    from open_clip import factory, pretrained
+
+    factory._MODEL_CONFIGS[TINY_ARCH] = json.loads(json.dumps(TINY_MODEL_CFG))
+    pretrained._PRETRAINED[TINY_ARCH] = {
+        TINY_TAG: pretrained._pcfg(hf_hub=f"{TINY_HUB_REPO}/", **TINY_PREPROCESS_CFG),
+    }
+    assert TINY_ARCH in open_clip.list_models()
+    return f"{TINY_ARCH}:{TINY_TAG}"
+
+
+def tiny_hub_files(dest: Path, seed: int = 0) -> dict[str, bytes]:
+    """The files of the tiny model's hub repository (config + ``.bin`` weights, no safetensors)."""
+    build_tiny_checkpoint(dest, seed=seed)
+    return {p.name: p.read_bytes() for p in dest.iterdir() if p.is_file()}
+
+
+if __name__ == "__main__":
+    # `python -m helpers.tiny_model ARGS...`: the splitaudit CLI with the tiny tag registered
+    # (open_clip's tables live in the process, so a subprocess test registers them here).
+    register_tiny_pretrained()
+    from indexer.cli.main import main
+
+    main()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Annotated, Any
@@ -16,8 +15,10 @@ from starlette.exceptions import HTTPException
 
 from app.audits import get_audit, list_audits, require_done
 from app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
+from app.jsonbody import read_json_body
+from app.params import IdPath, PageQuery, PageSizeQuery
 from app.paths import resolve_under_roots
-from app.schemas import AuditFromPaths, JobAccepted
+from app.schemas import AuditFromPaths, ErrorResponse, JobAccepted
 from app.submit import (
     AuditRequest,
     audit_from_paths,
@@ -25,20 +26,19 @@ from app.submit import (
     normalise_label_names,
     remove_tree,
 )
-from app.uploads import check_declared_length, receive_multipart
+from app.uploads import receive_multipart
 from indexer.audit.reviews import list_matches
-from indexer.errors import UsageError
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 
-MAX_JSON_BYTES = 1024 * 1024
 REPORT_MEDIA_TYPES = {
     "json": "application/json",
     "csv": "text/csv; charset=utf-8",
     "junit": "application/xml",
     "md": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
 }
-REPORT_SUFFIX = {"json": "json", "csv": "csv", "junit": "xml", "md": "md"}
+REPORT_SUFFIX = {"json": "json", "csv": "csv", "junit": "xml", "md": "md", "html": "html"}
 
 _SUBMIT_BODY: dict[str, Any] = {
     "requestBody": {
@@ -77,17 +77,7 @@ def _accepted(audit_id: int) -> JSONResponse:
 
 
 async def _json_body(request: Request) -> AuditFromPaths:
-    check_declared_length(request, MAX_JSON_BYTES)
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw.extend(chunk)
-        if len(raw) > MAX_JSON_BYTES:
-            raise UsageError("JSON body over 1 MB; list the split in a manifest file on the server instead")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise UsageError(f"request body is not valid JSON ({exc}); send an object such as "
-                         '{"manifest": "/data/test.jsonl", "corpus": ["laion"]}') from exc
+    data = await read_json_body(request, example='{"manifest": "/data/test.jsonl", "corpus": ["laion"]}')
     try:
         return AuditFromPaths.model_validate(data)
     except ValidationError as exc:
@@ -95,7 +85,8 @@ async def _json_body(request: Request) -> AuditFromPaths:
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted,
-             openapi_extra=_SUBMIT_BODY)
+             openapi_extra=_SUBMIT_BODY,
+             responses={415: {"model": ErrorResponse, "description": "Neither multipart/form-data nor JSON"}})
 async def audit_submit(request: Request, ws: WorkspaceDep, settings: SettingsDep,
                        _caller: WriterDep) -> JSONResponse:
     """Queue an audit of an uploaded archive (multipart) or of a split on the server (JSON)."""
@@ -136,8 +127,8 @@ def audit_list(
     session: SessionDep,
     _caller: ReaderDep,
     status_filter: Annotated[str | None, Query(alias="status")] = None,
-    page: Annotated[int, Query(ge=1)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page: PageQuery = 1,
+    page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """Audits, newest first, with status, progress and summary."""
     items, total = list_audits(session, status=status_filter, page=page, page_size=page_size)
@@ -145,19 +136,20 @@ def audit_list(
 
 
 @router.get("/{audit_id}")
-def audit_get(audit_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
+def audit_get(audit_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Status (queued, running, done, failed), progress, summary and error of one audit."""
     return get_audit(session, audit_id=audit_id)
 
 
 @router.get("/{audit_id}/report", responses={200: {"content": {t: {} for t in REPORT_MEDIA_TYPES.values()}}})
 def audit_report_get(
-    audit_id: int,
+    audit_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
-    fmt: Annotated[str, Query(alias="format", pattern="^(json|csv|junit|md)$")] = "json",
+    fmt: Annotated[str, Query(alias="format", pattern="^(json|csv|junit|md|html)$")] = "json",
 ) -> Response:
-    """The report of a finished audit as JSON, CSV, JUnit XML or Markdown (409 while it runs)."""
+    """The report of a finished audit as JSON, CSV, JUnit XML, Markdown or one self-contained HTML
+    page with the flagged pairs' thumbnails inline (409 while it runs)."""
     from indexer.audit.formats import render
     from indexer.audit.report import audit_report
 
@@ -165,22 +157,29 @@ def audit_report_get(
     report = audit_report(session, audit_id)
     if fmt == "json":
         return JSONResponse(report)
+    if fmt == "html":
+        from indexer.audit.html_report import pair_thumbnails, render_html
+        from indexer.audit.html_thumbs import db_thumbnail_fetcher
+
+        text = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session)))
+    else:
+        text = render(report, fmt)
     return Response(
-        render(report, fmt), media_type=REPORT_MEDIA_TYPES[fmt],
+        text, media_type=REPORT_MEDIA_TYPES[fmt],
         headers={"Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'},
     )
 
 
 @router.get("/{audit_id}/matches")
 def audit_matches(
-    audit_id: int,
+    audit_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
     kind: str | None = None,
     review: str | None = None,
     label: str | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page: PageQuery = 1,
+    page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One page of an audit's matches, filtered by kind, review state or verdict, and test label."""
     items, total = list_matches(session, audit_id=audit_id, kind=kind or None, review=review or None,

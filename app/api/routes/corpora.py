@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from app.corpora import corpus_detail, corpus_dict, list_corpora
 from app.deps import ReaderDep, SessionDep, SettingsDep, TransactionDep, WorkspaceDep, WriterDep
+from app.params import PageQuery, PageSizeQuery
 from app.paths import resolve_under_roots
 from app.schemas import CorpusCreate, JobAccepted, SourcesCreate
 from app.submit import queue_index_job
@@ -54,8 +55,8 @@ def corpus_get(
     session: SessionDep,
     ws: WorkspaceDep,
     _caller: ReaderDep,
-    failed_page: Annotated[int, Query(ge=1)] = 1,
-    failed_page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    failed_page: PageQuery = 1,
+    failed_page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One corpus: counts, model, saved index info, shards, and a page of failed items with reasons."""
     return corpus_detail(ws, session, name=name, failed_page=failed_page, failed_page_size=failed_page_size)

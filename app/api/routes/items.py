@@ -6,10 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.deps import ReaderDep, SessionDep, SettingsDep
+from app.params import IdPath
 from app.thumbnails import read_original, render_thumbnail, thumbnail_etag
-from indexer.db.models import Item, SplitItem
+from indexer.db.models import Audit, Item, SplitItem
 from indexer.errors import NotFoundError
 
 router = APIRouter(tags=["items"])
@@ -17,19 +20,21 @@ SizeQuery = Annotated[int, Query(ge=16, le=1024, description="Longest side in pi
 
 
 def _thumbnail(request: Request, *, locator: dict[str, Any], sha256: str | None,
-                     pixel_digest: str | None, what: str, size: int, private: bool) -> Response:
+                     pixel_digest: str | None, what: str, size: int, private: bool,
+                     allowed_roots: list[str] | None = None) -> Response:
     etag = thumbnail_etag(sha256, locator, size)
     cache = f"{'private' if private else 'public'}, max-age=86400"
     headers = {"ETag": etag, "Cache-Control": cache}
     if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers=headers)
-    data = read_original(locator, what=what, sha256=sha256, pixel_digest=pixel_digest)
+    data = read_original(locator, what=what, sha256=sha256, pixel_digest=pixel_digest,
+                         allowed_roots=allowed_roots)
     thumb = render_thumbnail(data, size)
     return Response(thumb.data, media_type=thumb.media_type, headers=headers)
 
 
 @router.get("/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}})
-def corpus_item_thumbnail(item_id: int, request: Request, session: SessionDep, settings: SettingsDep,
+def corpus_item_thumbnail(item_id: IdPath, request: Request, session: SessionDep, settings: SettingsDep,
                                 _caller: ReaderDep, size: SizeQuery = 256) -> Response:
     """A corpus item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(Item, item_id)
@@ -41,7 +46,7 @@ def corpus_item_thumbnail(item_id: int, request: Request, session: SessionDep, s
 
 
 @router.get("/split-items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}})
-def split_item_thumbnail(item_id: int, request: Request, session: SessionDep, settings: SettingsDep,
+def split_item_thumbnail(item_id: IdPath, request: Request, session: SessionDep, settings: SettingsDep,
                                _caller: ReaderDep, size: SizeQuery = 256) -> Response:
     """A test split item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(SplitItem, item_id)
@@ -49,4 +54,14 @@ def split_item_thumbnail(item_id: int, request: Request, session: SessionDep, se
         raise NotFoundError(f"split item {item_id} does not exist")
     return _thumbnail(request, locator=dict(item.locator or {}), sha256=item.sha256,
                             pixel_digest=item.pixel_digest, what=f"split item {item_id} ({item.key})",
-                            size=size, private=settings.read_requires_token)
+                            size=size, private=settings.read_requires_token,
+                            allowed_roots=split_allowed_roots(session, item.split_id))
+
+
+def split_allowed_roots(session: Session, split_id: int) -> list[str] | None:
+    """The roots an API-submitted split was accepted under (``None`` for a split made by the CLI)."""
+    for params in session.scalars(select(Audit.params).where(Audit.split_id == split_id)):
+        roots = (params or {}).get("allowed_roots")
+        if isinstance(roots, list):
+            return [str(r) for r in roots]
+    return None

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
 from app.deps import ReaderDep, SessionDep
+from app.params import IdPath, PageQuery, PageSizeQuery
 from indexer.db.models import Audit, Job
 from indexer.errors import UsageError
 from indexer.jobs.queue import get_job
@@ -38,8 +39,8 @@ def job_list(
     _caller: ReaderDep,
     status_filter: Annotated[str | None, Query(alias="status")] = None,
     kind: str | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page: PageQuery = 1,
+    page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """Jobs, newest first."""
     query = select(Job, Audit.id).outerjoin(Audit, Audit.job_id == Job.id)
@@ -56,7 +57,7 @@ def job_list(
 
 
 @router.get("/{job_id}")
-def job_get(job_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
+def job_get(job_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """One job: status, progress, message, error, attempts, and the result of an index run."""
     job = get_job(session, job_id=job_id)
     audit_id = session.scalar(select(Audit.id).where(Audit.job_id == job.id))

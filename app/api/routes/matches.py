@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.deps import ReaderDep, SessionDep, TransactionDep, WriterDep
+from app.params import IdPath
 from app.schemas import ReviewIn, ReviewOut
 from indexer.audit.reviews import match_detail, set_review
 from indexer.timefmt import iso
@@ -15,13 +16,13 @@ router = APIRouter(prefix="/matches", tags=["matches"])
 
 
 @router.get("/{match_id}")
-def match_get(match_id: int, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
+def match_get(match_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """A match: kind, scores, evidence, test and corpus item, current review and history."""
     return match_detail(session, match_id=match_id)
 
 
 @router.put("/{match_id}/review", response_model=ReviewOut)
-def match_review(match_id: int, body: ReviewIn, session: TransactionDep, caller: WriterDep) -> ReviewOut:
+def match_review(match_id: IdPath, body: ReviewIn, session: TransactionDep, caller: WriterDep) -> ReviewOut:
     """Record a verdict (duplicate, not_duplicate, unsure) with a note; earlier verdicts stay as history.
 
     The reviewer is the API token's name when tokens are configured, else ``anonymous``.

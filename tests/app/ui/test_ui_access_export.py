@@ -13,10 +13,10 @@ from indexer.gate.baseline import parse_baseline
 TOKENS = "alice:s3cret-alice"
 
 
-def test_tokens_for_writes_only_keep_pages_open_and_offer_a_token_dialog(tmp_path: Path) -> None:
+def test_public_read_keeps_pages_open_and_offers_a_token_dialog_for_writes(tmp_path: Path) -> None:
     home = new_home(tmp_path)
     s = seed(home, tmp_path / "files")
-    with ui_client(home, api_tokens=TOKENS) as client:
+    with ui_client(home, api_tokens=TOKENS, public_read=True) as client:
         page = client.get(f"/ui/audits/{s.audit}/review/1")
         anonymous_put = client.put(f"/api/v1/matches/{s.matches['near']}/review", json={"verdict": "duplicate"})
         put = client.put(f"/api/v1/matches/{s.matches['near']}/review", json={"verdict": "duplicate"},
@@ -34,7 +34,7 @@ def test_tokens_for_writes_only_keep_pages_open_and_offer_a_token_dialog(tmp_pat
 def test_tokens_for_reads_turn_pages_into_a_token_prompt(tmp_path: Path) -> None:
     home = new_home(tmp_path)
     s = seed(home, tmp_path / "files")
-    with ui_client(home, api_tokens=TOKENS, read_requires_token=True) as client:
+    with ui_client(home, api_tokens=TOKENS) as client:
         prompt = client.get(f"/ui/audits/{s.audit}")
         wrong = client.get(f"/ui/audits/{s.audit}", headers={"Authorization": "Bearer nope"})
         page = client.get(f"/ui/audits/{s.audit}/review/1", headers={"Authorization": "Bearer s3cret-alice"})

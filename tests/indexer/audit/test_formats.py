@@ -147,7 +147,7 @@ def test_markdown_summary_table_and_flagged_items() -> None:
     assert "| near | 1 | yes |" in lines
     assert "| label_leak | 1 | no |" in lines
     assert "Matches not counted: 1 reviewed not_duplicate, 0 in baseline." in lines
-    assert "1 test image could not be read." in lines
+    assert "1 test image could not be read, so was not audited (listed below)." in lines
     assert "| `cats/1.jpg` | cat | near | `laion:000/17.jpg` | hamming 3, cosine 0.981 |" in lines
     assert "- `broken.jpg`: cannot identify image file" in lines
 
@@ -167,7 +167,7 @@ def test_baseline_suppression_and_stale_entries_are_shown() -> None:
     report = sample_report()
     used = BaselineEntry(corpus="laion", kind="near", test_sha256="s1", corpus_key="000/17.jpg")
     stale = BaselineEntry(corpus="laion", kind="near", test_sha256="gone", corpus_key="000/1.jpg")
-    gated_report = apply_gate(report, evaluate(report, Policy(), Baseline(entries=(used, stale), source="b.json")))
+    gated_report = apply_gate(report, evaluate(report, Policy(max_unreadable=1), Baseline(entries=(used, stale), source="b.json")))
     md = render_markdown(gated_report)
     assert md.splitlines()[2] == "**Gate passed**"
     assert "Matches not counted: 1 reviewed not_duplicate, 1 in baseline." in md

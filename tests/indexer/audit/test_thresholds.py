@@ -188,4 +188,8 @@ def test_thresholds_for_model() -> None:
         is MODEL_THRESHOLDS["efficientnet-lite0:imagenet"]
     )
     assert thresholds_for_model(None) is DEFAULT_THRESHOLDS
-    assert thresholds_for_model("open_clip:some-unmeasured-model") is DEFAULT_THRESHOLDS
+    # never another model's cosines: an unmeasured model starts from the CLIP literature values
+    unmeasured = thresholds_for_model("open_clip:some-unmeasured-model")
+    assert unmeasured.near_cosine == 0.94 and unmeasured.semantic_cosine == 0.90
+    assert unmeasured.near_cosine != DEFAULT_THRESHOLDS.near_cosine
+    assert unmeasured.phash_hamming == DEFAULT_THRESHOLDS.phash_hamming

@@ -314,10 +314,16 @@ def review_not_duplicate(server: str, report: dict[str, Any], key: str) -> dict[
 def test_server_mode_gate_review_and_baseline(workdir: Path, server: str) -> None:
     split = make_split(workdir / "leaky", planted=True)
     first = run("audit", split, "--corpus", "ref", "--server", server, "--json", "first.json",
-                "--junit", "first.xml", cwd=workdir)
+                "--junit", "first.xml", "--html", "first.html", cwd=workdir)
     assert first.returncode == 1, first.stdout + first.stderr
     report: dict[str, Any] = json.loads((workdir / "first.json").read_text())
     assert isinstance(report["audit_id"], int)
+    # The HTML report embeds the thumbnails the server serves (test side + corpus side of each pair).
+    matches = [m for i in report["items"] for m in i["matches"]]
+    page = (workdir / "first.html").read_text()
+    assert page.count('<section class="pair') == len(matches) >= 1
+    assert page.count('<img src="data:image/') == len(matches) + sum(m["corpus_item_id"] is not None
+                                                                      for m in matches)
     assert report["gate"]["flagged_keys"] == ["dog/leaked.jpg"]
     root = ET.parse(workdir / "first.xml").getroot()
     assert [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None] == ["dog/leaked.jpg"]

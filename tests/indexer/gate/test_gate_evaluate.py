@@ -80,7 +80,7 @@ def test_max_count_alone_and_with_rate() -> None:
 
 def test_rate_uses_readable_images_only() -> None:
     r = report(item("a.jpg", match("exact")), *clean(1), failed=2)
-    result = evaluate(r, Policy(max_rate=0.6))
+    result = evaluate(r, Policy(max_rate=0.6, max_unreadable=2))
     assert (result.items, result.readable, result.failed_items) == (4, 2, 2)
     assert result.rate == 0.5 and result.passed
 

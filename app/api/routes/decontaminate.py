@@ -1,0 +1,76 @@
+"""Acting on an audit: its corpus blocklist and its clean split, under the gate's failing tiers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from app.audits import require_done
+from app.deps import ReaderDep, SessionDep
+from app.params import IdPath
+
+router = APIRouter(prefix="/audits", tags=["audits"])
+FailOn = Annotated[
+    str, Query(description="Comma-separated failing tiers (exact,near,semantic,label_leak or all)")
+]
+
+
+@router.get(
+    "/{audit_id}/blocklist", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
+)
+def audit_blocklist(
+    audit_id: IdPath,
+    session: SessionDep,
+    _caller: ReaderDep,
+    fail_on: FailOn = "exact,near",
+    fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "csv",
+) -> Response:
+    """Corpus items matched at the failing tiers (reviewed ``not_duplicate`` excluded, ``duplicate`` always in)."""
+    from indexer.audit.report import audit_report
+    from indexer.dedup.outputs import render_csv
+    from indexer.gate.decontaminate import BLOCKLIST_COLUMNS, blocklist_rows
+    from indexer.gate.policy import parse_tiers
+
+    tiers = parse_tiers(fail_on)
+    require_done(session, audit_id=audit_id)
+    rows = blocklist_rows(audit_report(session, audit_id), tiers)
+    if fmt == "txt":
+        return Response(
+            "".join(f"{r['corpus']}/{r['key']}\n" for r in rows),
+            media_type="text/plain; charset=utf-8",
+        )
+    return Response(
+        render_csv(rows, BLOCKLIST_COLUMNS),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}-blocklist.csv"'},
+    )
+
+
+@router.get(
+    "/{audit_id}/clean-split", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
+)
+def audit_clean_split(
+    audit_id: IdPath,
+    session: SessionDep,
+    _caller: ReaderDep,
+    fail_on: FailOn = "exact,near",
+    fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "txt",
+) -> Response:
+    """Test items with no counted match at the failing tiers: keys, or CSV ``key,path,label``."""
+    from indexer.audit.report import audit_report
+    from indexer.dedup.outputs import render_csv
+    from indexer.gate.decontaminate import CLEAN_COLUMNS, clean_split_rows, render_keys
+    from indexer.gate.policy import parse_tiers
+
+    tiers = parse_tiers(fail_on)
+    require_done(session, audit_id=audit_id)
+    rows = clean_split_rows(audit_report(session, audit_id), tiers)
+    if fmt == "txt":
+        return Response(render_keys(rows), media_type="text/plain; charset=utf-8")
+    return Response(
+        render_csv(rows, CLEAN_COLUMNS),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}-clean.csv"'},
+    )

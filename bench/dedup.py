@@ -1,0 +1,314 @@
+"""Dedup at scale and on photos: wall time, peak RSS and pair precision / recall against planted truth.
+
+Run: ``.venv/bin/python -m bench.dedup [--sizes 100000,1000000] [--photos 1000] [--dir bench/.cache/dedup]``
+
+*Store level* (``--sizes``): a synthetic corpus of N items written as the indexer leaves it
+(DB rows bulk-inserted, vector batch files; no pixels), with planted clusters: ``RATE`` of the
+items are copies (1-3 per original; a fifth of them byte-exact, the others with 0-6 flipped
+pHash bits and an embedding at cosine ~0.96). Singletons are random 64-bit pHashes and random
+64-d unit vectors (unrelated pairs stay below cosine ~0.6 even among a million). Each size is
+built in one child process and deduplicated in another, so the peak RSS is the dedup's own.
+There are no pixels, so the pixel verifier cannot run: pairs are decided by digests, pHash
+radius and cosine, as for a corpus whose sources are gone. Baseline, in the same run: the
+all-pairs FAISS brute-force Hamming range search (the hash tier alone), timed on a sample of
+queries and scaled to N.
+
+*Photos* (``--photos M``, ``bench.dedup_photos``): real-photo-style JPEGs with planted copies,
+deduplicated by ``splitaudit dedup``, imagededup's PHash ``find_duplicates`` (max distance 10)
+and fastdup's connected components, on the same files.
+
+Pair precision / recall: every pair of items inside a found cluster against every pair inside
+a planted cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "dedup"
+DIM = 64
+RATE = 0.05  # fraction of items that are planted copies
+EXACT_SHARE = 0.2
+CHUNK = 50_000
+INSERT_ITEM = (
+    "INSERT INTO item (id, corpus_id, shard_id, key, uri, locator, url, caption, sha256, pixel_digest,"
+    " phash, dhash, width, height, format, metadata, has_embedding, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far (MiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def unit(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Rows scaled to unit length."""
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def plan(n: int, seed: int = 0) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int8]]:
+    """Per item (0-based): its planted cluster (-1 = singleton) and its member number (0 = original)."""
+    rng = np.random.default_rng(seed)
+    sizes: list[int] = []
+    copies = 0
+    while copies < RATE * n:
+        c = int(rng.integers(1, 4))
+        sizes.append(c + 1)
+        copies += c
+    cluster = np.full(n, -1, np.int32)
+    member = np.zeros(n, np.int8)
+    slots = rng.permutation(n)[: sum(sizes)]
+    pos = 0
+    for k, size in enumerate(sizes):
+        cluster[slots[pos : pos + size]] = k
+        member[slots[pos : pos + size]] = np.arange(size)
+        pos += size
+    return cluster, member
+
+
+def truth_pairs(cluster: npt.NDArray[np.int32]) -> set[tuple[int, int]]:
+    """Every pair of item ids (1-based, a < b) inside a planted cluster."""
+    groups: dict[int, list[int]] = {}
+    for i in np.flatnonzero(cluster >= 0).tolist():
+        groups.setdefault(int(cluster[i]), []).append(i + 1)
+    return {(a, b) for g in groups.values() for x, a in enumerate(g) for b in g[x + 1 :]}
+
+
+def build(n: int, home: Path, seed: int = 0) -> dict[str, Any]:
+    """Write the synthetic corpus (items, vector batches) as the indexer leaves it."""
+    from sqlalchemy import update
+
+    from indexer.db.engine import transaction
+    from indexer.db.models import Corpus, VectorBatch
+    from indexer.db.queries import ensure_corpus, ensure_shard
+    from indexer.store.vectors import batch_path, write_batch
+    from indexer.workspace import Workspace
+
+    cluster, member = plan(n, seed)
+    k = int(cluster.max()) + 1
+    rng = np.random.default_rng((seed, 1))
+    base_vecs = unit(rng.standard_normal((k, DIM), dtype=np.float32))
+    base_hash = rng.integers(-(2**63), 2**63 - 1, k, dtype=np.int64)
+    base_sha = [rng.bytes(32).hex() for _ in range(k)]
+    ws = Workspace.open(home)
+    with transaction(ws.sessions) as s:
+        corpus = ensure_corpus(s, name="syn", model_id="synthetic-64", dim=DIM)
+        corpus_id, shard_id = (
+            corpus.id,
+            ensure_shard(s, corpus=corpus, source="synthetic", name="all").id,
+        )
+    now = datetime.now(UTC).isoformat(sep=" ")
+    t0 = time.perf_counter()
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        crng = np.random.default_rng((seed, 2, start))
+        vecs = unit(crng.standard_normal((m, DIM), dtype=np.float32))
+        hashes = crng.integers(-(2**63), 2**63 - 1, m, dtype=np.int64)
+        shas = [crng.bytes(32).hex() for _ in range(m)]
+        for r in np.flatnonzero(cluster[start : start + m] >= 0).tolist():
+            c, mem = int(cluster[start + r]), int(member[start + r])
+            exact = mem > 0 and crng.random() < EXACT_SHARE
+            if mem == 0 or exact:
+                vecs[r], hashes[r], shas[r] = base_vecs[c], base_hash[c], base_sha[c]
+                continue
+            noise = crng.standard_normal(DIM).astype(np.float32) / np.sqrt(DIM)
+            vecs[r] = unit((base_vecs[c] + 0.3 * noise)[None])[0]
+            h = int(base_hash[c]) & (2**64 - 1)
+            for bit in crng.choice(64, int(crng.integers(0, 7)), replace=False).tolist():
+                h ^= 1 << bit
+            hashes[r] = np.int64(h - 2**64 if h >= 2**63 else h)
+        ids = np.arange(start + 1, start + m + 1, dtype=np.int64)
+        rows = [
+            (
+                int(i),
+                corpus_id,
+                shard_id,
+                f"{i:09d}",
+                f"synthetic://{i}",
+                '{"kind": "none"}',
+                f"https://img.example.org/{i}.jpg",
+                None,
+                d,
+                d[::-1],
+                int(h),
+                0,
+                256,
+                256,
+                "JPEG",
+                "{}",
+                1,
+                now,
+            )
+            for i, h, d in zip(ids.tolist(), hashes.tolist(), shas, strict=True)
+        ]
+        with transaction(ws.sessions) as s:
+            s.connection().exec_driver_sql(INSERT_ITEM, rows)
+            name = f"syn{start:09d}"
+            write_batch(batch_path(ws.corpus_dir("syn"), name), ids, vecs)
+            s.add(VectorBatch(corpus_id=corpus_id, name=name, count=m))
+            s.execute(
+                update(Corpus)
+                .where(Corpus.id == corpus_id)
+                .values(generation=Corpus.generation + 1)
+            )
+    ws.close()
+    return {
+        "items": n,
+        "planted_clusters": k,
+        "planted_copies": int((member > 0).sum()),
+        "build_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def found_pairs(session: Any, run_id: int) -> set[tuple[int, int]]:
+    """Every pair of item ids inside a found (non-semantic) cluster."""
+    from sqlalchemy import select
+
+    from indexer.db.models import DedupMember
+
+    groups: dict[int, list[int]] = {}
+    for c, i in session.execute(
+        select(DedupMember.cluster, DedupMember.item_id).where(
+            DedupMember.run_id == run_id, DedupMember.semantic.is_(False)
+        )
+    ):
+        groups.setdefault(int(c), []).append(int(i))
+    return {
+        (min(a, b), max(a, b)) for g in groups.values() for x, a in enumerate(g) for b in g[x + 1 :]
+    }
+
+
+def precision_recall(found: set[tuple[int, int]], truth: set[tuple[Any, Any]]) -> dict[str, float]:
+    """Pair precision and recall."""
+    hits = len(found & truth)
+    return {
+        "pair_precision": round(hits / len(found), 4) if found else 1.0,
+        "pair_recall": round(hits / len(truth), 4) if truth else 1.0,
+        "found_pairs": len(found),
+        "true_pairs": len(truth),
+    }
+
+
+def dedup_one(n: int, home: Path) -> dict[str, Any]:
+    """Open the index (built and timed separately), dedup, score; in its own process."""
+    from indexer.db.models import Corpus
+    from indexer.dedup.service import create_dedup, run_dedup
+    from indexer.store.binary_index import signed_to_unsigned
+    from indexer.store.corpus_index import sync_corpus_index
+    from indexer.workspace import Workspace
+
+    ws = Workspace.open(home, migrate=False)
+    out: dict[str, Any] = {}
+    t = time.perf_counter()
+    with ws.sessions() as s:
+        index = sync_corpus_index(s, s.get_one(Corpus, 1), ws.corpus_dir("syn"))
+    out["index_build_s"] = round(time.perf_counter() - t, 1)
+    assert index.floats is not None
+    out["vector_index"], out["hash_index"] = index.floats.index_type, index.hashes.index_type
+    out["rss_before_dedup_mb"] = round(peak_rss_mb())
+    run_id = create_dedup(ws, corpus="syn")
+    t, cpu = time.perf_counter(), time.process_time()
+    summary = run_dedup(ws, run_id)
+    out["dedup_s"] = round(time.perf_counter() - t, 1)
+    out["dedup_cpu_s"] = round(time.process_time() - cpu, 1)  # wall time on a shared machine varies
+    out["peak_rss_mb"] = round(peak_rss_mb())
+    out["summary"] = summary
+    cluster, _member = plan(n)
+    with ws.sessions() as s:
+        out.update(precision_recall(found_pairs(s, run_id), truth_pairs(cluster)))
+    # Baseline: all-pairs brute-force Hamming range search at radius 8 (hash tier only), sampled.
+    codes, _ids = index.hashes.codes_and_ids()
+    sample = np.random.default_rng(3).choice(n, min(n, 5000), replace=False)
+    from indexer.store.binary_index import hashes_to_bytes
+
+    queries = hashes_to_bytes(signed_to_unsigned(codes[sample].view(np.int64)))
+    t, cpu = time.perf_counter(), time.process_time()
+    index.hashes.index.range_search(queries, 9)
+    out["baseline_brute_hamming_s"] = round((time.perf_counter() - t) * n / len(sample), 1)
+    out["baseline_brute_hamming_cpu_s"] = round((time.process_time() - cpu) * n / len(sample), 1)
+    ws.close()
+    return out
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.dedup", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"bench.dedup {' '.join(args)} failed:\n{proc.stderr[-4000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    """Print the store-level table (ratios on CPU seconds: wall time on a shared machine varies)."""
+    print(
+        f"\n{'items':>10} {'copies':>7} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>12} {'precision':>9}"
+        f" {'recall':>7} {'brute Hamming CPU s':>19} {'CPU ratio':>9}"
+    )
+    for r in results:
+        base = r["baseline_brute_hamming_cpu_s"]
+        ratio = r["dedup_cpu_s"] / base if base else float("nan")
+        print(
+            f"{r['items']:>10,} {r['planted_copies']:>7,} {r['dedup_s']:>7} {r['dedup_cpu_s']:>7} "
+            f"{r['peak_rss_mb']:>12} {r['pair_precision']:>9} {r['pair_recall']:>7} {base:>19} {ratio:>9.2f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Build and dedup each size in child processes, then run the photo comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100000,1000000", help="store-level sizes ('' to skip)")
+    ap.add_argument(
+        "--photos", type=int, default=1000, help="photo originals for the comparison (0 to skip)"
+    )
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.build:
+        shutil.rmtree(args.dir / f"n{args.build}", ignore_errors=True)
+        print(json.dumps(build(args.build, args.dir / f"n{args.build}")))
+        return
+    if args.dedup:
+        print(json.dumps(dedup_one(args.dedup, args.dir / f"n{args.dedup}"), default=str))
+        return
+    results: list[dict[str, Any]] = []
+    for n in (int(x) for x in args.sizes.split(",") if x):
+        built = _child(["--build", str(n), "--dir", str(args.dir)])
+        results.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir)])})
+        print(json.dumps(results[-1], default=str), flush=True)
+        shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
+    if results:
+        report(results)
+    photos: dict[str, Any] = {}
+    if args.photos:
+        from bench.dedup_photos import compare
+
+        photos = compare(args.photos, args.dir / "photos")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"store": results, "photos": photos}, indent=2, default=str)
+        )
+
+
+if __name__ == "__main__":
+    main()

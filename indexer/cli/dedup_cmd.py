@@ -1,0 +1,227 @@
+"""``splitaudit dedup``: duplicate clusters within a corpus (or a folder / manifest / split), a drop list."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from indexer.cli.common import handle_errors, home_option, open_workspace
+from indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
+from indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
+from indexer.errors import IndexUnavailableError, UsageError
+from indexer.workspace import Workspace
+
+TEMP_CORPUS = "dedup"
+INTEGER_THRESHOLDS = ("phash_hamming", "candidate_hamming", "small_side")
+
+
+def _progress_bar(desc: str) -> tqdm:
+    return tqdm(
+        total=100,
+        desc=desc,
+        unit="%",
+        dynamic_ncols=True,
+        disable=None,
+        mininterval=0.5,
+        bar_format="{l_bar}{bar}| {elapsed} {postfix}",
+    )
+
+
+def _run(
+    ws: Workspace, corpus: str, *, keep: str, semantic: bool, thresholds: dict[str, Any]
+) -> int:
+    from indexer.dedup.service import create_dedup, run_dedup
+
+    run_id = create_dedup(
+        ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
+    )
+    with _progress_bar(f"dedup {corpus}") as bar:
+
+        def progress(fraction: float, message: str) -> None:
+            bar.n = round(100 * fraction)
+            bar.set_postfix_str(message, refresh=False)
+            bar.refresh()
+
+        run_dedup(ws, run_id, progress=progress)
+    return run_id
+
+
+def _index_temporary(
+    ws: Workspace, sources: Sequence[str], *, model_spec: str, no_embed: bool, workers: int
+) -> None:
+    """Index folder / manifest / split sources into the temporary corpus."""
+    from indexer.pipeline.index import index_sources
+    from indexer.sources.open import open_source
+
+    opened = [open_source(s) for s in sources]
+    embedder = None
+    if not no_embed:
+        from indexer.embed.loader import load_embedder
+
+        embedder = load_embedder(model_spec)
+    with tqdm(unit="img", desc="reading", dynamic_ncols=True, disable=None, mininterval=0.5) as bar:
+        index_sources(
+            ws,
+            TEMP_CORPUS,
+            opened,
+            embedder=embedder,
+            workers=workers,
+            progress=bar.update,
+            model_spec=None if embedder is None else model_spec,
+        )
+
+
+def _write_outputs(ws: Workspace, run_id: int, outputs: dict[str, Path | None]) -> dict[str, Any]:
+    from indexer.dedup.outputs import dedup_report, drop_rows, write_clusters, write_drop_list
+
+    with ws.sessions() as s:
+        report = dedup_report(s, run_id)
+        for option in ("json", "csv", "parquet"):
+            path = outputs[option]
+            if path is not None:
+                if path.suffix.lower() != f".{option}":
+                    raise UsageError(f"--{option} {path}: the file name must end in .{option}")
+                write_clusters(path, report)
+        if outputs["drop_list"] is not None:
+            write_drop_list(outputs["drop_list"], drop_rows(s, run_id))
+    return report
+
+
+def _summary_line(report: dict[str, Any]) -> str:
+    sm = report["summary"]
+    tiers = ", ".join(f"{t} {n}" for t, n in sm["by_tier"].items())
+    line = (
+        f"{sm['items']} items: {sm['clusters']} duplicate clusters, {sm['duplicates']} duplicates to drop "
+        f"({100 * sm['duplicate_rate']:.2f}%; {tiers}); kept one per cluster by '{report['keep']}'"
+    )
+    if report.get("semantic"):
+        line += f"; {sm.get('semantic_clusters', 0)} semantic clusters (reported only, not dropped)"
+    return line
+
+
+@click.command()
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--corpus", help="Indexed corpus to deduplicate (or give SOURCE... to index on the fly)."
+)
+@home_option
+@click.option(
+    "--keep",
+    type=click.Choice(list(POLICIES)),
+    default=DEFAULT_POLICY,
+    show_default=True,
+    help=f"Which member of each cluster is kept. {POLICY_HELP}.",
+)
+@click.option(
+    "--semantic",
+    is_flag=True,
+    help="Also report semantic clusters (embedding cosine, like SemDeDup); never in the drop list.",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Matching threshold (repeatable), as for `splitaudit audit`, e.g. phash_hamming=6.",
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the clusters and summary as JSON (splitaudit.dedup/v1).",
+)
+@click.option(
+    "--csv",
+    "csv_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the clusters as CSV: one row per member.",
+)
+@click.option(
+    "--parquet",
+    "parquet_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the clusters as Parquet: one row per member.",
+)
+@click.option(
+    "--drop-list",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the keys to drop: .txt (one per line) or .csv/.parquet with key,url columns.",
+)
+@click.option(
+    "--model",
+    "model_spec",
+    default=DEFAULT_MODEL_SPEC,
+    show_default=True,
+    help="Embedding model for SOURCE... indexed on the fly.",
+)
+@click.option("--no-embed", is_flag=True, help="Index SOURCE... with hashes only (no embeddings).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Processes reading SOURCE... indexed on the fly.",
+)
+@handle_errors
+def dedup(
+    sources: tuple[str, ...],
+    corpus: str | None,
+    home: Path,
+    keep: str,
+    semantic: bool,
+    thresholds: tuple[str, ...],
+    json_out: Path | None,
+    csv_out: Path | None,
+    parquet_out: Path | None,
+    drop_list: Path | None,
+    model_spec: str,
+    no_embed: bool,
+    workers: int,
+) -> None:
+    """Find exact and near duplicates within a corpus and choose one member of each cluster to keep.
+
+    Deduplicates the indexed corpus --corpus NAME, or SOURCE... (folders, manifests, splits,
+    WebDataset shards) indexed on the fly into a temporary corpus. Pairs are found and
+    verified exactly as an audit finds matches (same tiers and thresholds).
+    """
+    from indexer.gate.policy import parse_threshold_options
+
+    if bool(sources) == bool(corpus):
+        raise UsageError(
+            "give either --corpus NAME (an indexed corpus) or SOURCE... to index on the fly"
+        )
+    # Bit counts and pixel sizes are integers (``phash_hamming=6`` parses as 6.0).
+    th: dict[str, Any] = {
+        k: int(v) if k in INTEGER_THRESHOLDS and float(v).is_integer() else v
+        for k, v in parse_threshold_options(thresholds).items()
+    }
+    outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
+    if corpus:
+        if not home.is_dir():
+            raise IndexUnavailableError(
+                f"no splitaudit index at {home}: build it with `splitaudit index SOURCE --corpus {corpus} "
+                f"--home {home}`, or pass SOURCE... to dedup without an index"
+            )
+        ws = open_workspace(home)
+        try:
+            run_id = _run(ws, corpus, keep=keep, semantic=semantic, thresholds=th)
+            report = _write_outputs(ws, run_id, outputs)
+        finally:
+            ws.close()
+    else:
+        with tempfile.TemporaryDirectory(prefix="splitaudit-dedup-") as tmp:
+            ws = Workspace.open(Path(tmp))
+            try:
+                _index_temporary(
+                    ws, sources, model_spec=model_spec, no_embed=no_embed, workers=workers
+                )
+                run_id = _run(ws, TEMP_CORPUS, keep=keep, semantic=semantic, thresholds=th)
+                report = _write_outputs(ws, run_id, outputs)
+            finally:
+                ws.close()
+    click.echo(_summary_line(report))

@@ -1,0 +1,238 @@
+"""Duplicate pairs within a corpus, a chunk of its items at a time, through the audit engine.
+
+Each chunk of corpus items is matched against the corpus's own stores exactly as a test split
+is in an audit (``indexer.audit.engine.match_corpus``: exact digests through the DB, pHash
+radius / MIH and k-NN, vector k-NN candidates, pixel verification, the same ``Thresholds``),
+so dedup uses the audit's tiers and picks up any change to the engine's decision. Nothing is
+O(N^2): every item costs one bounded search.
+
+Two things differ from a split:
+
+* a corpus item has no stored mirrored pHash; its stand-in flips the bits of the odd
+  horizontal DCT frequencies (mirroring negates exactly those coefficients, so this differs
+  from the true mirrored hash only where the median moves: 4 bits typically, <= 10 for 99%
+  of photos). Such a hit is a candidate the verifier (which searches mirrored alignments)
+  confirms, or a pHash near match like the audit's mirrored pHash;
+* an item that is an exact copy (same SHA-256 or pixel digest) of an item with a smaller id
+  is not queried: its copy finds the same neighbours, and a blank placeholder repeated
+  10,000 times would otherwise cost 10,000^2 pairs. Its cluster link is the exact edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from indexer.audit.engine import match_corpus
+from indexer.audit.ingest import SplitState
+from indexer.audit.thresholds import Thresholds
+from indexer.db.models import Item, VectorBatch
+from indexer.store.binary_index import signed_to_unsigned
+from indexer.store.calibrate import iter_chunks
+from indexer.store.corpus_index import CorpusIndex
+
+CHUNK_ROWS = 4096
+IN_CHUNK = 500
+KIND_RANK = {"exact": 0, "near": 1, "semantic": 2}
+_Num = TypeVar("_Num", int, float)
+
+
+def _odd_column_mask() -> int:
+    mask = 0
+    for row in range(8):
+        for col in (1, 3, 5, 7):
+            mask |= 1 << (63 - (row * 8 + col))  # bits are row-major, first bit most significant
+    return mask
+
+
+MIRROR_MASK = np.uint64(_odd_column_mask())
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A duplicate pair of corpus items (``a < b``) with its evidence."""
+
+    a: int
+    b: int
+    kind: str
+    hamming: int | None = None
+    cosine: float | None = None
+    verify: float | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Corpus item ids to query together, with their embeddings (rows aligned) if any."""
+
+    ids: npt.NDArray[np.int64]
+    vectors: npt.NDArray[np.float32] | None
+
+
+def exact_groups(session: Session, corpus_id: int) -> Iterator[list[int]]:
+    """Item ids sharing a SHA-256, then those sharing a pixel digest (groups of >= 2, ids sorted)."""
+    for column in (Item.sha256, Item.pixel_digest):
+        dup_values = (
+            select(column)
+            .where(Item.corpus_id == corpus_id, column.is_not(None))
+            .group_by(column)
+            .having(func.count(Item.id) > 1)
+            .subquery()
+        )
+        rows = session.execute(
+            select(column, Item.id)
+            .where(Item.corpus_id == corpus_id, column.in_(select(dup_values)))
+            .order_by(column, Item.id)
+        )
+        current: str | None = None
+        group: list[int] = []
+        for value, item_id in rows:
+            if value != current:
+                if len(group) > 1:
+                    yield group
+                current, group = value, []
+            group.append(int(item_id))
+        if len(group) > 1:
+            yield group
+
+
+def iter_item_chunks(
+    session: Session, corpus_id: int, corpus_dir: Path, *, has_vectors: bool, rows: int = CHUNK_ROWS
+) -> Iterator[Chunk]:
+    """Every item once: embedded ones in vector-batch order with their vectors, then the rest."""
+    if has_vectors:
+        refs = [
+            (str(n), int(c))
+            for n, c in session.execute(
+                select(VectorBatch.name, VectorBatch.count)
+                .where(VectorBatch.corpus_id == corpus_id)
+                .order_by(VectorBatch.id)
+            )
+        ]
+        for ids, vectors in iter_chunks(corpus_dir, refs, min_rows=rows):
+            for start in range(
+                0, len(ids), rows
+            ):  # a large batch file: bounded chunks all the same
+                yield Chunk(
+                    np.asarray(ids[start : start + rows], np.int64),
+                    np.ascontiguousarray(vectors[start : start + rows], np.float32),
+                )
+    last = -1
+    while True:
+        query = select(Item.id).where(Item.corpus_id == corpus_id, Item.id > last)
+        if has_vectors:
+            query = query.where(Item.has_embedding.is_(False))
+        found = [int(i) for i in session.scalars(query.order_by(Item.id).limit(rows))]
+        if not found:
+            return
+        last = found[-1]
+        yield Chunk(np.asarray(found, np.int64), None)
+
+
+def chunk_state(
+    session: Session, ids: Sequence[int], skip: set[int]
+) -> tuple[SplitState, list[int]]:
+    """The engine's query arrays for corpus items ``ids`` (minus ``skip`` and unhashed ones).
+
+    Returns the state and the positions in ``ids`` its rows come from.
+    """
+    rows: dict[int, tuple[str | None, str | None, int, int | None, int | None, str]] = {}
+    wanted = [i for i in ids if i not in skip]
+    for start in range(0, len(wanted), IN_CHUNK):
+        for item_id, sha, pixel, phash, w, h, key in session.execute(
+            select(
+                Item.id,
+                Item.sha256,
+                Item.pixel_digest,
+                Item.phash,
+                Item.width,
+                Item.height,
+                Item.key,
+            ).where(Item.id.in_(wanted[start : start + IN_CHUNK]), Item.phash.is_not(None))
+        ):
+            rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key)
+    positions = [n for n, i in enumerate(ids) if int(i) in rows]
+    picked = [rows[int(ids[n])] for n in positions]
+    hashes = signed_to_unsigned([r[2] for r in picked]) if picked else np.zeros(0, np.uint64)
+    sides = [min(r[3], r[4]) if r[3] and r[4] else 10**6 for r in picked]
+    state = SplitState(
+        ids=np.asarray([int(ids[n]) for n in positions], np.int64),
+        keys=[r[5] for r in picked],
+        labels=[None] * len(picked),
+        # A missing digest must match nothing: "" is never stored as a digest.
+        sha256=[r[0] or "" for r in picked],
+        pixel=[r[1] or "" for r in picked],
+        phash=np.asarray(hashes, np.uint64),
+        phash_mirror=np.asarray(hashes, np.uint64) ^ MIRROR_MASK,
+        min_side=np.asarray(sides, np.int32),
+        # Not used by match_corpus (it re-decodes queries it verifies); empty, so a use fails loudly.
+        thumbs=np.zeros((0, 32, 32), np.uint8),
+    )
+    return state, positions
+
+
+def chunk_edges(
+    session: Session,
+    *,
+    corpus_id: int,
+    index: CorpusIndex,
+    chunk: Chunk,
+    skip: set[int],
+    thresholds: Thresholds,
+    semantic: bool,
+) -> list[Edge]:
+    """The duplicate pairs between the items of ``chunk`` and the whole corpus (self pairs dropped)."""
+    state, positions = chunk_state(session, chunk.ids.tolist(), skip)
+    if not len(state):
+        return []
+    vectors = chunk.vectors[positions] if chunk.vectors is not None else None
+    found = match_corpus(
+        session,
+        corpus_id=corpus_id,
+        index=index,
+        state=state,
+        vectors=vectors,
+        thresholds=thresholds,
+        query_model=Item,
+    )
+    out: list[Edge] = []
+    for p in found.pairs:
+        own = int(state.ids[p.row])
+        if p.item_id == own or p.kind is None or (p.kind == "semantic" and not semantic):
+            continue
+        a, b = (own, p.item_id) if own < p.item_id else (p.item_id, own)
+        out.append(Edge(a, b, p.kind, p.hamming, p.cosine, p.verify))
+    return out
+
+
+def merge_edges(edges: Iterable[Edge]) -> dict[tuple[int, int], Edge]:
+    """One edge per pair: the strongest kind, with the best evidence either direction found."""
+    out: dict[tuple[int, int], Edge] = {}
+    for e in edges:
+        old = out.get((e.a, e.b))
+        if old is None:
+            out[(e.a, e.b)] = e
+            continue
+        out[(e.a, e.b)] = Edge(
+            e.a,
+            e.b,
+            min(old.kind, e.kind, key=KIND_RANK.__getitem__),
+            _best(old.hamming, e.hamming, min),
+            _best(old.cosine, e.cosine, max),
+            _best(old.verify, e.verify, max),
+        )
+    return out
+
+
+def _best(x: _Num | None, y: _Num | None, pick: Callable[[_Num, _Num], _Num]) -> _Num | None:
+    if x is None:
+        return y
+    if y is None:
+        return x
+    return pick(x, y)

@@ -1,0 +1,258 @@
+"""Dedup entry points shared by the CLI, the API and the job worker: create a run, run it (resumable).
+
+A run finds duplicate pairs chunk by chunk (``pairs``) and commits each chunk's pairs with
+its progress counter, so a killed run resumes at the next chunk; then it groups the pairs
+(reviewed verdicts applied), picks the kept members and stores the clusters. Memory holds the
+duplicate pairs and cluster members only: never an N x N matrix.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+
+from indexer import __version__
+from indexer.audit.thresholds import Thresholds, thresholds_for_model
+from indexer.db.engine import transaction
+from indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item, Job
+from indexer.db.queries import get_corpus
+from indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
+from indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy
+from indexer.dedup.pairs import (
+    CHUNK_ROWS,
+    Edge,
+    chunk_edges,
+    exact_groups,
+    iter_item_chunks,
+    merge_edges,
+)
+from indexer.dedup.reviews import pair_verdicts
+from indexer.errors import NotFoundError
+from indexer.pipeline.index import open_corpus_index
+from indexer.workspace import Workspace
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[float, str], None]
+IN_CHUNK = 500
+
+
+def create_dedup(
+    ws: Workspace,
+    *,
+    corpus: str,
+    keep: str = DEFAULT_POLICY,
+    semantic: bool = False,
+    thresholds: Mapping[str, Any] | None = None,
+    as_job: bool = False,
+    resume: bool = False,
+) -> int:
+    """Register a dedup run of ``corpus`` (queued as a job when ``as_job``); returns its id.
+
+    ``resume``: return instead the newest unfinished local run (no job) of the corpus with the
+    same parameters, so running the same command again continues where a killed one stopped.
+    """
+    check_policy(keep)
+    with transaction(ws.sessions) as s:
+        row = get_corpus(s, name=corpus)
+        th = Thresholds.from_mapping(
+            dict(thresholds or {}), base=thresholds_for_model(row.model_id)
+        )
+        params = {"keep": keep, "semantic": semantic}
+        if resume and not as_job:
+            last = s.scalar(
+                select(DedupRun).where(DedupRun.corpus_id == row.id).order_by(DedupRun.id.desc())
+            )
+            if (
+                last is not None
+                and last.job_id is None
+                and last.status in ("queued", "running", "failed")
+                and last.params == params
+                and last.thresholds == th.to_dict()
+            ):
+                return last.id
+        job_id = None
+        if as_job:
+            job = Job(kind="dedup", status="queued", params={})
+            s.add(job)
+            s.flush()
+            job_id = job.id
+        run = DedupRun(
+            corpus_id=row.id,
+            job_id=job_id,
+            status="queued",
+            thresholds=th.to_dict(),
+            params=params,
+            code_version=__version__,
+        )
+        s.add(run)
+        s.flush()
+        if as_job:
+            s.get_one(Job, job_id).params = {"dedup_id": run.id}
+        return run.id
+
+
+def run_dedup(
+    ws: Workspace, run_id: int, *, progress: ProgressFn | None = None, chunk_rows: int = CHUNK_ROWS
+) -> dict[str, Any]:
+    """Run (or resume) a dedup; returns its summary. Marks the run failed (re-raising) on error.
+
+    ``chunk_rows`` items are searched and committed together: the unit a killed run resumes at.
+    An exception from ``progress`` (a job being cancelled) stops the run where it is, resumable.
+    """
+    report = progress or (lambda _f, _m: None)
+    try:
+        return _run(ws, run_id, report, chunk_rows)
+    except Exception as exc:  # not BaseException: an interrupted run stays resumable
+        with transaction(ws.sessions) as s:
+            run = s.get_one(DedupRun, run_id)
+            run.status, run.error = "failed", str(exc) or type(exc).__name__
+        raise
+
+
+def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dict[str, Any]:
+    with transaction(ws.sessions) as s:
+        run = s.get(DedupRun, run_id)
+        if run is None:
+            raise NotFoundError(f"dedup run {run_id} does not exist")
+        corpus = s.get_one(Corpus, run.corpus_id)
+        if run.status == "done":
+            run.chunks_done = (
+                0  # run again from scratch: the corpus or the reviews may have changed
+            )
+        if run.generation != corpus.generation or run.status == "done":
+            s.execute(delete(DedupEdge).where(DedupEdge.run_id == run_id))
+            run.generation, run.chunks_done = corpus.generation, 0
+        run.status, run.error = "running", None
+        corpus_id, name, done = corpus.id, corpus.name, run.chunks_done
+        th = Thresholds.from_mapping(run.thresholds)
+        keep, semantic = (
+            str(run.params.get("keep", DEFAULT_POLICY)),
+            bool(run.params.get("semantic")),
+        )
+        items = int(s.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus_id)) or 0)
+    report(0.01, "opening the index")
+    index = open_corpus_index(ws, name)
+    has_vectors = index.floats is not None and index.floats.count > 0
+    with ws.sessions() as s:
+        groups = list(exact_groups(s, corpus_id))
+    skip = {i for g in groups for i in g[1:]}
+    seen = 0
+    with ws.sessions() as s:
+        chunks = iter_item_chunks(
+            s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+        )
+        for n, chunk in enumerate(chunks):
+            seen += len(chunk.ids)
+            if n < done:
+                continue  # committed by an earlier, interrupted attempt
+            edges = chunk_edges(
+                s,
+                corpus_id=corpus_id,
+                index=index,
+                chunk=chunk,
+                skip=skip,
+                thresholds=th,
+                semantic=semantic,
+            )
+            with transaction(ws.sessions) as w:
+                w.bulk_insert_mappings(
+                    DedupEdge,
+                    [  # type: ignore[arg-type]
+                        dict(
+                            run_id=run_id,
+                            a_id=e.a,
+                            b_id=e.b,
+                            kind=e.kind,
+                            hamming=e.hamming,
+                            cosine=e.cosine,
+                            verify=e.verify,
+                        )
+                        for e in edges
+                    ],
+                )
+                w.get_one(DedupRun, run_id).chunks_done = n + 1
+            report(
+                0.02 + 0.88 * min(seen / items, 1.0) if items else 0.9,
+                f"searched {seen} of {items} items",
+            )
+    report(0.9, "grouping clusters")
+    return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
+
+
+def _finish(
+    ws: Workspace,
+    run_id: int,
+    corpus_id: int,
+    items: int,
+    groups: list[list[int]],
+    keep: str,
+    semantic: bool,
+) -> dict[str, Any]:
+    """Group the run's pairs (plus exact groups, minus reviewed ones), keep one per cluster, store."""
+    with ws.sessions() as s:
+        found: list[Edge] = [
+            Edge(int(a), int(b), str(k), h, c, v)
+            for a, b, k, h, c, v in s.execute(
+                select(
+                    DedupEdge.a_id,
+                    DedupEdge.b_id,
+                    DedupEdge.kind,
+                    DedupEdge.hamming,
+                    DedupEdge.cosine,
+                    DedupEdge.verify,
+                ).where(DedupEdge.run_id == run_id)
+            )
+        ]
+        found += [Edge(g[0], other, "exact") for g in groups for other in g[1:]]
+        merged = apply_reviews(merge_edges(found), pair_verdicts(s, corpus_id))
+        visual = [e for e in merged.values() if e.kind != "semantic"]
+        sem = [e for e in merged.values() if e.kind == "semantic"] if semantic else []
+        info = member_info(s, {i for e in visual + sem for i in (e.a, e.b)})
+    clusters = build_clusters(visual, info, keep)
+    sem_clusters = build_clusters(sem, info, keep, semantic=True)
+    summary = summarize(items, clusters, sem_clusters)
+    with transaction(ws.sessions) as s:
+        s.execute(delete(DedupMember).where(DedupMember.run_id == run_id))
+        s.bulk_insert_mappings(
+            DedupMember, _member_rows(run_id, clusters) + _member_rows(run_id, sem_clusters)
+        )  # type: ignore[arg-type]
+        run = s.get_one(DedupRun, run_id)
+        run.summary, run.status, run.finished_at = summary, "done", datetime.now(UTC)
+    return summary
+
+
+def _member_rows(run_id: int, clusters: list[Cluster]) -> list[dict[str, Any]]:
+    return [
+        dict(
+            run_id=run_id,
+            cluster=n,
+            semantic=c.semantic,
+            item_id=m.item_id,
+            kept=m.kept,
+            tier=m.tier,
+            partner_id=m.partner_id,
+            hamming=m.hamming,
+            cosine=m.cosine,
+            verify=m.verify,
+        )
+        for n, c in enumerate(clusters, start=1)
+        for m in c.members
+    ]
+
+
+def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
+    """What the keep policies need about each item."""
+    wanted = sorted(ids)
+    out: dict[int, MemberInfo] = {}
+    for start in range(0, len(wanted), IN_CHUNK):
+        for item_id, key, w, h in session.execute(
+            select(Item.id, Item.key, Item.width, Item.height).where(
+                Item.id.in_(wanted[start : start + IN_CHUNK])
+            )
+        ):
+            out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h)
+    return out

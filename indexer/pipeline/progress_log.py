@@ -1,0 +1,125 @@
+"""Periodic one-line progress reports (done/total, rate, ETA) for logs where no progress bar shows."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+
+DEFAULT_INTERVAL_S = 10.0
+
+
+def format_duration(seconds: float) -> str:
+    """``42s``, ``3m05s`` or ``2h07m``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class ProgressLog:
+    """Counts work done and hands a line to ``emit`` at most once per ``interval_s``.
+
+    Counted work (``advance``) reports ``done[/total] unit``, the rate and, with a total, the
+    ETA; fractional work (``set_fraction``, e.g. an audit's phases) reports the percentage,
+    the phase message and an ETA extrapolated from the elapsed time.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        emit: Callable[[str], None],
+        unit: str = "img",
+        total: int | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what, self.unit, self.total = what, unit, total
+        self._emit, self._interval, self._clock = emit, interval_s, clock
+        self._start = self._last = clock()
+        self.done = 0
+        self._fraction: float | None = None
+        self._message = ""
+        self._emitted: tuple[int, float | None, str] | None = None
+
+    def advance(self, n: int) -> None:
+        """Record ``n`` more units done; emit a line when the interval has passed."""
+        self.done += n
+        self._maybe_emit()
+
+    def set_fraction(self, fraction: float, message: str = "") -> None:
+        """Record the overall fraction done (0..1) and the current phase; emit when due."""
+        self._fraction, self._message = min(max(fraction, 0.0), 1.0), message
+        self._maybe_emit()
+
+    def finish(self) -> None:
+        """Emit a last line when the run was long enough to report and moved since the last line."""
+        if self._clock() - self._start >= self._interval and self._state() != self._emitted:
+            self._emit_now()
+
+    def _state(self) -> tuple[int, float | None, str]:
+        return self.done, self._fraction, self._message
+
+    def _maybe_emit(self) -> None:
+        if self._clock() - self._last >= self._interval:
+            self._emit_now()
+
+    def _emit_now(self) -> None:
+        self._last, self._emitted = self._clock(), self._state()
+        self._emit(self.line())
+
+    def line(self) -> str:
+        """The current progress line."""
+        elapsed = max(self._clock() - self._start, 1e-9)
+        if self._fraction is not None:
+            parts = [f"{self.what}: {100 * self._fraction:.0f}%"]
+            if self._message:
+                parts.append(self._message)
+            parts.append(f"{format_duration(elapsed)} elapsed")
+            if 0 < self._fraction < 1:
+                parts.append(
+                    f"ETA {format_duration(elapsed * (1 - self._fraction) / self._fraction)}"
+                )
+            return ", ".join(parts)
+        rate = self.done / elapsed
+        done = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
+        parts = [
+            f"{self.what}: {done} {self.unit}",
+            f"{rate:.1f} {self.unit}/s",
+            f"{format_duration(elapsed)} elapsed",
+        ]
+        if self.total and rate > 0 and self.done < self.total:
+            parts.append(f"ETA {format_duration((self.total - self.done) / rate)}")
+        return ", ".join(parts)
+
+
+def count_folder_images(sources: Sequence[object]) -> int | None:
+    """The images the sources will yield (the total for progress lines); None when one cannot tell cheaply.
+
+    A source may say itself through a ``count_hint() -> int | None`` method (e.g. from Parquet
+    metadata); a folder source is counted by a cheap walk (names only, symlinked folders not
+    followed, hidden entries skipped). Meant to run beside the indexing, never before it.
+    """
+    from indexer.sources._layout import is_hidden, is_image_name
+    from indexer.sources.folder import FolderSource
+
+    if not sources:
+        return None
+    total = 0
+    for source in sources:
+        hint = getattr(source, "count_hint", None)
+        if callable(hint):
+            n = hint()
+            if n is None:
+                return None
+            total += int(n)
+        elif isinstance(source, FolderSource):
+            for _dir, dirs, files in os.walk(source.root):
+                dirs[:] = [d for d in dirs if not is_hidden(d)]
+                total += sum(1 for f in files if is_image_name(f) and not is_hidden(f))
+        else:
+            return None
+    return total
