@@ -18,8 +18,8 @@ from sqlalchemy import delete, func, select
 from indexer import __version__
 from indexer.audit.thresholds import Thresholds, thresholds_for_model
 from indexer.db.engine import transaction
-from indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item, Job
-from indexer.db.queries import get_corpus
+from indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
+from indexer.db.queries import get_corpus, in_chunks
 from indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
 from indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy
 from indexer.dedup.pairs import (
@@ -32,12 +32,13 @@ from indexer.dedup.pairs import (
 )
 from indexer.dedup.reviews import pair_verdicts
 from indexer.errors import NotFoundError
+from indexer.jobs.queue import enqueue
+from indexer.kinds import MatchKind
 from indexer.pipeline.index import open_corpus_index
 from indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
-IN_CHUNK = 500
 
 
 def create_dedup(
@@ -74,15 +75,8 @@ def create_dedup(
                 and last.thresholds == th.to_dict()
             ):
                 return last.id
-        job_id = None
-        if as_job:
-            job = Job(kind="dedup", status="queued", params={})
-            s.add(job)
-            s.flush()
-            job_id = job.id
         run = DedupRun(
             corpus_id=row.id,
-            job_id=job_id,
             status="queued",
             thresholds=th.to_dict(),
             params=params,
@@ -90,8 +84,8 @@ def create_dedup(
         )
         s.add(run)
         s.flush()
-        if as_job:
-            s.get_one(Job, job_id).params = {"dedup_id": run.id}
+        if as_job:  # the job row is indexer.jobs.queue's to write
+            run.job_id = enqueue(s, kind="dedup", params={"dedup_id": run.id}).id
         return run.id
 
 
@@ -207,10 +201,10 @@ def _finish(
                 ).where(DedupEdge.run_id == run_id)
             )
         ]
-        found += [Edge(g[0], other, "exact") for g in groups for other in g[1:]]
+        found += [Edge(g[0], other, MatchKind.EXACT) for g in groups for other in g[1:]]
         merged = apply_reviews(merge_edges(found), pair_verdicts(s, corpus_id))
-        visual = [e for e in merged.values() if e.kind != "semantic"]
-        sem = [e for e in merged.values() if e.kind == "semantic"] if semantic else []
+        visual = [e for e in merged.values() if e.kind != MatchKind.SEMANTIC]
+        sem = [e for e in merged.values() if e.kind == MatchKind.SEMANTIC] if semantic else []
         info = member_info(s, {i for e in visual + sem for i in (e.a, e.b)})
     clusters = build_clusters(visual, info, keep)
     sem_clusters = build_clusters(sem, info, keep, semantic=True)
@@ -248,11 +242,9 @@ def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
     """What the keep policies need about each item."""
     wanted = sorted(ids)
     out: dict[int, MemberInfo] = {}
-    for start in range(0, len(wanted), IN_CHUNK):
+    for chunk in in_chunks(wanted):
         for item_id, key, w, h in session.execute(
-            select(Item.id, Item.key, Item.width, Item.height).where(
-                Item.id.in_(wanted[start : start + IN_CHUNK])
-            )
+            select(Item.id, Item.key, Item.width, Item.height).where(Item.id.in_(chunk))
         ):
             out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h)
     return out
