@@ -37,6 +37,7 @@ from indexer.audit.calibrate_thresholds import (
 )
 from indexer.audit.thresholds import DEFAULT_THRESHOLDS, MODEL_THRESHOLDS, Thresholds
 from indexer.db.models import Corpus, Item, VectorBatch
+from indexer.db.queries import in_chunks
 from indexer.embed.protocol import Embedder
 from indexer.features.decode import decode_image
 from indexer.sources.record import Locator
@@ -53,7 +54,6 @@ NULL_PAIRS = 100_000
 # calibrated cosines of efficientnet-lite0 land 0.08 above the measured ones, with 28 within 0.02
 COPY_SAMPLE_IMAGES = 48
 MIN_COPY_IMAGES = 4
-_IN_CHUNK = 500
 
 
 def load_corpus_thresholds(corpus_dir: Path, model_id: str | None) -> ThresholdCalibration | None:
@@ -234,8 +234,7 @@ def _sample_vectors(
 def _min_sides(session: Session, ids: np.ndarray[Any, np.dtype[np.int64]]) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     id_list = [int(i) for i in ids]
-    for start in range(0, len(id_list), _IN_CHUNK):
-        chunk = id_list[start : start + _IN_CHUNK]
+    for chunk in in_chunks(id_list):
         for item_id, w, h in session.execute(
             select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
         ):
@@ -252,8 +251,7 @@ def _sample_images(
     """Up to ``wanted`` decoded corpus images whose bytes are local (never fetched by URL)."""
     order = [int(i) for i in rng.permutation(ids)]
     images: list[Image.Image] = []
-    for start in range(0, len(order), _IN_CHUNK):
-        chunk = order[start : start + _IN_CHUNK]
+    for chunk in in_chunks(order):
         locators = dict(
             session.execute(select(Item.id, Item.locator).where(Item.id.in_(chunk))).all()
         )

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from indexer.dedup.keep import MemberInfo, kept_member
-from indexer.dedup.pairs import KIND_RANK, Edge
+from indexer.dedup.pairs import Edge
 from indexer.dedup.unionfind import UnionFind
+from indexer.kinds import KIND_RANK, PIXEL_KINDS, MatchKind
 
 Pair = tuple[int, int]
 
@@ -49,7 +50,7 @@ def apply_reviews(edges: Mapping[Pair, Edge], verdicts: Mapping[Pair, str]) -> d
     out = {pair: e for pair, e in edges.items() if verdicts.get(pair) != "not_duplicate"}
     for (a, b), verdict in verdicts.items():
         if verdict == "duplicate" and (a, b) not in out:
-            out[(a, b)] = Edge(a, b, "near")
+            out[(a, b)] = Edge(a, b, MatchKind.NEAR)
     return out
 
 
@@ -99,7 +100,7 @@ def summarize(
     """Items, clusters, duplicates (members not kept) and the duplicate rate per tier."""
     clusters = list(clusters)
     dropped = [m for c in clusters for m in c.members if not m.kept]
-    by_tier = {tier: sum(1 for m in dropped if m.tier == tier) for tier in ("exact", "near")}
+    by_tier = {tier.value: sum(1 for m in dropped if m.tier == tier) for tier in PIXEL_KINDS}
     out: dict[str, object] = {
         "items": items,
         "clusters": len(clusters),

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from indexer.db.models import Corpus, DedupMember, DedupRun, Item, Job, Shard
 from indexer.dedup.reviews import member_verdicts
 from indexer.errors import NotFoundError, UsageError
+from indexer.kinds import KIND_RANK
 from indexer.timefmt import iso
 
 SCHEMA = "splitaudit.dedup/v1"
@@ -130,10 +131,11 @@ def clusters_page(
                 "review": verdicts.get(item.id),
             }
         )
-    rank = {"exact": 0, "near": 1, "semantic": 2}
     for c in out.values():
         c["size"] = len(c["members"])
-        c["tier"] = max((mm["tier"] for mm in c["members"]), key=lambda t: rank.get(t, 3))
+        c["tier"] = max(
+            (mm["tier"] for mm in c["members"]), key=lambda t: KIND_RANK.get(t, len(KIND_RANK))
+        )
         c["kept"] = next(mm["key"] for mm in c["members"] if mm["kept"])
     return [out[i] for i in cluster_ids if i in out], total
 

@@ -34,13 +34,13 @@ from indexer.audit.engine import match_corpus
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, VectorBatch
+from indexer.db.queries import in_chunks
+from indexer.kinds import KIND_RANK, MatchKind
 from indexer.store.binary_index import signed_to_unsigned
 from indexer.store.calibrate import iter_chunks
 from indexer.store.corpus_index import CorpusIndex
 
 CHUNK_ROWS = 4096
-IN_CHUNK = 500
-KIND_RANK = {"exact": 0, "near": 1, "semantic": 2}
 _Num = TypeVar("_Num", int, float)
 
 
@@ -144,7 +144,7 @@ def chunk_state(
     """
     rows: dict[int, tuple[str | None, str | None, int, int | None, int | None, str]] = {}
     wanted = [i for i in ids if i not in skip]
-    for start in range(0, len(wanted), IN_CHUNK):
+    for chunk in in_chunks(wanted):
         for item_id, sha, pixel, phash, w, h, key in session.execute(
             select(
                 Item.id,
@@ -154,7 +154,7 @@ def chunk_state(
                 Item.width,
                 Item.height,
                 Item.key,
-            ).where(Item.id.in_(wanted[start : start + IN_CHUNK]), Item.phash.is_not(None))
+            ).where(Item.id.in_(chunk), Item.phash.is_not(None))
         ):
             rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
@@ -204,7 +204,7 @@ def chunk_edges(
     out: list[Edge] = []
     for p in found.pairs:
         own = int(state.ids[p.row])
-        if p.item_id == own or p.kind is None or (p.kind == "semantic" and not semantic):
+        if p.item_id == own or p.kind is None or (p.kind == MatchKind.SEMANTIC and not semantic):
             continue
         a, b = (own, p.item_id) if own < p.item_id else (p.item_id, own)
         out.append(Edge(a, b, p.kind, p.hamming, p.cosine, p.verify))
