@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from indexer.errors import SourceMissingError
 from indexer.thumbnails import (
     MAX_SOURCE_BYTES,
-    SourceMissingError,
     Thumbnail,
     read_original,
     render_thumbnail,

@@ -7,6 +7,7 @@
     │   ├── PathNotAllowedError     a server-side path lies outside the configured roots (HTTP 403)
     │   └── UploadTooLargeError     an upload exceeds the configured limit (HTTP 413)
     ├── NotFoundError               a corpus, audit, match or item does not exist (HTTP 404, exit 2)
+    │   └── SourceMissingError      an item's original bytes are gone or changed (thumbnails, HTML report)
     ├── ConflictError               the request contradicts stored state, e.g. another model (HTTP 409, exit 2)
     │   └── ModelMismatchError      a corpus is indexed with a different embedding model
     ├── IndexMismatchError          a FAISS store's sidecar disagrees with the DB or the request (HTTP 500, exit 3)
@@ -82,6 +83,12 @@ class NotFoundError(SplitauditError):
     code = "not_found"
     http_status = 404
     exit_code = EXIT_USAGE
+
+
+class SourceMissingError(NotFoundError):
+    """The original bytes of an item cannot be read any more (moved, deleted, changed)."""
+
+    code = "source_missing"
 
 
 class ConflictError(SplitauditError):

@@ -14,18 +14,12 @@ from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from indexer.errors import ImageDecodeError, NotFoundError, PathNotAllowedError
+from indexer.errors import ImageDecodeError, PathNotAllowedError, SourceMissingError
 from indexer.sources.record import Locator
 from indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
 _LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url")
-
-
-class SourceMissingError(NotFoundError):
-    """The original bytes of an item cannot be read any more (moved, deleted, changed)."""
-
-    code = "source_missing"
 
 
 @dataclass(frozen=True, slots=True)
