@@ -5,8 +5,11 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import photo
+from helpers.hf_layout import jpeg
 from sqlalchemy import func, select
 
 from indexer.audit.service import run_audit, submit_audit
@@ -14,7 +17,7 @@ from indexer.db.models import Audit, Job, Split, SplitItem
 from indexer.errors import InputError, NotFoundError, UsageError
 from indexer.pipeline.index import index_sources
 from indexer.sources.folder import FolderSource
-from indexer.sources.open import split_location
+from indexer.sources.open import open_split, split_location
 from indexer.workspace import Workspace
 
 
@@ -71,3 +74,15 @@ def test_split_location_refuses_what_is_not_a_split(tmp_path: Path) -> None:
         split_location(tmp_path / "notes.txt")
     with pytest.raises(InputError, match="does not exist"):
         split_location(tmp_path / "missing")
+
+
+def test_split_location_of_a_dataset_keeps_its_image_column(tmp_path: Path) -> None:
+    table = pa.table({"png": [jpeg(photo(1))], "thumb": [jpeg(photo(2))], "label": ["cat"]})
+    pq.write_table(table, tmp_path / "two.parquet")
+
+    uri = split_location(tmp_path / "two.parquet", image_column="thumb")
+    source = open_split(uri)  # what the audit run reads, without the option
+    records = [r for shard in source.shards() for r in source.records(shard)]
+
+    assert [r.read_bytes() for r in records] == [jpeg(photo(2))]
+    assert split_location(tmp_path / "two.parquet") == str((tmp_path / "two.parquet").resolve())
