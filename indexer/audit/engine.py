@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from PIL import Image
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from indexer.audit.geometric_tier import GeometricTier, shortlist
+from indexer.audit.geometry import GeometricMatch
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
@@ -41,6 +44,7 @@ class Pair:
     cosine: float | None = None
     verify: float | None = None
     min_side: int | None = None
+    geometry: GeometricMatch | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
@@ -59,6 +63,8 @@ class Pair:
             ev["cosine"] = round(self.cosine, 4)
         if self.verify is not None:
             ev["verify_score"] = round(self.verify, 4)
+        if self.geometry is not None and self.geometry.inliers:
+            ev["geometry"] = self.geometry.evidence()
         if self.rules:
             ev["near_rules"] = self.rules
         if self.min_side is not None:
@@ -102,15 +108,19 @@ def match_corpus(
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
     _fill_min_sides(session, state, pairs.values())
-    _verify_candidates(session, state, pairs.values(), thresholds)
+    started = time.perf_counter()
+    geometric = GeometricTier()
+    _verify_candidates(session, state, pairs.values(), thresholds, geometric)
+    geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
         if p.sha_equal or p.pixel_equal:
             p.kind = "exact"
         else:
-            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side)
+            geo = None if p.geometry is None else p.geometry.support
+            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side, geo)
             if p.kind == "near":
-                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side)
+                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
         if p.kind is not None:
             out.pairs.append(p)
     return out
@@ -203,8 +213,11 @@ def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: I
         p.cosine = float(np.dot(vectors[p.row], v))
 
 
-def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds) -> None:
-    """Run the pixel verifier on candidates that hashes/cosine alone do not decide."""
+def _verify_candidates(
+    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds, geometric: GeometricTier
+) -> None:
+    """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
+    geometric match on the large ones it does not settle either (``indexer.audit.geometric_tier``)."""
     from indexer.audit.verify import verify_scores, verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
@@ -228,10 +241,13 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
             continue
         thumbs: list[npt.NDArray[np.uint8]] = []
         kept: list[Pair] = []
+        loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
         for p in ps:
             if p.item_id not in cache:
                 img = _load(locators.get(p.item_id))
                 cache[p.item_id] = None if img is None else verify_thumbnail(img)
+                if img is not None:
+                    loaded[p.item_id] = img
             thumb = cache[p.item_id]
             if thumb is not None:
                 thumbs.append(thumb)
@@ -239,6 +255,15 @@ def _verify_candidates(session: Session, state: SplitState, pairs: Iterable[Pair
         if thumbs:
             for p, score in zip(kept, verify_scores(query, np.stack(thumbs)).tolist(), strict=True):
                 p.verify = float(score)
+            settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
+            chosen = [kept[i] for i in shortlist([p.cosine for p in kept], settled, [p.min_side for p in kept], th)]
+            found = geometric.match(
+                query,
+                [p.item_id for p in chosen],
+                lambda item_id, seen=loaded: seen.get(item_id) or _load(locators.get(item_id)),
+            )
+            for p, match in zip(chosen, found, strict=True):
+                p.geometry = match
         if len(cache) > THUMB_CACHE:
             cache.clear()
 
