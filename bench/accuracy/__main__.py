@@ -121,7 +121,9 @@ def main() -> None:
     reach = nomination_rate(pairs, scores, thresholds)
     print(
         "source among the geometric candidates (top-k cosine >= candidate_cosine): "
-        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in reach.items() if k.startswith(("crop", "rot")))
+        + ", ".join(
+            f"{k} {100 * v:.0f}%" for k, v in reach.items() if k.startswith(("crop", "rot"))
+        )
         + "\n"
     )
     for name, points in sweeps.items():

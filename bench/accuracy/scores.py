@@ -199,7 +199,9 @@ def compute_geometry(
     the engine caps them. Images are decoded as the engine decodes them (short side <= 256).
     """
     nominated = nominated_pairs(scores.cosine)
-    settled = thresholds.near_mask(scores.phash_hamming, scores.cosine, scores.verify, scores.min_side)
+    settled = thresholds.near_mask(
+        scores.phash_hamming, scores.cosine, scores.verify, scores.min_side
+    )
     geometry = np.full(scores.cosine.shape, np.nan, np.float32)
     tier = GeometricTier()
 

@@ -179,7 +179,9 @@ def _window_norms(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
     def box(table: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         w = WINDOW
-        out: npt.NDArray[np.float64] = table[:, w:, w:] - table[:, :-w, w:] - table[:, w:, :-w] + table[:, :-w, :-w]
+        out: npt.NDArray[np.float64] = (
+            table[:, w:, w:] - table[:, :-w, w:] - table[:, w:, :-w] + table[:, :-w, :-w]
+        )
         return out
 
     total = box(sums)
@@ -196,7 +198,10 @@ def _zoomed(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
     for zoom in ZOOM_IN:
         n = round(THUMB_SIZE / zoom)
         pixels = np.stack(
-            [np.asarray(Image.fromarray(t, "L").resize((n, n), _RESAMPLE), np.float32) for t in thumbs]
+            [
+                np.asarray(Image.fromarray(t, "L").resize((n, n), _RESAMPLE), np.float32)
+                for t in thumbs
+            ]
         )
         band = _band_pass(pixels)
         spectra.append(fft.rfft2(band, s=(_fft_size(n),) * 2).astype(np.complex64))
