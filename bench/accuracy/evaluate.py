@@ -128,7 +128,7 @@ def nomination_rate(pairs: Pairs, scores: PairScores, t: Thresholds) -> dict[str
     (top-k by cosine, cosine >= ``candidate_cosine``)."""
     nominated = scores.nominated if scores.nominated is not None else np.ones_like(pairs.positive)
     reach = nominated & (scores.cosine >= t.candidate_cosine) & pairs.positive
-    found = reach.any(axis=1)
+    found: npt.NDArray[np.bool_] = np.asarray(reach.any(axis=1))
     names = list(dict.fromkeys(q.transform for q in pairs.queries))
     return {name: float(found[pairs.transform(name)].mean()) for name in names}
 

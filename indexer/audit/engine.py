@@ -257,11 +257,10 @@ def _verify_candidates(
                 p.verify = float(score)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [kept[i] for i in shortlist([p.cosine for p in kept], settled, [p.min_side for p in kept], th)]
-            found = geometric.match(
-                query,
-                [p.item_id for p in chosen],
-                lambda item_id, seen=loaded: seen.get(item_id) or _load(locators.get(item_id)),
-            )
+            def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
+                return seen.get(item_id) or _load(locators.get(item_id))
+
+            found = geometric.match(query, [p.item_id for p in chosen], load)
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
         if len(cache) > THUMB_CACHE:

@@ -143,7 +143,9 @@ def _score(match: Mapping[str, Any]) -> str:
 def _region_text(evidence: Any) -> str:
     """Where a geometric match located the test image in the corpus image, or ``""``."""
     geometry = evidence.get("geometry") if isinstance(evidence, Mapping) else None
-    box = geometry.get("box") if isinstance(geometry, Mapping) else None
+    if not isinstance(geometry, Mapping):
+        return ""
+    box = geometry.get("box")
     if not isinstance(box, list) or len(box) != 4:
         return ""
     x0, y0, x1, y1 = (round(100 * float(v)) for v in box)
