@@ -90,6 +90,7 @@ def match_corpus(
     thresholds: Thresholds,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind."""
+    started = time.perf_counter()
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, item_id: int) -> Pair:
@@ -108,7 +109,6 @@ def match_corpus(
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
     _fill_min_sides(session, state, pairs.values())
-    started = time.perf_counter()
     geometric = GeometricTier()
     _verify_candidates(session, state, pairs.values(), thresholds, geometric)
     geometric.log_cost(time.perf_counter() - started)
