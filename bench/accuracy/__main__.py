@@ -11,6 +11,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 from bench.accuracy.dataset import load_dataset
 from bench.accuracy.evaluate import (
     IMAGEDEDUP_THRESHOLD,
@@ -18,6 +20,7 @@ from bench.accuracy.evaluate import (
     boundaries,
     curves,
     default_rules,
+    nomination_rate,
     outcome,
     per_transform_recall,
     semantic_probe,
@@ -31,7 +34,12 @@ from bench.accuracy.report import (
     summary_table,
     transform_table,
 )
-from bench.accuracy.scores import compute_pair_scores, compute_table
+from bench.accuracy.scores import (
+    compute_geometry,
+    compute_pair_scores,
+    compute_table,
+    probe_geometry,
+)
 from indexer.audit.thresholds import Thresholds, thresholds_for_model
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache"
@@ -82,6 +90,8 @@ def main() -> None:
     if args.thresholds:
         thresholds = Thresholds.from_mapping(args.thresholds, base=thresholds)
 
+    scores = compute_geometry(dataset, queries, corpus, scores, thresholds)
+    halves = probe_geometry(dataset, probes)
     rules = default_rules(thresholds)
     flagged = {name: rule(scores) for name, rule in rules.items()}
     results = {name: outcome(pairs, mask) for name, mask in flagged.items()}
@@ -103,7 +113,19 @@ def main() -> None:
     print("recall per transform at the defaults\n" + transform_table(recalls, counts) + "\n")
     print(summary_table(results) + "\n")
     print(operating_point(thresholds, fused, edges) + "\n")
-    print(semantic_summary(thresholds, probe, corpus_table.model_id) + "\n")
+    print(semantic_summary(thresholds, probe, corpus_table.model_id))
+    print(
+        f"  same-scene halves, geometric match: highest support {halves.max():.0f} inliers, "
+        f"{int((halves >= thresholds.geometry_inliers).sum())} of {len(halves)} called near\n"
+    )
+    reach = nomination_rate(pairs, scores, thresholds)
+    print(
+        "source among the geometric candidates (top-k cosine >= candidate_cosine): "
+        + ", ".join(
+            f"{k} {100 * v:.0f}%" for k, v in reach.items() if k.startswith(("crop", "rot"))
+        )
+        + "\n"
+    )
     for name, points in sweeps.items():
         print(curve_table(name, points) + "\n")
     ratio = fused.recall / baseline.recall if baseline.recall else float("inf")
@@ -114,6 +136,11 @@ def main() -> None:
     )
     print(
         f"verification throughput: {scores.verify_pairs_per_s:,.0f} pairs/s (each query against all corpus thumbnails at once)"
+    )
+    matched = int(np.isfinite(scores.geometry).sum()) if scores.geometry is not None else 0
+    print(
+        f"geometric matches: {matched} pairs ({matched / max(len(queries), 1):.2f} per query), "
+        f"{scores.geometry_pairs_per_s:,.1f} pairs/s including keypoint detection"
     )
 
     plot = args.cache / "accuracy_curve.png"
@@ -130,6 +157,9 @@ def main() -> None:
         "boundaries": asdict(edges),
         "semantic_probe": asdict(probe),
         "verify_pairs_per_s": scores.verify_pairs_per_s,
+        "geometry_pairs_per_s": scores.geometry_pairs_per_s,
+        "geometric_candidate_reach": reach,
+        "probe_halves_geometry_max": float(halves.max()) if halves.size else None,
     }
     (args.cache / "accuracy_results.json").write_text(json.dumps(summary, indent=1))
     print(

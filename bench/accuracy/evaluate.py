@@ -96,15 +96,41 @@ def default_rules(thresholds: Thresholds) -> dict[str, Rule]:
     """The rules compared at the defaults: ours fused, each signal alone, imagededup."""
     t = thresholds
     return {
-        "fused (ours)": lambda s: t.near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side),
+        "fused (ours)": lambda s: t.near_mask(
+            s.phash_hamming, s.cosine, s.verify, s.min_side, s.geometry
+        ),
+        "before (cosine near)": lambda s: previous_rule(t, s),
         f"pHash<={t.phash_hamming}": lambda s: s.phash_hamming <= t.phash_hamming,
         f"dHash<={t.phash_hamming}": lambda s: s.dhash_hamming <= t.phash_hamming,
         f"cosine>={t.near_cosine:.2f}": lambda s: s.cosine >= t.near_cosine,
         f"verify>={t.verify_score:.2f}": lambda s: s.verify >= t.verify_score,
+        f"geometry>={t.geometry_inliers}": lambda s: _geometry(s) >= t.geometry_inliers,
         f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}": lambda s: (
             s.imagededup_hamming <= IMAGEDEDUP_THRESHOLD
         ),
     }
+
+
+def _geometry(scores: PairScores) -> npt.NDArray[np.float32]:
+    if scores.geometry is None:
+        return np.full(scores.cosine.shape, np.nan, np.float32)
+    return scores.geometry
+
+
+def previous_rule(t: Thresholds, s: PairScores) -> BoolMatrix:
+    """The near rule of the previous release: cosine >= ``near_cosine`` alone made a large pair near."""
+    by_cosine = (s.cosine >= t.near_cosine) & ~t.small_mask(s.min_side)
+    return t.near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side) | by_cosine
+
+
+def nomination_rate(pairs: Pairs, scores: PairScores, t: Thresholds) -> dict[str, float]:
+    """Per transform: how often the source is among the engine's geometric candidates
+    (top-k by cosine, cosine >= ``candidate_cosine``)."""
+    nominated = scores.nominated if scores.nominated is not None else np.ones_like(pairs.positive)
+    reach = nominated & (scores.cosine >= t.candidate_cosine) & pairs.positive
+    found: npt.NDArray[np.bool_] = np.asarray(reach.any(axis=1))
+    names = list(dict.fromkeys(q.transform for q in pairs.queries))
+    return {name: float(found[pairs.transform(name)].mean()) for name in names}
 
 
 @dataclass(frozen=True)
@@ -141,22 +167,22 @@ def curves(pairs: Pairs, scores: PairScores, defaults: Thresholds) -> dict[str, 
             pairs,
             scores,
             lambda s, t: _with(defaults, verify_score=t).near_mask(
-                s.phash_hamming, s.cosine, s.verify, s.min_side
+                s.phash_hamming, s.cosine, s.verify, s.min_side, s.geometry
             ),
             unit,
         ),
-        "fused, near_cosine = t": sweep(
+        "fused, geometry_inliers = t": sweep(
             pairs,
             scores,
-            lambda s, t: _with(
-                defaults, near_cosine=t, semantic_cosine=min(t, defaults.semantic_cosine)
-            ).near_mask(s.phash_hamming, s.cosine, s.verify, s.min_side),
-            unit,
+            lambda s, t: _with(defaults, geometry_inliers=int(t)).near_mask(
+                s.phash_hamming, s.cosine, s.verify, s.min_side, s.geometry
+            ),
+            [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0, 15.0, 20.0, 30.0],
         ),
     }
 
 
-def _with(base: Thresholds, **changes: float) -> Thresholds:
+def _with(base: Thresholds, **changes: float | int) -> Thresholds:
     return Thresholds.from_mapping(changes, base=base)
 
 
@@ -169,6 +195,8 @@ class Boundaries:
     near_cosine: float  # highest cosine among large distractor pairs
     verify_score: float  # highest verification score among candidate distractor pairs
     sibling_verify: float  # same, among candidate sibling pairs
+    geometry_inliers: float  # highest geometric support among distractor pairs matched
+    sibling_geometry: float  # same, among sibling pairs
 
 
 def _max(values: npt.NDArray[np.float32]) -> float:
@@ -188,7 +216,14 @@ def boundaries(pairs: Pairs, scores: PairScores, t: Thresholds) -> Boundaries:
         near_cosine=_max(scores.cosine[dis & ~small]),
         verify_score=_max(scores.verify[dis & candidate]),
         sibling_verify=_max(scores.verify[pairs.sibling & candidate]),
+        geometry_inliers=_nanmax(_geometry(scores)[dis]),
+        sibling_geometry=_nanmax(_geometry(scores)[pairs.sibling]),
     )
+
+
+def _nanmax(values: npt.NDArray[np.float32]) -> float:
+    values = values[~np.isnan(values)]
+    return float(values.max()) if values.size else float("nan")
 
 
 @dataclass(frozen=True)

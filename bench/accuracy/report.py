@@ -78,10 +78,12 @@ def operating_point(t: Thresholds, fused: Outcome, edges: Boundaries) -> str:
             f"largest FP-free radius {edges.phash_hamming}",
             f"  pHash match on small pairs: default verify >= {t.small_phash_verify:.2f}, "
             f"highest distractor {_edge(edges.small_phash_verify)}",
-            f"  near cosine (pairs >= {t.small_side}px): default {t.near_cosine:.2f}, "
+            f"  cosine (pairs >= {t.small_side}px; nominates only): near_cosine {t.near_cosine:.2f}, "
             f"highest distractor cosine {_edge(edges.near_cosine)}",
             f"  verify score (candidates): default {t.verify_score:.2f}, "
             f"highest distractor {_edge(edges.verify_score)}, highest sibling {_edge(edges.sibling_verify)}",
+            f"  geometric inliers (shortlisted pairs): default {t.geometry_inliers}, "
+            f"highest distractor {_edge(edges.geometry_inliers)}, highest sibling {_edge(edges.sibling_geometry)}",
         ]
     )
 

@@ -6,7 +6,7 @@ import hashlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,11 @@ from PIL import Image
 
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
 from indexer.audit import verify
+from indexer.audit.engine import TOP_K
+from indexer.audit.geometric_tier import GeometricTier, shortlist
+from indexer.audit.geometry import geometric_match
+from indexer.audit.thresholds import Thresholds
+from indexer.features.decode import decode_image
 from indexer.features.extract import extract_features
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,11 @@ class PairScores:
     verify: npt.NDArray[np.float32]
     min_side: npt.NDArray[np.int32]  # smaller short side of the two images
     verify_pairs_per_s: float
+    # Geometric support (inliers of a plausible transform) where the engine would run the
+    # geometric match, NaN elsewhere; filled by ``compute_geometry``.
+    geometry: npt.NDArray[np.float32] | None = None
+    geometry_pairs_per_s: float = 0.0
+    nominated: npt.NDArray[np.bool_] | None = None  # the engine's cosine top-k candidates
 
 
 def _hamming_matrix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.int16]:
@@ -165,3 +175,78 @@ def compute_pair_scores(
     return PairScores(
         phash, dhash, cosine, imagededup, scores, min_side, scores.size / max(elapsed, 1e-9)
     )
+
+
+def nominated_pairs(cosine: npt.NDArray[np.float32], k: int = TOP_K) -> npt.NDArray[np.bool_]:
+    """The engine's vector candidates: each query's ``k`` highest-cosine corpus items."""
+    top = np.argsort(-cosine, axis=1)[:, :k]
+    mask = np.zeros(cosine.shape, bool)
+    np.put_along_axis(mask, top, True, axis=1)
+    return mask
+
+
+def compute_geometry(
+    dataset: Dataset,
+    queries: list[Item],
+    corpus: list[Item],
+    scores: PairScores,
+    thresholds: Thresholds,
+) -> PairScores:
+    """Geometric support of the pairs the engine would match geometrically (its shortlist).
+
+    Per query: the top-``TOP_K`` corpus items by cosine (the engine's vector search), not
+    already near by hash or verification, large, cosine >= ``candidate_cosine``, capped as
+    the engine caps them. Images are decoded as the engine decodes them (short side <= 256).
+    """
+    nominated = nominated_pairs(scores.cosine)
+    settled = thresholds.near_mask(
+        scores.phash_hamming, scores.cosine, scores.verify, scores.min_side
+    )
+    geometry = np.full(scores.cosine.shape, np.nan, np.float32)
+    tier = GeometricTier()
+
+    def load(j: int) -> Image.Image:
+        return decode_image(dataset.path(corpus[j]).read_bytes()).image
+
+    for i, item in enumerate(queries):
+        cols = np.flatnonzero(nominated[i])
+        picked = shortlist(
+            scores.cosine[i, cols].tolist(),
+            settled[i, cols].tolist(),
+            scores.min_side[i, cols].tolist(),
+            thresholds,
+        )
+        if not picked:
+            continue
+        chosen = [int(cols[n]) for n in picked]
+        query = decode_image(dataset.path(item).read_bytes()).image
+        for j, match in zip(chosen, tier.match(query, chosen, load), strict=True):
+            geometry[i, j] = match.support
+        if i % 100 == 0:
+            log.info("geometry: query %d / %d, %d pairs so far", i, len(queries), tier.pairs)
+    log.info("geometry: %d pairs in %.1f s", tier.pairs, tier.seconds)
+    return replace(
+        scores,
+        geometry=geometry,
+        geometry_pairs_per_s=tier.pairs / max(tier.seconds, 1e-9),
+        nominated=nominated,
+    )
+
+
+def probe_geometry(dataset: Dataset, probes: list[Item]) -> npt.NDArray[np.float32]:
+    """Geometric support of each photo's right half (as the test image) against its left half.
+
+    Same scene, no shared pixels: a hard negative for the geometric match.
+    """
+    by_photo: dict[str, dict[str, Item]] = {}
+    for item in probes:
+        by_photo.setdefault(item.photo, {})[item.transform] = item
+    support = []
+    for halves in by_photo.values():
+        if {"left", "right"} <= set(halves):
+            left, right = (
+                decode_image(dataset.path(halves[side]).read_bytes()).image
+                for side in ("left", "right")
+            )
+            support.append(geometric_match(right, left).support)
+    return np.asarray(support, np.float32)

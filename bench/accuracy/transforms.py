@@ -62,9 +62,14 @@ def _hflip(image: Image.Image, rng: np.random.Generator) -> Image.Image:
     return _augly().hflip(image)  # type: ignore[attr-defined,no-any-return]
 
 
-def _rotate(image: Image.Image, rng: np.random.Generator) -> Image.Image:
-    degrees = float(rng.choice([-1.0, 1.0]) * rng.uniform(5.0, 12.0))
-    return _augly().rotate(image, degrees=degrees)  # type: ignore[attr-defined,no-any-return]
+def _rotate(magnitude: float) -> HiresTransform:
+    """Rotate by +-``magnitude`` degrees (random sign; AugLy crops to the largest upright rectangle)."""
+
+    def apply(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+        degrees = float(rng.choice([-1.0, 1.0]) * magnitude)
+        return _augly().rotate(image, degrees=degrees)  # type: ignore[attr-defined,no-any-return]
+
+    return apply
 
 
 def _colour(image: Image.Image, rng: np.random.Generator) -> Image.Image:
@@ -129,16 +134,28 @@ def _reupload(image: Image.Image, rng: np.random.Generator) -> Image.Image:
     return _jpeg(40)(image, rng)
 
 
+def _crop_rotate_combo(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """A social-media repost: crop 70%, rotate 10 degrees, JPEG 40, a caption overlaid."""
+    image = _crop(0.7)(image, rng)
+    image = _rotate(10.0)(image, rng)
+    image = _text(image, rng)
+    return _jpeg(40)(image, rng)
+
+
 HIRES_TRANSFORMS: dict[str, HiresTransform] = {
     "resize_50": _resize(0.5),
     "resize_25": _resize(0.25),
     "jpeg_q40": _jpeg(40),
     "jpeg_q20": _jpeg(20),
     "crop_90": _crop(0.9),
+    "crop_80": _crop(0.8),
     "crop_70": _crop(0.7),
+    "crop_60": _crop(0.6),
     "crop_50": _crop(0.5),
     "hflip": _hflip,
-    "rotate_5_12": _rotate,
+    "rotate_5": _rotate(5.0),
+    "rotate_10": _rotate(10.0),
+    "rotate_15": _rotate(15.0),
     "colour_jitter": _colour,
     "darken": _darken,
     "grayscale": _grayscale,
@@ -147,6 +164,7 @@ HIRES_TRANSFORMS: dict[str, HiresTransform] = {
     "pad_border": _pad,
     "blur": _blur,
     "reupload_combo": _reupload,
+    "crop70_rot10_combo": _crop_rotate_combo,
 }
 
 
@@ -160,6 +178,7 @@ class LowresEdit:
     colour: bool = False
     jpeg75: bool = False
     mirror: bool = False
+    crop: float = 1.0  # <1: keep this fraction of the side at a random place (zoom in)
 
 
 LOWRES_EDITS: dict[str, LowresEdit] = {
@@ -172,6 +191,10 @@ LOWRES_EDITS: dict[str, LowresEdit] = {
     "lr_rescale": LowresEdit(shift=1, size_factor=0.0),  # 0 = 32 <-> 64 px
     "lr_mirror": LowresEdit(shift=1, mirror=True),
     "lr_combo": LowresEdit(shift=2, zoom=1.05, colour=True, jpeg75=True),
+    "lr_zoom12": LowresEdit(shift=1, zoom=1.2),
+    "lr_zoom14": LowresEdit(shift=1, zoom=1.4),
+    "lr_crop80": LowresEdit(shift=0, crop=0.8),
+    "lr_crop70": LowresEdit(shift=0, crop=0.7),
 }
 
 
@@ -184,13 +207,23 @@ def _shift_box(box: Box, size: int, shift: int, zoom: float, rng: np.random.Gene
     """Move ``box`` by ``shift`` output pixels in a random direction, then scale it by ``zoom``."""
     x0, y0, x1, y1 = box
     px = (x1 - x0) / size  # photo pixels per output pixel
-    while True:
+    dx = dy = 0
+    while shift:
         dx, dy = (int(v) for v in rng.integers(-shift, shift + 1, size=2))
         if max(abs(dx), abs(dy)) == shift:
             break
     cx, cy = (x0 + x1) / 2 + dx * px, (y0 + y1) / 2 + dy * px
     half = (x1 - x0) * zoom / 2
     return (cx - half, cy - half, cx + half, cy + half)
+
+
+def _crop_box(box: Box, fraction: float, rng: np.random.Generator) -> Box:
+    """A square of ``fraction`` of ``box``'s side at a random place inside it."""
+    x0, y0, x1, y1 = box
+    side = (x1 - x0) * fraction
+    cx = float(rng.uniform(x0, x1 - side))
+    cy = float(rng.uniform(y0, y1 - side))
+    return (cx, cy, cx + side, cy + side)
 
 
 def _colour_shift(image: Image.Image, rng: np.random.Generator) -> Image.Image:
@@ -214,6 +247,8 @@ def apply_lowres_edit(
     if not edit.size_factor:
         out_size = 64 if size <= 32 else 32
     query_box = _shift_box(box, out_size, edit.shift, zoom, rng)
+    if edit.crop < 1.0:
+        query_box = _crop_box(query_box, edit.crop, rng)
     image = render_region(photo, query_box, out_size)
     if edit.colour:
         image = _colour_shift(image, rng)

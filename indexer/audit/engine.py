@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from indexer.audit.found import DuplicatePair
+from indexer.audit.geometric_tier import GeometricTier, shortlist
+from indexer.audit.geometry import GeometricMatch
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
@@ -42,6 +45,7 @@ class Pair:
     cosine: float | None = None
     verify: float | None = None
     min_side: int | None = None
+    geometry: GeometricMatch | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
@@ -60,6 +64,8 @@ class Pair:
             ev["cosine"] = round(self.cosine, 4)
         if self.verify is not None:
             ev["verify_score"] = round(self.verify, 4)
+        if self.geometry is not None and self.geometry.inliers:
+            ev["geometry"] = self.geometry.evidence()
         if self.rules:
             ev["near_rules"] = self.rules
         if self.min_side is not None:
@@ -90,6 +96,7 @@ def match_corpus(
     ``state.ids`` are rows of ``query_model``: split items, or corpus items when a corpus is
     matched against itself (``indexer.dedup``).
     """
+    started = time.perf_counter()
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, item_id: int) -> Pair:
@@ -108,15 +115,18 @@ def match_corpus(
         _vector_pairs(index, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
     _fill_min_sides(session, state, pairs.values())
-    _verify_candidates(session, state, pairs.values(), thresholds, query_model)
+    geometric = GeometricTier()
+    _verify_candidates(session, state, pairs.values(), thresholds, geometric, query_model)
+    geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
         if p.sha_equal or p.pixel_equal:
             p.kind = "exact"
         else:
-            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side)
+            geo = None if p.geometry is None else p.geometry.support
+            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side, geo)
             if p.kind == "near":
-                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side)
+                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
         if p.kind is not None:
             out.pairs.append(p)
     return out
@@ -206,10 +216,11 @@ def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: I
 
 
 def _verify_candidates(
-    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds,
+    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds, geometric: GeometricTier,
     query_model: type[SplitItem] | type[Item] = SplitItem,
 ) -> None:
-    """Run the pixel verifier on candidates that hashes/cosine alone do not decide."""
+    """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
+    geometric match on the large ones it does not settle either (``indexer.audit.geometric_tier``)."""
     from indexer.audit.verify import verify_scores, verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
@@ -233,10 +244,13 @@ def _verify_candidates(
             continue
         thumbs: list[npt.NDArray[np.uint8]] = []
         kept: list[Pair] = []
+        loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
         for p in ps:
             if p.item_id not in cache:
                 img = _load(locators.get(p.item_id))
                 cache[p.item_id] = None if img is None else verify_thumbnail(img)
+                if img is not None:
+                    loaded[p.item_id] = img
             thumb = cache[p.item_id]
             if thumb is not None:
                 thumbs.append(thumb)
@@ -244,6 +258,14 @@ def _verify_candidates(
         if thumbs:
             for p, score in zip(kept, verify_scores(query, np.stack(thumbs)).tolist(), strict=True):
                 p.verify = float(score)
+            settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
+            chosen = [kept[i] for i in shortlist([p.cosine for p in kept], settled, [p.min_side for p in kept], th)]
+            def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
+                return seen.get(item_id) or _load(locators.get(item_id))
+
+            found = geometric.match(query, [p.item_id for p in chosen], load)
+            for p, match in zip(chosen, found, strict=True):
+                p.geometry = match
         if len(cache) > THUMB_CACHE:
             cache.clear()
 

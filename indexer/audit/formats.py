@@ -135,7 +135,24 @@ def _score(match: Mapping[str, Any]) -> str:
         parts.append(f"cosine {float(match['cosine']):.3f}")
     if not parts and match.get("kind") == MatchKind.LABEL_LEAK:
         return _evidence_text(match.get("evidence"))
+    region = _region_text(match.get("evidence"))
+    if region:
+        parts.append(region)
     return ", ".join(parts)
+
+
+def _region_text(evidence: Any) -> str:
+    """Where a geometric match located the test image in the corpus image, or ``""``."""
+    geometry = evidence.get("geometry") if isinstance(evidence, Mapping) else None
+    if not isinstance(geometry, Mapping):
+        return ""
+    box = geometry.get("box")
+    if not isinstance(box, list) or len(box) != 4:
+        return ""
+    x0, y0, x1, y1 = (round(100 * float(v)) for v in box)
+    mirrored = ", mirrored" if geometry.get("mirrored") else ""
+    return (f"region x {x0}-{x1}% y {y0}-{y1}% of the corpus image (scale {geometry.get('scale')}, "
+            f"rotated {geometry.get('angle')}°{mirrored}, {geometry.get('inliers')} inliers)")
 
 
 def _describe(match: Mapping[str, Any]) -> str:

@@ -15,8 +15,9 @@ A pair is **near** when any of:
 1. pHash Hamming distance <= ``phash_hamming`` (the smaller of the test image's plain and
    mirrored pHash against the corpus pHash) -- on a small pair only if the verification
    score is also >= ``small_phash_verify`` (the pixels must not contradict the hash);
-2. embedding cosine >= ``near_cosine`` on a pair that is not small (catches crops,
-   overlays, rotations);
+2. geometric verification (``indexer.audit.geometry``) finds at least ``geometry_inliers``
+   keypoint matches agreeing on one plausible similarity transform: the test image is a
+   crop / rotation / overlay of a region of the corpus image;
 3. it is a verification candidate and the verification score is >= ``verify_score``
    (catches shifted / rescaled / recoloured / bordered copies hashes and cosines miss).
    Candidates: cosine >= ``candidate_cosine``, or Hamming <= ``candidate_hamming`` where
@@ -25,6 +26,12 @@ A pair is **near** when any of:
    unrelated pairs that came closest to the verification threshold.
 
 It is **semantic** when not near, not small, and cosine >= ``semantic_cosine``.
+
+Cosine alone never makes a pair near: it measures *what* is shown, not whether the pixels
+are shared (the other third of a symmetric scene reaches cosine 0.9). It nominates
+candidates; hashes, the pixel verifier and the geometric match decide. ``near_cosine`` is
+the cosine from which a large pair is always geometrically verified, past the engine's
+per-image cap (``indexer.audit.geometric_tier``).
 
 Missing evidence never matches: pass ``None`` (scalars) or NaN (arrays; a Hamming distance
 above 64 for a missing hash). An unknown size (``None`` / NaN) counts as *not* small, so the
@@ -51,6 +58,7 @@ MatchTier = Literal["near", "semantic"]
 ArrayLike = npt.ArrayLike
 
 _HAMMING_FIELDS = ("phash_hamming", "candidate_hamming")
+_MAX_INLIERS = 10_000
 _UNIT_FIELDS = (
     "near_cosine",
     "semantic_cosine",
@@ -79,6 +87,7 @@ class Thresholds:
     verify_score: float
     small_side: int
     small_phash_verify: float
+    geometry_inliers: int = 12
 
     def __post_init__(self) -> None:
         for name in _HAMMING_FIELDS:
@@ -91,6 +100,11 @@ class Thresholds:
             raise UsageError(
                 f"threshold small_side must be an integer number of pixels in 0..{_MAX_SIDE}, "
                 f"got {self.small_side!r}"
+            )
+        if not _is_int(self.geometry_inliers) or not 3 <= self.geometry_inliers <= _MAX_INLIERS:
+            raise UsageError(
+                "threshold geometry_inliers must be an integer number of keypoint matches in "
+                f"3..{_MAX_INLIERS}, got {self.geometry_inliers!r}"
             )
         for name in _UNIT_FIELDS:
             value = getattr(self, name)
@@ -155,17 +169,23 @@ class Thresholds:
         cosine: ArrayLike,
         verify: ArrayLike,
         min_side: ArrayLike | None = None,
+        geometry: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """The near rule, vectorised over pairs."""
+        """The near rule, vectorised over pairs.
+
+        ``geometry`` is the number of keypoint matches supporting a plausible transform
+        (``GeometricMatch.support``; NaN / None = not run).
+        """
         ham = np.asarray(hamming, dtype=np.float64)
         cos = np.asarray(cosine, dtype=np.float64)
         ver = np.asarray(verify, dtype=np.float64)
+        geo = np.asarray(np.nan if geometry is None else geometry, dtype=np.float64)
         small = self.small_mask(min_side)
         with np.errstate(invalid="ignore"):
             by_hash = (ham <= self.phash_hamming) & (~small | (ver >= self.small_phash_verify))
-            by_cosine = (cos >= self.near_cosine) & ~small
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side)
-            return by_hash | by_cosine | verified  # type: ignore[no-any-return]
+            located = geo >= self.geometry_inliers
+            return by_hash | verified | located  # type: ignore[no-any-return]
 
     def semantic_mask(
         self,
@@ -173,12 +193,14 @@ class Thresholds:
         cosine: ArrayLike,
         verify: ArrayLike,
         min_side: ArrayLike | None = None,
+        geometry: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
         """The semantic rule, vectorised: cosine >= ``semantic_cosine``, not small, not near."""
         cos = np.asarray(cosine, dtype=np.float64)
         with np.errstate(invalid="ignore"):
             similar = (cos >= self.semantic_cosine) & ~self.small_mask(min_side)
-            return similar & ~self.near_mask(hamming, cos, verify, min_side)  # type: ignore[no-any-return]
+            near = self.near_mask(hamming, cos, verify, min_side, geometry)
+            return similar & ~near  # type: ignore[no-any-return]
 
     def is_candidate(
         self, hamming: int | None, cosine: float | None, min_side: int | None = None
@@ -201,9 +223,11 @@ class Thresholds:
         cosine: float | None,
         verify: float | None = None,
         min_side: int | None = None,
+        geometry: int | None = None,
     ) -> bool:
         """Whether one pair is a near duplicate (``None`` = missing / not run / unknown)."""
-        return bool(self.near_mask(_ham(hamming), _num(cosine), _num(verify), _num(min_side)))
+        args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side), _num(geometry))
+        return bool(self.near_mask(*args))
 
     def classify(
         self,
@@ -211,12 +235,14 @@ class Thresholds:
         cosine: float | None,
         verify: float | None = None,
         min_side: int | None = None,
+        geometry: int | None = None,
     ) -> MatchTier | None:
         """``"near"``, ``"semantic"`` or ``None`` for one pair (exact matches are decided earlier).
 
-        ``min_side`` is the smaller of the two images' short sides in pixels.
+        ``min_side`` is the smaller of the two images' short sides in pixels; ``geometry`` the
+        supporting keypoint matches of a geometric match (``None`` = not run).
         """
-        args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side))
+        args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side), _num(geometry))
         if self.near_mask(*args):
             return "near"
         if self.semantic_mask(*args):
@@ -229,17 +255,18 @@ class Thresholds:
         cosine: float | None,
         verify: float | None = None,
         min_side: int | None = None,
+        geometry: int | None = None,
     ) -> list[str]:
-        """Which near criteria one pair meets (``phash``, ``cosine``, ``verify``), for its evidence."""
-        ham, cos, ver = _ham(hamming), _num(cosine), _num(verify)
+        """Which near criteria one pair meets (``phash``, ``verify``, ``geometry``), for its evidence."""
+        ham, ver = _ham(hamming), _num(verify)
         small = bool(self.small_mask(_num(min_side)))
         reasons = []
         if ham <= self.phash_hamming and (not small or ver >= self.small_phash_verify):
             reasons.append("phash")
-        if cos >= self.near_cosine and not small:
-            reasons.append("cosine")
         if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side):
             reasons.append("verify")
+        if _num(geometry) >= self.geometry_inliers:
+            reasons.append("geometry")
         return reasons
 
 

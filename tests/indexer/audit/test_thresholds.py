@@ -107,11 +107,26 @@ def test_phash_match_on_small_images_needs_the_pixels_to_agree() -> None:
     assert RULE.is_near(2, None, verify=0.4, min_side=32)
 
 
-def test_near_by_cosine_only_when_not_small() -> None:
-    assert RULE.is_near(None, 0.85)
-    assert RULE.is_near(None, 0.85, min_side=96)
-    assert not RULE.is_near(None, 0.85, min_side=95)
-    assert not RULE.is_near(40, 0.79, min_side=200)
+def test_cosine_alone_never_makes_near() -> None:
+    assert not RULE.is_near(None, 0.99)
+    assert not RULE.is_near(40, 0.95, min_side=200)
+    assert RULE.classify(40, 0.95, min_side=200) == "semantic"
+
+
+def test_geometric_match_makes_near_from_the_inlier_threshold() -> None:
+    assert RULE.geometry_inliers == 12
+    assert RULE.is_near(40, 0.6, min_side=200, geometry=12)
+    assert not RULE.is_near(40, 0.6, min_side=200, geometry=11)
+    assert RULE.classify(40, 0.75, min_side=200, geometry=0) == "semantic"
+    assert RULE.classify(40, 0.75, min_side=200, geometry=30) == "near"
+    assert RULE.near_evidence(40, 0.75, None, 200, 30) == ["geometry"]
+
+
+def test_geometry_inliers_must_be_a_sane_integer() -> None:
+    assert Thresholds.from_mapping({"geometry_inliers": 20}).geometry_inliers == 20
+    for bad in (2, 12.5, True, "12"):
+        with pytest.raises(UsageError, match="geometry_inliers must be an integer"):
+            Thresholds.from_mapping({"geometry_inliers": bad})
 
 
 def test_verification_counts_only_for_candidates() -> None:
@@ -135,7 +150,7 @@ def test_needs_verify_only_when_the_verdict_could_change() -> None:
     assert RULE.needs_verify(40, 0.9, min_side=32)
     assert RULE.needs_verify(5, None, min_side=32)  # small: the hash match must be verified
     assert not RULE.needs_verify(5, None)  # already near by hash
-    assert not RULE.needs_verify(40, 0.9, min_side=200)  # already near by cosine
+    assert RULE.needs_verify(40, 0.9, min_side=200)  # cosine alone is not near: verify
     assert not RULE.needs_verify(40, 0.2)  # not a candidate
     assert not RULE.needs_verify(15, 0.3, min_side=200)  # large: hash alone does not nominate
     assert not RULE.needs_verify(None, None)
@@ -151,7 +166,7 @@ def test_classify_tiers() -> None:
 
 
 def test_near_evidence_names_the_criteria_met() -> None:
-    assert RULE.near_evidence(4, 0.9, 0.8) == ["phash", "cosine", "verify"]
+    assert RULE.near_evidence(4, 0.9, 0.8) == ["phash", "verify"]
     assert RULE.near_evidence(30, 0.9, 0.8, min_side=32) == ["verify"]
     assert RULE.near_evidence(4, None, 0.5, min_side=32) == ["phash"]
     assert RULE.near_evidence(4, None, 0.3, min_side=32) == []
@@ -179,7 +194,9 @@ def test_masks_treat_nan_as_missing_evidence() -> None:
     cosine = [np.nan, 0.9, np.nan, np.nan]
     verify = [0.99, np.nan, np.nan, np.nan]
     min_side = [np.nan, np.nan, 10, np.nan]
-    assert RULE.near_mask(hamming, cosine, verify, min_side).tolist() == [False, True, False, True]
+    assert RULE.near_mask(hamming, cosine, verify, min_side).tolist() == [False, False, False, True]
+    geometry = [np.nan, 12, np.nan, np.nan]
+    assert RULE.near_mask(hamming, cosine, verify, min_side, geometry).tolist()[1]
 
 
 def test_thresholds_for_model() -> None:

@@ -146,3 +146,25 @@ def test_thumbnail_is_32px_grayscale_uint8() -> None:
 def test_no_candidates_gives_an_empty_array() -> None:
     scores = verify_scores(lowres(natural_photo(11), 32), [])
     assert scores.shape == (0,)
+
+
+@pytest.mark.parametrize("fraction", [0.8, 0.7, 0.6])
+def test_lowres_zoom_in_crop_verifies_and_other_tiles_do_not(fraction: float) -> None:
+    from indexer.demo import sample_photo
+
+    scene = sample_photo("astronaut")
+    tiles = [
+        (96.0 + c * 160, 96.0 + r * 160, 256.0 + c * 160, 256.0 + r * 160)
+        for r in range(2)
+        for c in range(2)
+    ]
+    references = [scene.resize((32, 32), Image.Resampling.LANCZOS, box=t) for t in tiles]
+    x0, y0, x1, _ = tiles[0]
+    side = (x1 - x0) * fraction
+    dx = (x1 - x0 - side) * 0.7  # off-centre: the crop sits towards one corner
+    query = scene.resize(
+        (32, 32), Image.Resampling.LANCZOS, box=(x0 + dx, y0, x0 + dx + side, y0 + side)
+    )
+    scores = verify_scores(query, references)
+    assert scores[0] >= 0.7
+    assert scores[1:].max() < 0.6

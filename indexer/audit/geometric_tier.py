@@ -1,0 +1,108 @@
+"""The audit's geometric step: which candidate pairs get a geometric match, and running it.
+
+Geometric verification (``indexer.audit.geometry``) costs a SIFT detection per image and a
+descriptor match per pair, so it runs only where the cheap tiers cannot settle a pair: a
+large pair (both images at least ``small_side``; SIFT has too little to work with on
+thumbnails, where the pixel verifier decides) whose cosine nominates it
+(>= ``candidate_cosine``) and which no hash or pixel verification has made near. Per test
+image, every such pair with cosine >= ``near_cosine`` is matched, plus the
+``GEOMETRY_CAP`` best-ranked others. Corpus keypoints are kept in a bounded LRU cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from PIL import Image
+
+from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_keypoints
+from indexer.audit.thresholds import Thresholds
+
+log = logging.getLogger(__name__)
+
+GEOMETRY_CAP = 5  # pairs per test image below near_cosine
+KEYPOINT_CACHE = 4_096  # corpus images' keypoints kept (~300 KiB each)
+
+
+def shortlist(
+    cosines: Sequence[float | None],
+    settled: Sequence[bool],
+    min_sides: Sequence[int | None],
+    th: Thresholds,
+    cap: int = GEOMETRY_CAP,
+) -> list[int]:
+    """Indices of one test image's candidate pairs to match geometrically, best cosine first."""
+    open_pairs = [
+        i
+        for i, (cos, done, side) in enumerate(zip(cosines, settled, min_sides, strict=True))
+        if not done
+        and cos is not None
+        and cos >= th.candidate_cosine
+        and (side is None or side >= th.small_side)
+    ]
+    ranked = sorted(open_pairs, key=lambda i: -float(cosines[i] or 0.0))
+    return [
+        i for n, i in enumerate(ranked) if n < cap or float(cosines[i] or 0.0) >= th.near_cosine
+    ]
+
+
+class KeypointCache:
+    """Corpus images' keypoints by item id, least recently used dropped first."""
+
+    def __init__(self, capacity: int = KEYPOINT_CACHE) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[int, Keypoints | None] = OrderedDict()
+
+    def get(self, item_id: int, load: Callable[[int], Image.Image | None]) -> Keypoints | None:
+        """The item's keypoints, detected on first use (``None``: its image cannot be read)."""
+        if item_id in self._items:
+            self._items.move_to_end(item_id)
+            return self._items[item_id]
+        image = load(item_id)
+        found = None if image is None else keypoints(image)
+        self._items[item_id] = found
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return found
+
+
+class GeometricTier:
+    """Runs geometric matches for an audit and accounts for their time."""
+
+    def __init__(self, cache: KeypointCache | None = None) -> None:
+        self.cache = cache or KeypointCache()
+        self.pairs = 0
+        self.seconds = 0.0
+
+    def match(
+        self,
+        query: Image.Image,
+        item_ids: Sequence[int],
+        load: Callable[[int], Image.Image | None],
+    ) -> list[GeometricMatch]:
+        """Geometric match of one test image against corpus items (order kept)."""
+        if not item_ids:
+            return []
+        started = time.perf_counter()
+        query_points = keypoints(query, with_mirror=True)
+        out = []
+        for item_id in item_ids:
+            reference = self.cache.get(item_id, load)
+            out.append(NO_MATCH if reference is None else match_keypoints(query_points, reference))
+        self.pairs += len(item_ids)
+        self.seconds += time.perf_counter() - started
+        return out
+
+    def log_cost(self, total_seconds: float) -> None:
+        """Log how many pairs were matched and the share of the audit's time it took."""
+        if self.pairs:
+            share = self.seconds / max(total_seconds, 1e-9)
+            log.info(
+                "geometric verification: %d pairs in %.1f s (%.0f%% of matching time)",
+                self.pairs,
+                self.seconds,
+                100 * share,
+            )

@@ -1,0 +1,226 @@
+"""Geometric verification: does the test image show a region of the corpus image (crop, rotation)?
+
+The pixel verifier (``indexer.audit.verify``) aligns 32x32 thumbnails over small shifts and
+scales, so it cannot find a quarter of a picture inside the whole, nor a copy rotated by
+10 degrees. This module decides those pairs the way classic copy detection does:
+
+1. SIFT keypoints and descriptors of each image, in grayscale at a working size
+   (``keypoints``; OpenCV, no weights);
+2. descriptor matching with Lowe's ratio test, so repeated texture (bricks, gravel, grass),
+   whose descriptors have many near-equal neighbours, contributes no matches;
+3. RANSAC fit of a similarity transform (scale, rotation, translation) from the test image
+   to the corpus image (``match_keypoints``), mirrored test image too;
+4. the pair *shares pixels* when at least ``MIN_INLIERS`` matches agree with one transform
+   whose scale and angle are plausible for a copy (``GeometricMatch.is_copy``).
+
+Two different regions of one scene (no shared pixels) give matches scattered over many
+incompatible transforms, so few of them survive RANSAC; a crop of the same pixels gives
+dozens to hundreds of inliers. The evidence kept for a match is the region of the corpus
+image the test image covers (``box``, fractions of the corpus image's width / height), the
+scale (region side / corpus side) and the rotation angle, which the report and the review
+UI draw as a box on the corpus image.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+WORK_SIDE = 384  # long side, px, at which keypoints are detected
+MAX_FEATURES = 600
+RATIO = 0.75  # Lowe's ratio test
+CONTRAST = 0.01  # SIFT contrast threshold: low, for smooth photos (cells, a clock face, the moon)
+RANSAC_PX = 0.015  # reprojection tolerance, as a fraction of the corpus image's long side
+MIN_INLIERS = 12  # the calibrated default (docs/thresholds.md); Thresholds.geometry_inliers
+MAX_ANGLE = 20.0  # degrees: copies are rotated by a few degrees, not turned over
+MIN_REGION = 0.3  # the located region's side, as a fraction of the corpus image's side
+MAX_REGION = 1.6  # > 1: the test image has a border or padding around the corpus image
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Keypoints:
+    """One image's SIFT keypoints (pixel coordinates at the working size) and descriptors."""
+
+    points: npt.NDArray[np.float32]  # (n, 2) x, y
+    descriptors: npt.NDArray[np.float32]  # (n, 128)
+    width: int
+    height: int
+    mirrored: Keypoints | None = None  # the same image flipped left-right (query side only)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+@dataclass(frozen=True)
+class GeometricMatch:
+    """The best similarity transform from a test image into a corpus image, and its support."""
+
+    inliers: int
+    matches: int  # ratio-test matches before RANSAC
+    scale: float = 0.0  # side of the located region / side of the corpus image
+    angle: float = 0.0  # degrees, counter-clockwise, of the test image relative to the corpus
+    box: Box = (
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    )  # located region: x0, y0, x1, y1 as fractions of the corpus image
+    mirrored: bool = False
+
+    @property
+    def plausible(self) -> bool:
+        """Whether the transform is one a copy would have: region size and angle in range."""
+        return MIN_REGION <= self.scale <= MAX_REGION and abs(self.angle) <= MAX_ANGLE
+
+    @property
+    def support(self) -> int:
+        """Inliers of a plausible transform, 0 otherwise (what ``Thresholds`` compares)."""
+        return self.inliers if self.plausible else 0
+
+    def is_copy(self, min_inliers: int = MIN_INLIERS) -> bool:
+        """Whether enough matches agree on a plausible transform (scale, angle) to call it a copy."""
+        return self.support >= min_inliers
+
+    def evidence(self) -> dict[str, Any]:
+        """The JSON evidence of a match: inliers, scale, angle and the located region."""
+        ev: dict[str, Any] = {
+            "inliers": self.inliers,
+            "scale": round(self.scale, 3),
+            "angle": round(self.angle, 1),
+            "box": [round(v, 4) for v in self.box],
+        }
+        if self.mirrored:
+            ev["mirrored"] = True
+        return ev
+
+
+NO_MATCH = GeometricMatch(inliers=0, matches=0)
+
+
+def _cv2() -> Any:
+    """Import OpenCV lazily (heavy, and only the audit's geometric step needs it)."""
+    import cv2
+
+    return cv2
+
+
+def _working_gray(image: Image.Image) -> npt.NDArray[np.uint8]:
+    """Grayscale pixels with the long side at ``WORK_SIDE`` (small images are upscaled)."""
+    gray = image if image.mode == "L" else image.convert("L")
+    scale = WORK_SIDE / max(gray.size)
+    size = (max(1, round(gray.width * scale)), max(1, round(gray.height * scale)))
+    if size != gray.size:
+        gray = gray.resize(size, Image.Resampling.BILINEAR)
+    return np.asarray(gray, dtype=np.uint8)
+
+
+def _detect(
+    pixels: npt.NDArray[np.uint8],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    cv2 = _cv2()
+    sift = cv2.SIFT_create(nfeatures=MAX_FEATURES, contrastThreshold=CONTRAST)
+    found, descriptors = sift.detectAndCompute(pixels, None)
+    if descriptors is None or not found:
+        return np.zeros((0, 2), np.float32), np.zeros((0, 128), np.float32)
+    points = np.array([kp.pt for kp in found], dtype=np.float32)
+    return points, np.asarray(descriptors, dtype=np.float32)
+
+
+def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
+    """SIFT keypoints of an image at the working size; ``with_mirror`` also for its mirror image.
+
+    Pass ``with_mirror=True`` for the test image (a mirrored copy is still a copy); corpus
+    images need only their own keypoints.
+    """
+    pixels = _working_gray(image)
+    height, width = pixels.shape
+    points, descriptors = _detect(pixels)
+    mirrored = None
+    if with_mirror:
+        flipped_points, flipped_descriptors = _detect(np.ascontiguousarray(pixels[:, ::-1]))
+        mirrored = Keypoints(flipped_points, flipped_descriptors, width, height)
+    return Keypoints(points, descriptors, width, height, mirrored)
+
+
+def _ratio_matches(
+    query: Keypoints, reference: Keypoints
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Matched point pairs (query, reference) that pass the ratio test, one per reference point."""
+    if len(query) < 2 or len(reference) < 2:
+        empty = np.zeros((0, 2), np.float32)
+        return empty, empty
+    cv2 = _cv2()
+    knn = cv2.BFMatcher(cv2.NORM_L2).knnMatch(query.descriptors, reference.descriptors, k=2)
+    best: dict[int, tuple[float, int]] = {}
+    for pair in knn:
+        if len(pair) == 2 and pair[0].distance < RATIO * pair[1].distance:
+            m = pair[0]
+            if m.trainIdx not in best or m.distance < best[m.trainIdx][0]:
+                best[m.trainIdx] = (m.distance, m.queryIdx)
+    q = np.array([query.points[qi] for _, qi in best.values()], np.float32).reshape(-1, 2)
+    r = np.array([reference.points[ri] for ri in best], np.float32).reshape(-1, 2)
+    return q, r
+
+
+def _fit(query: Keypoints, reference: Keypoints, mirrored: bool) -> GeometricMatch:
+    """RANSAC similarity transform from ``query`` to ``reference`` and the region it locates."""
+    q, r = _ratio_matches(query, reference)
+    if len(q) < 3:
+        return GeometricMatch(inliers=0, matches=len(q), mirrored=mirrored)
+    cv2 = _cv2()
+    tolerance = RANSAC_PX * max(reference.width, reference.height)
+    transform, inlier_mask = cv2.estimateAffinePartial2D(
+        q, r, method=cv2.RANSAC, ransacReprojThreshold=tolerance, maxIters=2000, confidence=0.995
+    )
+    if transform is None or inlier_mask is None:
+        return GeometricMatch(inliers=0, matches=len(q), mirrored=mirrored)
+    a, b = float(transform[0, 0]), float(transform[1, 0])
+    pixel_scale = math.hypot(a, b)
+    # Image y points down, so a positive atan2 is a clockwise turn of the test image into the
+    # corpus: the test image itself is turned counter-clockwise (PIL's positive angle).
+    angle = math.degrees(math.atan2(b, a))
+    corners = np.array(
+        [[0, 0, 1], [query.width, 0, 1], [query.width, query.height, 1], [0, query.height, 1]],
+        np.float64,
+    )
+    mapped = corners @ np.asarray(transform, np.float64).T
+    box = (
+        max(0.0, float(mapped[:, 0].min()) / reference.width),
+        max(0.0, float(mapped[:, 1].min()) / reference.height),
+        min(1.0, float(mapped[:, 0].max()) / reference.width),
+        min(1.0, float(mapped[:, 1].max()) / reference.height),
+    )
+    # Region side relative to the corpus image: the test image's size mapped into it.
+    region = pixel_scale * math.sqrt(
+        (query.width * query.height) / (reference.width * reference.height)
+    )
+    return GeometricMatch(
+        inliers=int(inlier_mask.sum()),
+        matches=len(q),
+        scale=region,
+        angle=angle,
+        box=box,
+        mirrored=mirrored,
+    )
+
+
+def match_keypoints(query: Keypoints, reference: Keypoints) -> GeometricMatch:
+    """The best geometric match of a test image (plain or mirrored) into a corpus image."""
+    best = _fit(query, reference, mirrored=False)
+    if query.mirrored is not None and not best.is_copy():
+        flipped = _fit(query.mirrored, reference, mirrored=True)
+        if flipped.inliers > best.inliers:
+            best = flipped
+    return best
+
+
+def geometric_match(query: Image.Image, reference: Image.Image) -> GeometricMatch:
+    """Geometric match of one pair of decoded images (``query`` = the test image)."""
+    return match_keypoints(keypoints(query, with_mirror=True), keypoints(reference))
