@@ -12,6 +12,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
+from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import (
     EXIT_GATE_FAILED,
     EXIT_INTERNAL,
@@ -75,10 +76,12 @@ def _append_step_summary(markdown: str) -> None:
 
 
 def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Path | None,
-                  label_names: Path | None, thresholds: Mapping[str, float], workers: int) -> dict[str, Any]:
+                  label_names: Path | None, thresholds: Mapping[str, float], workers: int,
+                  backend: str = "auto") -> dict[str, Any]:
     """Run the audit in-process against the index in ``home`` and return its report."""
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
+    from indexer.embed.backends import backend_embedder_factory
     from indexer.sources.labels_csv import load_labels_csv
     from indexer.sources.open import open_split
 
@@ -87,6 +90,7 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
             f"no splitaudit index at {home}: build it with `splitaudit index SOURCE --corpus NAME "
             f"--home {home}` (or restore it from your CI cache), or audit through --server"
         )
+    factory = backend_embedder_factory(backend, export_cache_dir(home))  # unknown backend: exit 2 now
     label_map = load_labels_csv(labels) if labels else None
     params: dict[str, Any] = {}
     if label_names:
@@ -109,7 +113,8 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
                     bar.set_postfix_str(message, refresh=False)
                     bar.refresh()
 
-                run_audit(ws, audit_id, progress=progress, workers=workers)
+                run_audit(ws, audit_id, progress=progress, workers=workers,
+                          embedder_factory=factory)
             with ws.sessions() as session:
                 return audit_report(session, audit_id)
         finally:
@@ -188,13 +193,14 @@ def _exit_code(result: GateResult) -> int:
               help="Write CSV: one row per match, plus one per clean or unreadable image.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes for reading and hashing the split (local mode).")
+@backend_option
 @click.pass_context
 @handle_errors
 def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path, server: str | None,
           labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
           max_count: int | None, thresholds: tuple[str, ...], policy_file: Path | None,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, workers: int) -> None:
+          markdown_out: Path | None, csv_out: Path | None, workers: int, backend: str) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest or zip/tar archive) for leakage into a corpus.
 
     Exit status: 0 the gate passed, 1 it failed (leakage above the policy), 2 usage or
@@ -218,7 +224,7 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
             raise UsageError(str(exc)) from exc  # a refused token is the caller's to fix: exit 2
     else:
         report = _local_report(split, corpora=corpora, home=home, labels=labels, label_names=label_names,
-                               thresholds=policy.thresholds, workers=workers)
+                               thresholds=policy.thresholds, workers=workers, backend=backend)
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
+from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import handle_errors, home_option, open_workspace
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
@@ -35,6 +36,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
                    "or efficientnet-lite0 (bundled, offline).")
 @click.option("--no-embed", is_flag=True, help="Only exact and perceptual hashes (no semantic tier).")
+@backend_option
 @click.option("--precomputed-model", metavar="SPEC_OR_ID",
               help="For clip-retrieval folders (img_emb/ + metadata/): the model the embeddings were "
                    "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
@@ -56,7 +58,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the run summary as JSON to this file.")
 @handle_errors
-def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
+def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool, backend: str,
           precomputed_model: str | None, shards_dir: Path | None, workers: int, batch_size: int,
           executor: str, ray_address: str | None, ray_gpus_per_worker: float, index_storage: str,
           json_out: Path | None) -> None:
@@ -70,7 +72,8 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
     opened = _open_sources(sources, shards_dir)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
     declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
-                                 precomputed_model=precomputed_model, batch_size=min(batch_size, 64))
+                                 precomputed_model=precomputed_model, batch_size=min(batch_size, 64),
+                                 backend=backend, home=home)
     ws = open_workspace(home)
     try:
         with tqdm(unit="img", desc=f"indexing {corpus_name}", dynamic_ncols=True,
@@ -106,7 +109,7 @@ def _open_sources(specs: Sequence[str], shards_dir: Path | None) -> list[Source]
 
 def _models(
     opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
-    batch_size: int,
+    batch_size: int, backend: str = "auto", home: Path | None = None,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
     from indexer.pipeline.precomputed import declare_model, is_precomputed
@@ -124,10 +127,11 @@ def _models(
     if not pre:
         if no_embed:
             return None, None
-        from indexer.embed.loader import load_embedder
+        from indexer.embed.backends import load_embedder_on_backend
 
         # Forward passes of 32 keep activation memory bounded whatever --batch-size is.
-        return None, load_embedder(model_spec, batch_size=min(batch_size, 32))
+        return None, load_embedder_on_backend(model_spec, backend=backend, batch_size=min(batch_size, 32),
+                                              cache_dir=export_cache_dir(home or Path(".")))
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
         raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")

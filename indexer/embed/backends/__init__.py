@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ __all__ = [
     "AUTO_PREFERENCE",
     "BACKEND_CHOICES",
     "EXPORTED_BACKENDS",
+    "backend_embedder_factory",
     "installed_backends",
     "load_embedder_on_backend",
     "resolve_backend",
@@ -99,6 +101,18 @@ def load_embedder_on_backend(
     if chosen == "torch" or not isinstance(embedder, OpenClipEmbedder):
         return embedder
     return accelerate(embedder, chosen, cache_dir=cache_dir)
+
+
+def backend_embedder_factory(
+    backend: str, cache_dir: Path, *, device: str = "cpu"
+) -> Callable[[str], Embedder]:
+    """A ``spec -> Embedder`` loader on ``backend`` (checked now: an unusable backend raises here)."""
+    resolve_backend(backend, device)
+
+    def load(spec: str) -> Embedder:
+        return load_embedder_on_backend(spec, backend=backend, cache_dir=cache_dir, device=device)
+
+    return load
 
 
 def _is_cpu(device: str) -> bool:
