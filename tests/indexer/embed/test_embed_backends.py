@@ -20,7 +20,12 @@ from indexer.embed.backends import (
     resolve_backend,
 )
 from indexer.embed.backends.cache import META_FILE
-from indexer.embed.backends.exported import ExportedEmbedder, accelerate, held_out_images, min_cosine
+from indexer.embed.backends.exported import (
+    ExportedEmbedder,
+    accelerate,
+    held_out_images,
+    min_cosine,
+)
 from indexer.embed.embedder import OpenClipEmbedder
 from indexer.embed.loader import load_embedder
 from indexer.errors import UsageError
@@ -30,7 +35,9 @@ EXPORTED = ["onnxruntime", "openvino"]
 
 def _entries(cache: Path, backend: str) -> list[Path]:
     folder = cache / backend
-    return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    return (
+        sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    )
 
 
 def test_auto_picks_the_fastest_installed_backend_on_cpu_and_torch_elsewhere() -> None:
@@ -64,7 +71,9 @@ def test_exported_model_agrees_with_eager_torch_and_keeps_the_model_id(
     backend: str, tiny_model_spec: str, tmp_path: Path
 ) -> None:
     eager = load_embedder(tiny_model_spec)
-    fast = load_embedder_on_backend(tiny_model_spec, backend=backend, cache_dir=tmp_path / "exports")
+    fast = load_embedder_on_backend(
+        tiny_model_spec, backend=backend, cache_dir=tmp_path / "exports"
+    )
     assert isinstance(fast, ExportedEmbedder) and fast.backend == backend
     assert fast.model_id == eager.model_id and fast.dim == eager.dim
     images = [photo(seed, (200 + 7 * seed, 150)) for seed in range(11)]  # not the held-out batch
@@ -81,11 +90,14 @@ def test_efficientnet_lite0_runs_on_each_backend(backend: str, tmp_path: Path) -
     fast = load_embedder_on_backend("efficientnet-lite0", backend=backend, cache_dir=tmp_path)
     assert isinstance(fast, ExportedEmbedder) and fast.agreement >= 0.999
     images = [photo(seed) for seed in range(3)]
-    assert min_cosine(fast.embed(images), load_embedder("efficientnet-lite0").embed(images)) >= 0.999
+    assert (
+        min_cosine(fast.embed(images), load_embedder("efficientnet-lite0").embed(images)) >= 0.999
+    )
 
 
-def test_the_second_run_reuses_the_export(tiny_model_spec: str, tmp_path: Path,
-                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_the_second_run_reuses_the_export(
+    tiny_model_spec: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = tmp_path / "exports"
     load_embedder_on_backend(tiny_model_spec, backend="onnxruntime", cache_dir=cache)
     (entry,) = _entries(cache, "onnxruntime")
@@ -103,8 +115,9 @@ def test_the_second_run_reuses_the_export(tiny_model_spec: str, tmp_path: Path,
 
 
 @pytest.mark.parametrize("backend", EXPORTED)
-def test_a_corrupt_cache_file_is_rebuilt(backend: str, tiny_model_spec: str, tmp_path: Path,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_corrupt_cache_file_is_rebuilt(
+    backend: str, tiny_model_spec: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = tmp_path / "exports"
     first = load_embedder_on_backend(tiny_model_spec, backend=backend, cache_dir=cache)
     (entry,) = _entries(cache, backend)
@@ -151,8 +164,14 @@ class _TracesWrong(torch.nn.Module):
 def _traces_wrong_embedder() -> OpenClipEmbedder:
     from torchvision import transforms
 
-    preprocess = transforms.Compose([transforms.Resize(32), transforms.CenterCrop(32), transforms.ToTensor(),
-                                     transforms.Normalize([0.5] * 3, [0.25] * 3)])
+    preprocess = transforms.Compose(
+        [
+            transforms.Resize(32),
+            transforms.CenterCrop(32),
+            transforms.ToTensor(),
+            transforms.Normalize([0.5] * 3, [0.25] * 3),
+        ]
+    )
     return OpenClipEmbedder(_TracesWrong().eval(), preprocess, model_id="test:traces-wrong", dim=8)
 
 
@@ -177,11 +196,16 @@ def test_an_export_that_disagrees_is_refused_and_torch_is_used(
     assert _entries(tmp_path, backend) == [entry]
 
 
-def test_a_tower_that_cannot_be_exported_falls_back_to_torch(tmp_path: Path,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_a_tower_that_cannot_be_exported_falls_back_to_torch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     eager = _traces_wrong_embedder()
-    plain = OpenClipEmbedder(lambda batch: eager.encode_image(batch), eager.preprocess.transform,
-                             model_id="test:lambda", dim=8)
+    plain = OpenClipEmbedder(
+        lambda batch: eager.encode_image(batch),
+        eager.preprocess.transform,
+        model_id="test:lambda",
+        dim=8,
+    )
     with caplog.at_level(logging.WARNING):
         assert accelerate(plain, "onnxruntime", cache_dir=tmp_path) is plain
     assert "cannot be exported" in caplog.text
