@@ -37,7 +37,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.workspace = ws
         worker: Worker | None = None
         if settings.run_worker:
-            worker = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=settings.job_poll_s,
+            worker = Worker(ws, default_handlers(backend=settings.backend), lease_s=settings.job_lease_s, poll_s=settings.job_poll_s,
                             delay_s=settings.test_job_delay)
             worker.start()
         app.state.worker = worker

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from indexer.embed.backends import BACKEND_CHOICES
+from indexer.embed.backends import BACKEND_CHOICES, export_cache_dir
 
-EXPORTS_DIR = "exports"
+__all__ = ["backend_option", "export_cache_dir"]
 
 backend_option = click.option(
     "--backend",
@@ -21,7 +19,3 @@ backend_option = click.option(
     "torch and cached under HOME/exports (env SPLITAUDIT_BACKEND).",
 )
 
-
-def export_cache_dir(home: Path) -> Path:
-    """Where a home folder keeps its exported models."""
-    return Path(home) / EXPORTS_DIR

@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
+from indexer.cli.backend_option import backend_option
 from indexer.cli.common import handle_errors, home_option
+from indexer.embed.backends import resolve_backend
 from indexer.errors import UsageError
 
 
@@ -54,8 +56,9 @@ def _open_workspace(settings: Any) -> Any:
               help="Do not run jobs in this process; run `splitaudit worker` next to it instead.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, help="Server log level.")
+@backend_option
 @handle_errors
-def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> None:
+def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, backend: str) -> None:
     """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
 
     Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
@@ -67,7 +70,8 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
     from app.main import create_app
 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
-    settings = _settings(home=home, **({"run_worker": False} if no_worker else {}))
+    settings = _settings(home=home, backend=backend, **({"run_worker": False} if no_worker else {}))
+    resolve_backend(settings.backend)  # an uninstalled backend: exit 2 before serving
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} "
                f"(API docs at /docs{'' if settings.run_worker else '; jobs need `splitaudit worker`'})",
@@ -79,8 +83,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str) -> 
 @home_option
 @click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="Seconds between looks at the queue when it is empty.")
+@backend_option
 @handle_errors
-def worker(home: Path, poll: float) -> None:
+def worker(home: Path, poll: float, backend: str) -> None:
     """Run queued jobs (audits, server-side index runs) until stopped (Ctrl-C / SIGTERM).
 
     Several workers may share one PostgreSQL database; with SQLite run a single worker
@@ -90,9 +95,10 @@ def worker(home: Path, poll: float) -> None:
     from indexer.jobs.handlers import default_handlers
     from indexer.jobs.worker import Worker
 
-    settings = _settings(home=home)
+    settings = _settings(home=home, backend=backend)
+    resolve_backend(settings.backend)  # an uninstalled backend: exit 2 before taking jobs
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(), lease_s=settings.job_lease_s, poll_s=poll,
+    runner = Worker(ws, default_handlers(backend=settings.backend), lease_s=settings.job_lease_s, poll_s=poll,
                     delay_s=settings.test_job_delay)
     if ws.database_url.startswith("sqlite"):
         click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)

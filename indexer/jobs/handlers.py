@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
@@ -30,22 +31,25 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
     return found
 
 
-def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, backend: str = "auto") -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
     from indexer.audit.service import run_audit
+    from indexer.embed.backends import backend_embedder_factory, export_cache_dir
 
     audit_id = audit_id_of(ws, job)
-    run_audit(ws, audit_id, progress=progress)
+    run_audit(ws, audit_id, progress=progress,
+              embedder_factory=backend_embedder_factory(backend, export_cache_dir(ws.home)))
     return JobOutcome(message=f"audit {audit_id} done")
 
 
-def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
+def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, backend: str = "auto") -> JobOutcome:
     """Index the server-side sources of ``job`` into its corpus (resumes like the CLI).
 
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
     those roots become failed items instead of being read.
     """
-    from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
+    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
+    from indexer.embed.loader import DEFAULT_MODEL_SPEC
     from indexer.pipeline.index import index_sources
     from indexer.sources.open import open_source
 
@@ -61,7 +65,8 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
             model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
         model_spec = model_spec or DEFAULT_MODEL_SPEC
     sources = [_restricted(open_source(p), params.get("allowed_roots")) for p in paths]
-    embedder = None if no_embed else load_embedder(str(model_spec))
+    embedder = None if no_embed else load_embedder_on_backend(
+        str(model_spec), backend=backend, cache_dir=export_cache_dir(ws.home))
     done = 0
 
     def count(n: int) -> None:
@@ -87,6 +92,6 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
     return ManifestSource(source.path, allowed_roots=[str(r) for r in allowed_roots])
 
 
-def default_handlers() -> dict[str, Handler]:
-    """The handler of every job kind."""
-    return {"audit": run_audit_job, "index": run_index_job}
+def default_handlers(*, backend: str = "auto") -> dict[str, Handler]:
+    """The handler of every job kind; embedding models run on ``backend`` (see ``--backend``)."""
+    return {"audit": partial(run_audit_job, backend=backend), "index": partial(run_index_job, backend=backend)}

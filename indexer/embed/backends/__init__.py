@@ -25,6 +25,7 @@ __all__ = [
     "BACKEND_CHOICES",
     "EXPORTED_BACKENDS",
     "backend_embedder_factory",
+    "export_cache_dir",
     "installed_backends",
     "load_embedder_on_backend",
     "resolve_backend",
@@ -32,6 +33,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+EXPORTS_DIR = "exports"
 EXPORTED_BACKENDS = ("onnxruntime", "openvino")
 BACKEND_CHOICES = ("auto", "torch", *EXPORTED_BACKENDS)
 # Fastest first, as measured by bench/embedding.py on a 2-core CPU (see docs/indexing.md).
@@ -46,6 +48,11 @@ _INSTALL = {
     "onnxruntime": "pip install onnx onnxruntime",
     "openvino": "pip install 'splitaudit[openvino]'",
 }
+
+
+def export_cache_dir(home: Path) -> Path:
+    """Where a splitaudit home folder keeps its exported models."""
+    return Path(home) / EXPORTS_DIR
 
 
 def installed_backends() -> list[str]:
