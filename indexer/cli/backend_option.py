@@ -18,4 +18,3 @@ backend_option = click.option(
     "device (OpenVINO, then ONNX Runtime, then torch on CPU). Exports are checked against eager "
     "torch and cached under HOME/exports (env SPLITAUDIT_BACKEND).",
 )
-
