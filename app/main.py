@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
     """Build the app; the lifespan opens the workspace and starts the in-process job worker.
 
-    ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers(device=settings.device)``).
+    ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers(device=..., backend=...)`` from the settings).
     """
     settings = settings if settings is not None else ApiSettings()
-    job_handlers = dict(handlers) if handlers is not None else default_handlers(device=settings.device)
+    job_handlers = dict(handlers) if handlers is not None else default_handlers(device=settings.device, backend=settings.backend)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

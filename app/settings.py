@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -47,6 +47,8 @@ class ApiSettings(BaseSettings):
     )
     run_worker: bool = Field(default=True, description="Run the job worker inside the server process.")
     job_lease_s: float = Field(default=60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
+    backend: Literal["auto", "torch", "onnxruntime", "openvino"] = Field(
+        default="auto", description="Inference backend for embedding models (see `splitaudit index --help`).")
     job_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued jobs.")
     device: str = Field(default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps.")
 

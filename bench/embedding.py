@@ -17,6 +17,8 @@ All figures come from one run on the same images:
 Rounds alternate bare / pipeline (after one warm-up round each); the median is reported, and
 the ratio of the fastest rounds too (on a shared machine the fastest round is the least disturbed).
 Target (issue "Indexer"): pipeline overhead over the bare forward <= 15%.
+
+``--backends`` compares eager torch with ONNX Runtime and OpenVINO instead (``bench/backends.py``).
 """
 
 from __future__ import annotations
@@ -73,8 +75,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-side", type=int, default=256)
     parser.add_argument("--max-side", type=int, default=640)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--backends", action="store_true",
+                        help="compare inference backends instead (see bench/backends.py)")
+    parser.add_argument("--cli-n", type=int, default=1000, help="--backends: JPEGs for the whole-CLI run")
+    parser.add_argument("--skip-cli", action="store_true", help="--backends: forward passes only")
+    parser.add_argument("--skip-fastdup", action="store_true", help="--backends: leave fastdup out")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.backends:
+        from bench.backends import main as backends_main
+
+        backends_main(args)
+        return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import torch

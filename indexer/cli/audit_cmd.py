@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
+from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import (
     EXIT_GATE_FAILED,
     EXIT_INTERNAL,
@@ -90,12 +91,12 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
                   label_names: Path | None, thresholds: Mapping[str, float], workers: int,
                   progress_opts: dict[str, Any], html: bool,
                   device: Callable[[], ResolvedDevice],
-                  image_column: str | None = None) -> tuple[dict[str, Any], Thumbs]:
+                  image_column: str | None = None, backend: str = "auto") -> tuple[dict[str, Any], Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
     from indexer.audit.service import run_audit, submit_audit
-    from indexer.embed.loader import load_embedder
+    from indexer.embed.backends import load_embedder_on_backend, resolve_backend
     from indexer.sources.labels_csv import load_labels_csv
     from indexer.sources.open import split_location
 
@@ -104,6 +105,7 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
             f"no splitaudit index at {home}: build it with `splitaudit index SOURCE --corpus NAME "
             f"--home {home}` (or restore it from your CI cache), or audit through --server"
         )
+    resolve_backend(backend)  # an uninstalled backend: exit 2 now, before any work
     label_map = load_labels_csv(labels) if labels else None
     params: dict[str, Any] = {}
     if label_names:
@@ -119,7 +121,8 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
                                     thresholds=dict(thresholds), params=params)
 
             def factory(spec: str) -> Any:
-                return load_embedder(spec, device=device().device, batch_size=device().embed_batch)
+                return load_embedder_on_backend(spec, backend=backend, cache_dir=export_cache_dir(home),
+                                                device=device().device, batch_size=device().embed_batch)
 
             with fraction_progress("auditing", **progress_opts) as progress:
                 run_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=factory)
@@ -233,6 +236,7 @@ def _exit_code(result: GateResult) -> int:
               help="Hugging Face dataset split: the column holding the image bytes, when its type does "
                    "not tell (local mode).")
 @device_option
+@backend_option
 @progress_options
 @click.pass_context
 @handle_errors
@@ -243,7 +247,7 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
           baseline: Path | None, json_out: Path | None, junit_out: Path | None,
           markdown_out: Path | None, csv_out: Path | None, html_out: Path | None,
           blocklists: tuple[Path, ...], clean_splits: tuple[Path, ...], workers: int,
-          image_column: str | None, device: str, quiet: bool, progress_interval: float) -> None:
+          image_column: str | None, device: str, backend: str, quiet: bool, progress_interval: float) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
     Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
 
@@ -280,7 +284,7 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         report, thumbs = _local_report(split, corpora=corpora, home=home, labels=labels,
                                        label_names=label_names, thresholds=policy.thresholds, workers=workers,
                                        progress_opts=progress_opts, html=html_out is not None, device=resolved,
-                                       image_column=image_column)
+                                       image_column=image_column, backend=backend)
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown

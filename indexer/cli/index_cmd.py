@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import handle_errors, home_option, open_workspace
 from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import counting_progress, progress_options
@@ -38,6 +39,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
                    "or efficientnet-lite0 (bundled, offline).")
 @click.option("--no-embed", is_flag=True, help="Only exact and perceptual hashes (no semantic tier).")
+@backend_option
 @click.option("--precomputed-model", metavar="SPEC_OR_ID",
               help="For clip-retrieval folders (img_emb/ + metadata/): the model the embeddings were "
                    "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
@@ -65,7 +67,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
               help="Also write the run summary as JSON to this file.")
 @progress_options
 @handle_errors
-def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool,
+def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool, backend: str,
           precomputed_model: str | None, shards_dir: Path | None, image_column: str | None,
           workers: int, batch_size: int | None, device: str, executor: str, ray_address: str | None,
           ray_gpus_per_worker: float, index_storage: str, json_out: Path | None, quiet: bool,
@@ -88,7 +90,8 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
     declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
                                  precomputed_model=precomputed_model,
                                  device=resolved.device if resolved else "cpu",
-                                 batch_size=min(batch_size, resolved.embed_batch if resolved else 32))
+                                 batch_size=min(batch_size, resolved.embed_batch if resolved else 32),
+                                 backend=backend, home=home)
     ws = open_workspace(home)
     try:
         with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval,
@@ -129,7 +132,7 @@ def _open_sources(specs: Sequence[str], shards_dir: Path | None, *, image_column
 
 def _models(
     opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
-    device: str, batch_size: int,
+    device: str, batch_size: int, backend: str = "auto", home: Path | None = None,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
     from indexer.pipeline.precomputed import declare_model, is_precomputed
@@ -147,10 +150,11 @@ def _models(
     if not pre:
         if no_embed:
             return None, None
-        from indexer.embed.loader import load_embedder
+        from indexer.embed.backends import load_embedder_on_backend
 
         # Forward passes of at most the device's embed batch keep activation memory bounded.
-        return None, load_embedder(model_spec, device=device, batch_size=batch_size)
+        return None, load_embedder_on_backend(model_spec, backend=backend, device=device, batch_size=batch_size,
+                                              cache_dir=export_cache_dir(home or Path(".")))
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
         raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")

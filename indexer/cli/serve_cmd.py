@@ -10,8 +10,10 @@ from typing import Any
 
 import click
 
+from indexer.cli.backend_option import backend_option
 from indexer.cli.common import handle_errors, home_option
 from indexer.cli.device_option import device_option, resolve_cli_device
+from indexer.embed.backends import resolve_backend
 from indexer.errors import UsageError
 
 
@@ -83,9 +85,10 @@ def check_exposure(settings: Any, host: str, *, allow_anonymous: bool) -> str | 
 @click.option("--allow-anonymous", is_flag=True,
               help="Serve a non-loopback --host without SPLITAUDIT_API_TOKENS (refused otherwise).")
 @device_option
+@backend_option
 @handle_errors
 def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, allow_anonymous: bool,
-          device: str) -> None:
+          device: str, backend: str) -> None:
     """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
 
     Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
@@ -99,8 +102,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, all
     from app.main import create_app
 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
-    settings = _settings(home=home, **({"run_worker": False} if no_worker else {}))
+    settings = _settings(home=home, backend=backend, **({"run_worker": False} if no_worker else {}))
     warning = check_exposure(settings, host, allow_anonymous=allow_anonymous)
+    resolve_backend(settings.backend)  # an uninstalled backend: exit 2 before serving
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     jobs = "jobs need `splitaudit worker`"
     if settings.run_worker:
@@ -119,8 +123,9 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, all
 @click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="Seconds between looks at the queue when it is empty.")
 @device_option
+@backend_option
 @handle_errors
-def worker(home: Path, poll: float, device: str) -> None:
+def worker(home: Path, poll: float, device: str, backend: str) -> None:
     """Run queued jobs (audits, server-side index runs) until stopped (Ctrl-C / SIGTERM).
 
     Several workers may share one PostgreSQL database; with SQLite run a single worker
@@ -130,10 +135,12 @@ def worker(home: Path, poll: float, device: str) -> None:
     from indexer.jobs.handlers import default_handlers
     from indexer.jobs.worker import Worker
 
-    settings = _settings(home=home)
+    settings = _settings(home=home, backend=backend)
     resolved = resolve_cli_device(device)  # an absent device is a usage error before any job is claimed
+    resolve_backend(settings.backend, resolved.device)  # an uninstalled backend: exit 2 before taking jobs
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(device=resolved.device), lease_s=settings.job_lease_s, poll_s=poll)
+    runner = Worker(ws, default_handlers(device=resolved.device, backend=settings.backend),
+                    lease_s=settings.job_lease_s, poll_s=poll)
     if ws.database_url.startswith("sqlite"):
         click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
 

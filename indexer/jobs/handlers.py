@@ -32,29 +32,33 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
     return found
 
 
-def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto") -> JobOutcome:
+def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto",
+                  backend: str = "auto") -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
     from indexer.audit.service import execute_audit
+    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
     from indexer.embed.device import resolve_device
-    from indexer.embed.loader import load_embedder
 
     def factory(spec: str) -> Any:
         resolved = resolve_device(device)
-        return load_embedder(spec, device=resolved.device, batch_size=resolved.embed_batch)
+        return load_embedder_on_backend(spec, backend=backend, cache_dir=export_cache_dir(ws.home),
+                                        device=resolved.device, batch_size=resolved.embed_batch)
 
     audit_id = audit_id_of(ws, job)
     execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
     return JobOutcome(message=f"audit {audit_id} done")
 
 
-def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto") -> JobOutcome:
+def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto",
+                  backend: str = "auto") -> JobOutcome:
     """Index the server-side sources of ``job`` into its corpus (resumes like the CLI).
 
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
     those roots become failed items instead of being read.
     """
+    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
     from indexer.embed.device import resolve_device
-    from indexer.embed.loader import DEFAULT_MODEL_SPEC, load_embedder
+    from indexer.embed.loader import DEFAULT_MODEL_SPEC
     from indexer.pipeline.index import index_sources
     from indexer.sources.open import open_source
 
@@ -74,7 +78,8 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, devic
         embedder = None
     else:
         resolved = resolve_device(device)
-        embedder = load_embedder(str(model_spec), device=resolved.device, batch_size=resolved.embed_batch)
+        embedder = load_embedder_on_backend(str(model_spec), backend=backend, cache_dir=export_cache_dir(ws.home),
+                                            device=resolved.device, batch_size=resolved.embed_batch)
     done = 0
 
     def count(n: int) -> None:
@@ -112,8 +117,9 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
     return ManifestSource(source.path, allowed_roots=[str(r) for r in allowed_roots])
 
 
-def default_handlers(*, device: str = "auto") -> dict[str, Handler]:
-    """The handler of every job kind; embedding runs on ``device`` (see ``indexer.embed.device``)."""
-    return {"audit": functools.partial(run_audit_job, device=device),
-            "index": functools.partial(run_index_job, device=device),
+def default_handlers(*, device: str = "auto", backend: str = "auto") -> dict[str, Handler]:
+    """The handler of every job kind; embedding runs on ``device`` (``indexer.embed.device``) with
+    the inference ``backend`` (``indexer.embed.backends``)."""
+    return {"audit": functools.partial(run_audit_job, device=device, backend=backend),
+            "index": functools.partial(run_index_job, device=device, backend=backend),
             "dedup": run_dedup_job}

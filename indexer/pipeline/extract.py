@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.pool import AsyncResult, Pool
+from typing import TypeVar
 
 from PIL import Image
 
@@ -14,6 +16,8 @@ from indexer.errors import ImageDecodeError
 from indexer.features.extract import extract_features
 from indexer.features.types import ImageFeatures
 from indexer.sources.record import Record
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +47,39 @@ def extract_record(record: Record, *, keep_image: bool) -> Extracted:
     return Extracted(record, features=features, image=image)
 
 
+def extract_records(records: Sequence[Record], *, keep_image: bool) -> list[Extracted]:
+    """``extract_record`` over a run of records: one pool task, one round trip per run."""
+    return [extract_record(r, keep_image=keep_image) for r in records]
+
+
+def split_evenly(items: Sequence[T], parts: int) -> list[Sequence[T]]:
+    """``items`` cut into at most ``parts`` contiguous runs whose lengths differ by at most one."""
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    runs, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        runs.append(items[start:end])
+        start = end
+    return runs
+
+
 class Extractor:
     """Runs ``extract_record`` over batches, in-process or in a pool of worker processes.
 
-    ``map_batches`` keeps one batch in flight ahead of the consumer, so decoding overlaps
-    embedding and DB writes while memory stays bounded to two batches.
+    In a pool each batch becomes one contiguous run of records per worker (one task and one
+    result message per worker, instead of a task per few images), and ``PREFETCH`` batches are
+    kept in flight ahead of the consumer, so the workers keep decoding while this process embeds
+    and commits. Memory stays bounded to ``PREFETCH + 1`` batches.
     """
+
+    PREFETCH = 2
 
     def __init__(self, *, workers: int, keep_image: bool) -> None:
         self.keep_image = keep_image
+        self.workers = workers
         self._fn = partial(extract_record, keep_image=keep_image)
+        self._runs = partial(extract_records, keep_image=keep_image)
         self._pool: Pool | None = None
         if workers > 1:
             self._pool = mp.get_context("fork").Pool(workers)
@@ -71,16 +98,20 @@ class Extractor:
         self.close()
 
     def map_batches(self, batches: Iterator[Sequence[Record]]) -> Iterator[list[Extracted]]:
-        """Yield extracted batches in order, prefetching the next one in the pool."""
+        """Yield extracted batches in order, prefetching the next ones in the pool."""
         if self._pool is None:
             for batch in batches:
                 yield [self._fn(r) for r in batch]
             return
-        pending: AsyncResult[list[Extracted]] | None = None
+        pending: deque[AsyncResult[list[list[Extracted]]]] = deque()
         for batch in batches:
-            nxt = self._pool.map_async(self._fn, batch, chunksize=max(1, len(batch) // 16))
-            if pending is not None:
-                yield pending.get()
-            pending = nxt
-        if pending is not None:
-            yield pending.get()
+            runs = split_evenly(list(batch), self.workers)
+            pending.append(self._pool.map_async(self._runs, runs, chunksize=1))
+            if len(pending) > self.PREFETCH:
+                yield _joined(pending.popleft().get())
+        while pending:
+            yield _joined(pending.popleft().get())
+
+
+def _joined(runs: list[list[Extracted]]) -> list[Extracted]:
+    return [e for run in runs for e in run]

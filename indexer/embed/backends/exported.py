@@ -1,0 +1,313 @@
+"""``accelerate``: export a torch image tower once, check it against eager torch, run it on a backend.
+
+The export goes torch -> ONNX (TorchScript tracer, opset 17, dynamic batch) with a blank
+example batch, then into the backend's own format, all in float32 (no quantisation). Before
+an export is used it must agree with eager torch: cosine >= ``MIN_COSINE`` for every image
+of a held-out batch (procedural photos, a different batch size from the example). An export
+that disagrees is refused, the refusal is cached with its reason, and the run uses torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from indexer.embed.backends.cache import CacheEntry, ExportCache, cache_key
+from indexer.embed.embedder import OpenClipEmbedder
+
+if TYPE_CHECKING:
+    import torch
+
+    from indexer.embed.embedder import BatchPreprocess
+    from indexer.embed.protocol import Embedder
+
+logger = logging.getLogger(__name__)
+
+MIN_COSINE = 0.999
+HELD_OUT_SIZES = (
+    (320, 240),
+    (240, 320),
+    (256, 256),
+    (500, 375),
+    (96, 96),
+    (640, 427),
+    (300, 200),
+    (224, 224),
+)
+_EXAMPLE_BATCH = 2
+_OPSET = 17
+
+Runner = Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+
+
+class ExportedEmbedder:
+    """An ``Embedder`` running an exported image tower; same preprocess and model id as eager torch."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        preprocess: BatchPreprocess,
+        *,
+        model_id: str,
+        dim: int,
+        batch_size: int,
+        backend: str,
+        agreement: float,
+    ) -> None:
+        self.model_id = model_id
+        self.dim = dim
+        self.batch_size = batch_size
+        self.backend = backend
+        self.agreement = agreement  # lowest cosine vs eager torch over the held-out batch
+        self.device = "cpu"
+        self.preprocess = preprocess
+        self._runner = runner
+
+    def __repr__(self) -> str:
+        return f"ExportedEmbedder(model_id={self.model_id!r}, dim={self.dim}, backend={self.backend!r})"
+
+    def embed(self, images: Sequence[Image.Image]) -> npt.NDArray[np.float32]:
+        """Embed RGB images -> float32 ``(len(images), dim)``, each row L2-normalised."""
+        out = np.empty((len(images), self.dim), dtype=np.float32)
+        for start in range(0, len(images), self.batch_size):
+            chunk = images[start : start + self.batch_size]
+            out[start : start + len(chunk)] = self.embed_array(self.preprocess(chunk).numpy())
+        return out
+
+    def embed_array(self, batch: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Run a preprocessed ``(n, 3, H, W)`` batch through the export; rows L2-normalised."""
+        features = self._runner(batch)
+        if features.ndim != 2 or features.shape[1] != self.dim:
+            raise RuntimeError(
+                f"{self.model_id} on {self.backend}: export returned shape {features.shape}, "
+                f"expected (n, {self.dim})"
+            )
+        return _normalise(features)
+
+
+def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> Embedder:
+    """``embedder`` running on ``backend`` via a cached, checked export; ``embedder`` itself on refusal."""
+    module = _backend_module(backend)
+    tower = _tower_module(embedder.encode_image)
+    if tower is None:
+        logger.warning(
+            "%s: its image encoder is not a torch module, so it cannot be exported to %s; "
+            "using torch",
+            embedder.model_id,
+            backend,
+        )
+        return embedder
+    held_out = embedder.preprocess(held_out_images())
+    versions = _export_versions() | module.library_versions()
+    key = cache_key(embedder.model_id, backend, versions, tuple(held_out.shape[1:]))
+    cache = ExportCache(cache_dir)
+    entry = cache.load(backend, key)
+    runner: Runner | None = None
+    if entry is not None and entry.meta.get("status") == "accepted":
+        runner = _open_runner(module, entry, cache, backend, key)
+        if runner is None:
+            entry = None
+    if entry is None:
+        entry = cache.store(
+            backend,
+            key,
+            lambda folder: _build(embedder, tower, module, backend, held_out, versions, folder),
+        )
+        if entry.meta.get("status") == "accepted":
+            runner = _open_runner(module, entry, cache, backend, key)
+    if runner is None or entry.meta.get("status") != "accepted":
+        logger.warning(
+            "%s export of %s refused: %s; using eager torch",
+            backend,
+            embedder.model_id,
+            entry.meta.get("reason", "the export could not be opened"),
+        )
+        return embedder
+    logger.info(
+        "%s runs on %s (export %s, min cosine vs torch %.6f)",
+        embedder.model_id,
+        backend,
+        entry.path,
+        entry.meta["min_cosine"],
+    )
+    return ExportedEmbedder(
+        runner,
+        embedder.preprocess,
+        model_id=embedder.model_id,
+        dim=embedder.dim,
+        batch_size=embedder.batch_size,
+        backend=backend,
+        agreement=float(entry.meta["min_cosine"]),
+    )
+
+
+def held_out_images() -> list[Image.Image]:
+    """The fixed agreement batch: procedural photos of several sizes and aspect ratios."""
+    from indexer.demo import synthetic_photo
+
+    return [synthetic_photo(1000 + i, size) for i, size in enumerate(HELD_OUT_SIZES)]
+
+
+def min_cosine(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
+    """Lowest row-wise cosine between two feature matrices of the same shape."""
+    return float(np.min(np.sum(_normalise(a) * _normalise(b), axis=1)))
+
+
+def _build(
+    embedder: OpenClipEmbedder,
+    tower: torch.nn.Module,
+    module: Any,
+    backend: str,
+    held_out: torch.Tensor,
+    versions: dict[str, str],
+    folder: Path,
+) -> dict[str, Any]:
+    """Export into ``folder``, run the agreement check there; the entry's metadata."""
+    meta: dict[str, Any] = {
+        "model_id": embedder.model_id,
+        "backend": backend,
+        "versions": versions,
+        "input_shape": list(held_out.shape[1:]),
+        "held_out": len(held_out),
+    }
+    onnx_file = folder / "export.onnx"
+    try:
+        export_onnx(tower, held_out.shape[1:], onnx_file)
+        module.build(onnx_file, folder)
+        runner = _runner_class(module)(folder, threads=_threads())
+        got = runner(held_out.contiguous().numpy())
+    except Exception as exc:  # an architecture the exporter or backend cannot handle
+        _clear(folder)
+        return meta | {"status": "refused", "reason": f"export failed: {type(exc).__name__}: {exc}"}
+    expected = embedder.embed_tensor(held_out)
+    if got.shape != expected.shape:
+        _clear(folder)
+        return meta | {
+            "status": "refused",
+            "reason": f"export returns shape {got.shape}, eager torch {expected.shape}",
+        }
+    agreement = min_cosine(got, expected)
+    if not agreement >= MIN_COSINE:
+        _clear(folder)
+        return meta | {
+            "status": "refused",
+            "min_cosine": agreement,
+            "reason": f"it disagrees with eager torch (lowest cosine {agreement:.6f} < "
+            f"{MIN_COSINE} over {len(held_out)} held-out images)",
+        }
+    return meta | {"status": "accepted", "min_cosine": agreement}
+
+
+def export_onnx(tower: torch.nn.Module, input_shape: Sequence[int], path: Path) -> None:
+    """Trace ``tower`` on a blank float32 batch into an ONNX file with a dynamic batch axis."""
+    import torch
+
+    example = torch.zeros((_EXAMPLE_BATCH, *input_shape), dtype=torch.float32)
+    # nn.MultiheadAttention's inference fast path is a fused op ONNX has no mapping for
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            torch.onnx.export(
+                tower,
+                (example,),
+                str(path),
+                input_names=["pixels"],
+                output_names=["features"],
+                dynamic_axes={"pixels": {0: "n"}, "features": {0: "n"}},
+                opset_version=_OPSET,
+                dynamo=False,
+            )
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+    for warning in caught:
+        logger.debug("onnx export warning: %s", warning.message)
+
+
+def _open_runner(
+    module: Any, entry: CacheEntry, cache: ExportCache, backend: str, key: str
+) -> Runner | None:
+    try:
+        runner: Runner = _runner_class(module)(entry.path, threads=_threads())
+    except Exception as exc:  # intact digests but unloadable (e.g. a library changed underneath)
+        logger.warning(
+            "cached %s export %s cannot be opened (%s); rebuilding it", backend, entry.path, exc
+        )
+        cache.discard(backend, key)
+        return None
+    return runner
+
+
+def _backend_module(backend: str) -> Any:
+    if backend == "onnxruntime":
+        from indexer.embed.backends import onnx
+
+        return onnx
+    if backend == "openvino":
+        from indexer.embed.backends import openvino
+
+        return openvino
+    raise ValueError(f"no exported backend named {backend!r}")
+
+
+def _runner_class(module: Any) -> Callable[..., Runner]:
+    runner: Callable[..., Runner] = (
+        getattr(module, "OnnxRuntimeRunner", None) or module.OpenVinoRunner
+    )
+    return runner
+
+
+def _export_versions() -> dict[str, str]:
+    import onnx
+    import torch
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__}
+
+
+def _threads() -> int:
+    import torch
+
+    return max(1, torch.get_num_threads())
+
+
+def _tower_module(encode_image: Callable[..., Any]) -> torch.nn.Module | None:
+    """The encoder as a module: itself, or a module calling the bound method of one."""
+    import torch
+
+    if isinstance(encode_image, torch.nn.Module):
+        return encode_image
+    owner = getattr(encode_image, "__self__", None)
+    name = getattr(encode_image, "__name__", "")
+    if not (isinstance(owner, torch.nn.Module) and name):
+        return None
+
+    class BoundTower(torch.nn.Module):
+        """Wraps ``owner.<method>`` (e.g. ``CLIP.encode_image``) so the exporter can trace it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.owner = owner
+
+        def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+            return getattr(self.owner, name)(pixels)  # type: ignore[no-any-return]
+
+    return BoundTower()
+
+
+def _normalise(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def _clear(folder: Path) -> None:
+    for p in folder.iterdir():
+        p.unlink()
