@@ -23,7 +23,12 @@ def audit_dict(audit: Audit, job: Job | None, split: Split) -> dict[str, Any]:
         status, progress = (JobStatus.DONE, 1.0) if audit.finished_at else (JobStatus.QUEUED, 0.0)
         message = error = None
     else:
-        status, progress, message, error = job.status, round(job.progress or 0.0, 4), job.message, job.error
+        status, progress, message, error = (
+            job.status,
+            round(job.progress or 0.0, 4),
+            job.message,
+            job.error,
+        )
     base = f"/api/v1/audits/{audit.id}"
     return {
         "id": audit.id,
@@ -87,7 +92,9 @@ def require_done(session: Session, *, audit_id: int) -> None:
     if audit["status"] == "done":
         return
     if audit["status"] == "failed":
-        raise ConflictError(f"audit {audit_id} failed: {audit['error']}; fix the cause and submit it again")
+        raise ConflictError(
+            f"audit {audit_id} failed: {audit['error']}; fix the cause and submit it again"
+        )
     raise ConflictError(
         f"audit {audit_id} is {audit['status']} ({audit['progress']:.0%}); poll GET /api/v1/audits/{audit_id} "
         "until its status is done"

@@ -46,8 +46,12 @@ def _sidecar_info(folder: Path, filename: str, generation: int) -> dict[str, Any
     except IndexMismatchError as exc:
         return {"error": str(exc)}
     return {
-        "count": side.count, "index_type": side.index_type, "generation": side.generation,
-        "model_id": side.model_id, "dim": side.dim, "metric": side.metric,
+        "count": side.count,
+        "index_type": side.index_type,
+        "generation": side.generation,
+        "model_id": side.model_id,
+        "dim": side.dim,
+        "metric": side.metric,
         "up_to_date": side.generation == generation,
     }
 
@@ -71,7 +75,9 @@ def corpus_detail(
     out = corpus_dict(session, corpus)
     out["index"] = index_info(ws, corpus)
     shard_rows = session.execute(
-        select(Shard.status, func.count(Shard.id)).where(Shard.corpus_id == corpus.id).group_by(Shard.status)
+        select(Shard.status, func.count(Shard.id))
+        .where(Shard.corpus_id == corpus.id)
+        .group_by(Shard.status)
     ).all()
     out["shards"] = {status: int(n) for status, n in shard_rows}
     failed = session.execute(
@@ -84,8 +90,14 @@ def corpus_detail(
     ).all()
     out["failed"] = {
         "items": [
-            {"id": f.id, "key": f.key, "uri": f.uri, "shard": shard, "reason": f.reason,
-             "at": iso(f.created_at)}
+            {
+                "id": f.id,
+                "key": f.key,
+                "uri": f.uri,
+                "shard": shard,
+                "reason": f.reason,
+                "at": iso(f.created_at),
+            }
             for f, shard in failed
         ],
         "total": out["counts"]["failed"],

@@ -44,8 +44,11 @@ def get_transaction(ws: WorkspaceDep) -> Iterator[Session]:
 
 def reader(request: Request, settings: SettingsDep) -> Principal:
     """The caller of a read endpoint (a token is needed once tokens exist, unless ``public_read``)."""
-    return authenticate(settings.api_tokens, request.headers.get("authorization"),
-                        required=settings.read_requires_token)
+    return authenticate(
+        settings.api_tokens,
+        request.headers.get("authorization"),
+        required=settings.read_requires_token,
+    )
 
 
 def writer(request: Request, settings: SettingsDep) -> Principal:

@@ -23,9 +23,17 @@ from indexer.errors import AuthError, SplitauditError
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 406: "not_acceptable", 409: "conflict", 413: "upload_too_large",
-    415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "upload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "too_many_requests",
 }
 
 
@@ -66,8 +74,11 @@ async def handle_error(request: Request, exc: Exception) -> JSONResponse:
         # the request's fault, answered like any other bad parameter; nothing was written.
         status = 400
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        body = error_body("bad_request", f"the database refused a value of this request ({excerpt(reason, 160)}); "
-                                         "remove NUL characters from the text you send")
+        body = error_body(
+            "bad_request",
+            f"the database refused a value of this request ({excerpt(reason, 160)}); "
+            "remove NUL characters from the text you send",
+        )
     elif isinstance(exc, RequestValidationError) and (missing := out_of_range_id(exc)) is not None:
         status = 404
         body = error_body("not_found", missing)
@@ -78,7 +89,9 @@ async def handle_error(request: Request, exc: Exception) -> JSONResponse:
     elif isinstance(exc, StarletteHTTPException):
         status = exc.status_code
         if status == 404 and exc.detail in (None, "Not Found"):
-            message = f"no such endpoint: {request.method} {request.url.path}; see /docs for the API"
+            message = (
+                f"no such endpoint: {request.method} {request.url.path}; see /docs for the API"
+            )
         elif status == 405:
             message = f"method {request.method} is not allowed on {request.url.path}; see /docs"
         else:
@@ -88,7 +101,9 @@ async def handle_error(request: Request, exc: Exception) -> JSONResponse:
     else:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         status = 500
-        body = error_body("internal_error", f"internal error: {type(exc).__name__}; see the server log")
+        body = error_body(
+            "internal_error", f"internal error: {type(exc).__name__}; see the server log"
+        )
     body["error"]["message"] = clip_message(str(body["error"]["message"]))
     return JSONResponse(body, status_code=status, headers=headers or None)
 
@@ -100,5 +115,10 @@ def install_error_handlers(app: FastAPI) -> None:
     ``create_app``), not by an ``Exception`` handler: Starlette re-raises after such a handler
     answers, which drops the client's keep-alive connection.
     """
-    for exc_class in (SplitauditError, RequestValidationError, StarletteHTTPException, DatabaseDataError):
+    for exc_class in (
+        SplitauditError,
+        RequestValidationError,
+        StarletteHTTPException,
+        DatabaseDataError,
+    ):
         app.add_exception_handler(exc_class, handle_error)

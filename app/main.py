@@ -27,13 +27,19 @@ from indexer.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Handler] | None = None) -> FastAPI:
+def create_app(
+    settings: ApiSettings | None = None, *, handlers: Mapping[str, Handler] | None = None
+) -> FastAPI:
     """Build the app; the lifespan opens the workspace and starts the in-process job worker.
 
     ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers(device=..., backend=...)`` from the settings).
     """
     settings = settings if settings is not None else ApiSettings()
-    job_handlers = dict(handlers) if handlers is not None else default_handlers(device=settings.device, backend=settings.backend)
+    job_handlers = (
+        dict(handlers)
+        if handlers is not None
+        else default_handlers(device=settings.device, backend=settings.backend)
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -41,11 +47,17 @@ def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Ha
         app.state.workspace = ws
         worker: Worker | None = None
         if settings.run_worker:
-            worker = Worker(ws, job_handlers, lease_s=settings.job_lease_s, poll_s=settings.job_poll_s)
+            worker = Worker(
+                ws, job_handlers, lease_s=settings.job_lease_s, poll_s=settings.job_poll_s
+            )
             worker.start()
         app.state.worker = worker
-        log.info("splitaudit %s serving home %s (worker %s)", __version__, settings.home,
-                 "on" if worker else "off")
+        log.info(
+            "splitaudit %s serving home %s (worker %s)",
+            __version__,
+            settings.home,
+            "on" if worker else "off",
+        )
         try:
             yield
         finally:
@@ -73,4 +85,3 @@ def create_app(settings: ApiSettings | None = None, *, handlers: Mapping[str, Ha
         return RedirectResponse("/ui")
 
     return app
-

@@ -29,7 +29,9 @@ def resolve_under_roots(path: str, roots: Sequence[str | os.PathLike[str]], *, w
             f"upload the {what} as an archive instead"
         )
     if not path or not os.path.isabs(path):
-        raise UsageError(f"{what} path {excerpt(repr(path))} must be an absolute path on the server")
+        raise UsageError(
+            f"{what} path {excerpt(repr(path))} must be an absolute path on the server"
+        )
     resolved = real_roots(roots)
     if not is_under(path, resolved):
         raise PathNotAllowedError(

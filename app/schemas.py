@@ -47,9 +47,13 @@ class CorpusCreate(_Strict):
     """``POST /corpora``: a new, empty corpus; its model is fixed by the first index run."""
 
     name: str = Field(min_length=1, max_length=200)
-    model: str | None = Field(None, description="Embedding model spec (default: the server's default).")
+    model: str | None = Field(
+        None, description="Embedding model spec (default: the server's default)."
+    )
     no_embed: bool = Field(False, description="Hash-only corpus (no semantic tier).")
-    sources: list[str] = Field(default_factory=list, description="Server paths to index right away.")
+    sources: list[str] = Field(
+        default_factory=list, description="Server paths to index right away."
+    )
 
 
 class SourcesCreate(_Strict):
@@ -65,10 +69,14 @@ class AuditFromPaths(_Strict):
     """``POST /audits`` as JSON: a split already on the server, under a source root."""
 
     manifest: str | None = Field(None, description="Server path of a CSV/JSONL/Parquet manifest.")
-    folder: str | None = Field(None, description="Server path of a split folder (ImageFolder or flat).")
+    folder: str | None = Field(
+        None, description="Server path of a split folder (ImageFolder or flat)."
+    )
     corpus: list[str] = Field(min_length=1, description="Corpus names to audit against.")
     name: str | None = Field(None, max_length=500)
-    labels: dict[str, str] | None = Field(None, description="key -> label, overriding the split's own.")
+    labels: dict[str, str] | None = Field(
+        None, description="key -> label, overriding the split's own."
+    )
     label_names: dict[str, list[str] | str] | None = Field(
         None, description="label id -> names / synonyms for the label-leak tier."
     )

@@ -27,30 +27,55 @@ class ApiSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SPLITAUDIT_", extra="ignore")
 
-    home: Path = Field(default=DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads.")
-    database_url: str | None = Field(default=None, description="PostgreSQL URL; default SQLite inside home.")
+    home: Path = Field(
+        default=DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads."
+    )
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL; default SQLite inside home."
+    )
     # name -> token, from ``name:token,name2:token2``.
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
-        default_factory=dict, repr=False, description="API tokens as name:token pairs, comma separated."
+        default_factory=dict,
+        repr=False,
+        description="API tokens as name:token pairs, comma separated.",
     )
     public_read: bool = Field(
         default=False,
         description="With tokens configured, let reads (reports, matches, thumbnails, /ui) go without one.",
     )
-    max_upload_mb: float = Field(default=1024, gt=0, description="Largest accepted upload (413 above).")
+    max_upload_mb: float = Field(
+        default=1024, gt=0, description="Largest accepted upload (413 above)."
+    )
     max_json_mb: float = Field(
-        default=1, gt=0, description="Largest request body other than a multipart upload, e.g. JSON (413 above)."
+        default=1,
+        gt=0,
+        description="Largest request body other than a multipart upload, e.g. JSON (413 above).",
     )
-    max_unpacked_mb: float = Field(default=8192, gt=0, description="Largest unpacked size of an uploaded archive.")
+    max_unpacked_mb: float = Field(
+        default=8192, gt=0, description="Largest unpacked size of an uploaded archive."
+    )
     source_roots: Annotated[list[Path], NoDecode] = Field(
-        default_factory=list, description="Server folders that manifests, split folders and index jobs may read."
+        default_factory=list,
+        description="Server folders that manifests, split folders and index jobs may read.",
     )
-    run_worker: bool = Field(default=True, description="Run the job worker inside the server process.")
-    job_lease_s: float = Field(default=60.0, gt=0, description="Job lease; a job whose worker is silent this long is re-run.")
+    run_worker: bool = Field(
+        default=True, description="Run the job worker inside the server process."
+    )
+    job_lease_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Job lease; a job whose worker is silent this long is re-run.",
+    )
     backend: Literal["auto", "torch", "onnxruntime", "openvino"] = Field(
-        default="auto", description="Inference backend for embedding models (see `splitaudit index --help`).")
-    job_poll_s: float = Field(default=1.0, gt=0, description="How often an idle worker looks for queued jobs.")
-    device: str = Field(default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps.")
+        default="auto",
+        description="Inference backend for embedding models (see `splitaudit index --help`).",
+    )
+    job_poll_s: float = Field(
+        default=1.0, gt=0, description="How often an idle worker looks for queued jobs."
+    )
+    device: str = Field(
+        default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps."
+    )
 
     @field_validator("api_tokens", mode="before")
     @classmethod

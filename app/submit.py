@@ -111,23 +111,33 @@ def normalise_label_names(raw: Mapping[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def queue_audit(ws: Workspace, source: Source, request: AuditRequest, *, root: str,
-                params: Mapping[str, Any]) -> int:
+def queue_audit(
+    ws: Workspace, source: Source, request: AuditRequest, *, root: str, params: Mapping[str, Any]
+) -> int:
     """Register the split and queue its audit, in one transaction."""
     from indexer.audit.service import submit_audit
 
     if request.label_names:
         params = {**params, "label_names": request.label_names}
-    return submit_audit(ws, split_uri=source.uri, name=request.name, corpora=request.corpora,
-                        labels=request.labels or None, root=root, thresholds=request.thresholds,
-                        params=params)
+    return submit_audit(
+        ws,
+        split_uri=source.uri,
+        name=request.name,
+        corpora=request.corpora,
+        labels=request.labels or None,
+        root=root,
+        thresholds=request.thresholds,
+        params=params,
+    )
 
 
 def form_request(form: ReceivedForm) -> AuditRequest:
     """The audit request of a multipart upload (labels and thresholds as fields or files)."""
     unknown = sorted((set(form.fields) | set(form.files)) - set(FORM_FIELDS))
     if unknown:
-        raise UsageError(f"unknown form field(s) {', '.join(unknown)}; use {', '.join(FORM_FIELDS)}")
+        raise UsageError(
+            f"unknown form field(s) {', '.join(unknown)}; use {', '.join(FORM_FIELDS)}"
+        )
     splits = form.files.get("split", [])
     if len(splits) != 1:
         raise UsageError(
@@ -144,12 +154,17 @@ def form_request(form: ReceivedForm) -> AuditRequest:
     if form.files.get("labels") or form.fields.get("labels"):
         from indexer.sources.labels_csv import parse_labels_bytes
 
-        raw = (form.files["labels"][-1].path.read_bytes() if form.files.get("labels")
-               else form.fields["labels"][-1].encode())
+        raw = (
+            form.files["labels"][-1].path.read_bytes()
+            if form.files.get("labels")
+            else form.fields["labels"][-1].encode()
+        )
         labels = parse_labels_bytes(raw, "labels")
     label_names: dict[str, list[str]] = {}
     if form.fields.get("label_names"):
-        raise UsageError("send label_names as a file (JSON, CSV or ImageNet-style text), not a text field")
+        raise UsageError(
+            "send label_names as a file (JSON, CSV or ImageNet-style text), not a text field"
+        )
     if form.files.get("label_names"):
         from indexer.labels.names import load_label_names
 
@@ -157,13 +172,22 @@ def form_request(form: ReceivedForm) -> AuditRequest:
         try:
             label_names = load_label_names(saved.path)
         except InputError as exc:  # name the upload, not the server's temporary file
-            raise InputError(str(exc).replace(str(saved.path), f"label_names ({saved.filename})")) from exc
+            raise InputError(
+                str(exc).replace(str(saved.path), f"label_names ({saved.filename})")
+            ) from exc
     name = (form.fields.get("name") or [""])[-1].strip() or splits[0].filename or "upload"
-    return AuditRequest(corpora=corpora, name=name[:500], thresholds=parse_thresholds(thresholds_text),
-                        labels=labels, label_names=label_names)
+    return AuditRequest(
+        corpora=corpora,
+        name=name[:500],
+        thresholds=parse_thresholds(thresholds_text),
+        labels=labels,
+        label_names=label_names,
+    )
 
 
-def audit_from_upload(ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int) -> int:
+def audit_from_upload(
+    ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int
+) -> int:
     """Unpack an uploaded split into ``workdir`` and queue its audit; returns the audit id."""
     from indexer.sources.archive import archive_kind, extract_archive
     from indexer.sources.open import open_split
@@ -183,13 +207,22 @@ def audit_from_upload(ws: Workspace, form: ReceivedForm, workdir: Path, *, max_u
         saved.path.unlink(missing_ok=True)  # the unpacked tree is what the audit reads
     source = open_split(root)
     check_split_files(source, [workdir / "split"], what="archive")
-    return queue_audit(ws, source, request, root=str(root),
-                       params={"upload": upload.filename, "origin": "upload",
-                               "allowed_roots": real_roots([workdir / "split"])})
+    return queue_audit(
+        ws,
+        source,
+        request,
+        root=str(root),
+        params={
+            "upload": upload.filename,
+            "origin": "upload",
+            "allowed_roots": real_roots([workdir / "split"]),
+        },
+    )
 
 
-def audit_from_paths(ws: Workspace, *, path: Path, kind: str, request: AuditRequest,
-                     roots: Sequence[str | Path]) -> int:
+def audit_from_paths(
+    ws: Workspace, *, path: Path, kind: str, request: AuditRequest, roots: Sequence[str | Path]
+) -> int:
     """Queue the audit of a split already on the server (``path`` already checked against ``roots``)."""
     from indexer.sources.manifest import FORMATS
     from indexer.sources.open import open_split
@@ -201,8 +234,13 @@ def audit_from_paths(ws: Workspace, *, path: Path, kind: str, request: AuditRequ
         raise InputError(f"{path} is not a folder on the server")
     source = open_split(path)
     check_split_files(source, roots, what=kind)
-    return queue_audit(ws, source, request, root=str(path if kind == "folder" else path.parent),
-                       params={"origin": kind, "path": str(path), "allowed_roots": real_roots(roots)})
+    return queue_audit(
+        ws,
+        source,
+        request,
+        root=str(path if kind == "folder" else path.parent),
+        params={"origin": kind, "path": str(path), "allowed_roots": real_roots(roots)},
+    )
 
 
 def remove_tree(path: Path) -> None:
@@ -215,8 +253,16 @@ def remove_tree(path: Path) -> None:
         log.warning("could not remove %s: %s", path, exc)
 
 
-def queue_index_job(session: Session, *, corpus: str, sources: Sequence[Path], model: str | None,
-                    no_embed: bool | None, workers: int, allowed_roots: Sequence[str | Path]) -> int:
+def queue_index_job(
+    session: Session,
+    *,
+    corpus: str,
+    sources: Sequence[Path],
+    model: str | None,
+    no_embed: bool | None,
+    workers: int,
+    allowed_roots: Sequence[str | Path],
+) -> int:
     """Queue (flush, not commit) a server-side index run of ``sources`` into ``corpus``; the job id."""
     row = get_corpus(session, name=corpus)
     if model and row.model_spec and model != row.model_spec:
@@ -226,9 +272,16 @@ def queue_index_job(session: Session, *, corpus: str, sources: Sequence[Path], m
         )
     if no_embed is None:
         no_embed = row.model_id is None and row.model_spec is None
-    job = enqueue(session, kind="index", params={
-        "corpus": corpus, "sources": [str(p) for p in sources],
-        "model": model or row.model_spec, "no_embed": bool(no_embed), "workers": workers,
-        "allowed_roots": real_roots(allowed_roots),
-    })
+    job = enqueue(
+        session,
+        kind="index",
+        params={
+            "corpus": corpus,
+            "sources": [str(p) for p in sources],
+            "model": model or row.model_spec,
+            "no_embed": bool(no_embed),
+            "workers": workers,
+            "allowed_roots": real_roots(allowed_roots),
+        },
+    )
     return job.id

@@ -11,5 +11,11 @@ from indexer.thumbnails import (
     thumbnail_etag,
 )
 
-__all__ = ["MAX_SOURCE_BYTES", "SourceMissingError", "Thumbnail", "read_original", "render_thumbnail",
-           "thumbnail_etag"]
+__all__ = [
+    "MAX_SOURCE_BYTES",
+    "SourceMissingError",
+    "Thumbnail",
+    "read_original",
+    "render_thumbnail",
+    "thumbnail_etag",
+]

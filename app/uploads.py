@@ -100,7 +100,10 @@ class _Collector:
             self._filename = options[b"filename"].decode("utf-8", "replace")
             suffix = Path(self._filename).suffix.lower()
             suffix = suffix if _SAFE_SUFFIX.match(suffix) else ".bin"
-            self._path = self.dest / f"part{self.parts:02d}-{re.sub(r'[^a-z0-9_]', '_', self._name[:40])}{suffix}"
+            self._path = (
+                self.dest
+                / f"part{self.parts:02d}-{re.sub(r'[^a-z0-9_]', '_', self._name[:40])}{suffix}"
+            )
             self._file = open(self._path, "wb")  # noqa: SIM115 - closed in on_part_end / close()
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
@@ -110,7 +113,9 @@ class _Collector:
             self._size += len(chunk)
             return
         if len(self._data) + len(chunk) > MAX_FIELD_BYTES:
-            raise InputError(f"form field {self._name!r} is over {MAX_FIELD_BYTES // 1024} KB; send it as a file")
+            raise InputError(
+                f"form field {self._name!r} is over {MAX_FIELD_BYTES // 1024} KB; send it as a file"
+            )
         self._data.extend(chunk)
 
     def on_part_end(self) -> None:
@@ -144,7 +149,9 @@ async def receive_multipart(request: Request, dest: Path, *, max_bytes: int) -> 
     _ctype, params = parse_options_header(request.headers.get("content-type", ""))
     boundary = params.get(b"boundary")
     if not boundary:
-        raise InputError("multipart/form-data request without a boundary; let your HTTP client build the body")
+        raise InputError(
+            "multipart/form-data request without a boundary; let your HTTP client build the body"
+        )
     form = ReceivedForm()
     collector = _Collector(dest, form)
     callbacks = {

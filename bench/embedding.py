@@ -75,9 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-side", type=int, default=256)
     parser.add_argument("--max-side", type=int, default=640)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--backends", action="store_true",
-                        help="compare inference backends instead (see bench/backends.py)")
-    parser.add_argument("--cli-n", type=int, default=1000, help="--backends: JPEGs for the whole-CLI run")
+    parser.add_argument(
+        "--backends",
+        action="store_true",
+        help="compare inference backends instead (see bench/backends.py)",
+    )
+    parser.add_argument(
+        "--cli-n", type=int, default=1000, help="--backends: JPEGs for the whole-CLI run"
+    )
     parser.add_argument("--skip-cli", action="store_true", help="--backends: forward passes only")
     parser.add_argument("--skip-fastdup", action="store_true", help="--backends: leave fastdup out")
     args = parser.parse_args(argv)

@@ -87,9 +87,14 @@ class Synthetic:
         """``m`` vectors drawn from the corpus distribution."""
         z = self.centers[rng.integers(0, len(self.centers), m)]
         z = unit(z + SPREAD * rng.standard_normal((m, LATENT), dtype=np.float32))
-        return unit(z @ self.basis.T + NOISE * rng.standard_normal((m, DIM), dtype=np.float32) / np.sqrt(DIM))
+        return unit(
+            z @ self.basis.T
+            + NOISE * rng.standard_normal((m, DIM), dtype=np.float32) / np.sqrt(DIM)
+        )
 
-    def chunk(self, start: int, m: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], list[str]]:
+    def chunk(
+        self, start: int, m: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], list[str]]:
         """Vectors, signed pHashes and sha256 hex of items start+1 .. start+m."""
         rng = np.random.default_rng((self.seed, start))
         vecs = self.sample(m, rng)
@@ -121,9 +126,26 @@ def build_corpus(home: Path, syn: Synthetic) -> dict[str, Any]:
         vecs, hashes, digests = syn.chunk(start, m)
         ids = np.arange(start + 1, start + m + 1, dtype=np.int64)
         rows = [
-            (int(i), corpus_id, shard_id, f"{i:09d}", f"/data/shard{i // 10_000:05d}.tar#offset={i * 4096}",
-             '{"kind": "none"}', f"https://img.example.org/{i}.jpg", f"synthetic caption {i}", d, d[::-1],
-             int(h), int(h) ^ 1, 256, 256, "JPEG", "{}", 1, now)
+            (
+                int(i),
+                corpus_id,
+                shard_id,
+                f"{i:09d}",
+                f"/data/shard{i // 10_000:05d}.tar#offset={i * 4096}",
+                '{"kind": "none"}',
+                f"https://img.example.org/{i}.jpg",
+                f"synthetic caption {i}",
+                d,
+                d[::-1],
+                int(h),
+                int(h) ^ 1,
+                256,
+                256,
+                "JPEG",
+                "{}",
+                1,
+                now,
+            )
             for i, h, d in zip(ids.tolist(), hashes.tolist(), digests, strict=True)
         ]
         t = time.perf_counter()
@@ -132,10 +154,17 @@ def build_corpus(home: Path, syn: Synthetic) -> dict[str, Any]:
             name = f"syn{start:09d}"
             write_batch(batch_path(corpus_dir, name), ids, vecs)
             s.add(VectorBatch(corpus_id=corpus_id, name=name, count=m))
-            s.execute(update(Corpus).where(Corpus.id == corpus_id).values(generation=Corpus.generation + 1))
+            s.execute(
+                update(Corpus)
+                .where(Corpus.id == corpus_id)
+                .values(generation=Corpus.generation + 1)
+            )
         insert_s += time.perf_counter() - t
     ws.close()
-    return {"generate_and_insert_s": round(time.perf_counter() - t0, 1), "db_insert_s": round(insert_s, 1)}
+    return {
+        "generate_and_insert_s": round(time.perf_counter() - t0, 1),
+        "db_insert_s": round(insert_s, 1),
+    }
 
 
 def make_queries(syn: Synthetic, nq: int, seed: int = 1) -> dict[str, Any]:
@@ -162,8 +191,14 @@ def make_queries(syn: Synthetic, nq: int, seed: int = 1) -> dict[str, Any]:
         for bit in rng.choice(64, int(rng.integers(0, RADIUS + 1)), replace=False):
             phash[j] ^= np.uint64(1) << np.uint64(int(bit))
     vecs[n_leak:] = syn.sample(nq - n_leak, rng)
-    return {"vectors": vecs, "phash": phash, "mirror": rng.integers(0, 2**64 - 1, nq, dtype=np.uint64),
-            "sha256": sha, "pixel": [s[::-1] for s in sha], "leaked_ids": leaked + 1}
+    return {
+        "vectors": vecs,
+        "phash": phash,
+        "mirror": rng.integers(0, 2**64 - 1, nq, dtype=np.uint64),
+        "sha256": sha,
+        "pixel": [s[::-1] for s in sha],
+        "leaked_ids": leaked + 1,
+    }
 
 
 def exact_queries(home: Path, q: dict[str, Any]) -> dict[str, Any]:
@@ -179,17 +214,26 @@ def exact_queries(home: Path, q: dict[str, Any]) -> dict[str, Any]:
     with ws.sessions() as s:
         for column, values in ((Item.sha256, q["sha256"]), (Item.pixel_digest, q["pixel"])):
             for start in range(0, len(values), 500):
-                found += len(s.execute(select(Item.id, column).where(
-                    Item.corpus_id == 1, column.in_(values[start : start + 500]))).all())
+                found += len(
+                    s.execute(
+                        select(Item.id, column).where(
+                            Item.corpus_id == 1, column.in_(values[start : start + 500])
+                        )
+                    ).all()
+                )
         elapsed = time.perf_counter() - t
-        stmt = select(Item.id, Item.sha256).where(Item.corpus_id == 1, Item.sha256.in_(q["sha256"][:3]))
+        stmt = select(Item.id, Item.sha256).where(
+            Item.corpus_id == 1, Item.sha256.in_(q["sha256"][:3])
+        )
         sql = str(stmt.compile(ws.engine, compile_kwargs={"literal_binds": True}))
         plan = [r[-1] for r in s.connection().exec_driver_sql("EXPLAIN QUERY PLAN " + sql).all()]
     ws.close()
     return {"exact_s": round(elapsed, 2), "exact_hits": found, "exact_plan": plan}
 
 
-def ground_truth(corpus_dir: Path, home: Path, queries: npt.NDArray[np.float32], k: int) -> tuple[Any, float]:
+def ground_truth(
+    corpus_dir: Path, home: Path, queries: npt.NDArray[np.float32], k: int
+) -> tuple[Any, float]:
     """Exact top-k by numpy BLAS streamed over the batch files (the baseline), and its time."""
     from sqlalchemy import select
 
@@ -200,7 +244,12 @@ def ground_truth(corpus_dir: Path, home: Path, queries: npt.NDArray[np.float32],
 
     ws = Workspace.open(home, migrate=False)
     with ws.sessions() as s:
-        refs = [(n, c) for n, c in s.execute(select(VectorBatch.name, VectorBatch.count).order_by(VectorBatch.id))]
+        refs = [
+            (n, c)
+            for n, c in s.execute(
+                select(VectorBatch.name, VectorBatch.count).order_by(VectorBatch.id)
+            )
+        ]
     ws.close()
     t = time.perf_counter()
     top = TopK(len(queries), k)
@@ -237,12 +286,18 @@ def run_one(n: int, nq: int, root: Path) -> dict[str, Any]:
     ws.close()
     floats, hashes = index.floats, index.hashes
     assert floats is not None
-    out.update(vector_index=floats.index_type, vector_params=floats.params, hash_index=hashes.index_type,
-               hash_params=hashes.params)
-    sizes = {"embeddings.faiss": (corpus_dir / "embeddings.faiss").stat().st_size,
-             "phash.faiss": (corpus_dir / "phash.faiss").stat().st_size,
-             "vector batches": sum(p.stat().st_size for p in (corpus_dir / "vectors").glob("*.npz")),
-             "sqlite db": sum(p.stat().st_size for p in home.glob("splitaudit.db*"))}
+    out.update(
+        vector_index=floats.index_type,
+        vector_params=floats.params,
+        hash_index=hashes.index_type,
+        hash_params=hashes.params,
+    )
+    sizes = {
+        "embeddings.faiss": (corpus_dir / "embeddings.faiss").stat().st_size,
+        "phash.faiss": (corpus_dir / "phash.faiss").stat().st_size,
+        "vector batches": sum(p.stat().st_size for p in (corpus_dir / "vectors").glob("*.npz")),
+        "sqlite db": sum(p.stat().st_size for p in home.glob("splitaudit.db*")),
+    }
     out["disk_bytes"] = sizes
     out["bytes_per_item"] = {k: round(v / n, 1) for k, v in sizes.items()}
     if hashes.mih is not None:
@@ -264,7 +319,9 @@ def run_one(n: int, nq: int, root: Path) -> dict[str, Any]:
     found = floats.search(q["vectors"], 10)[1]
     out["semantic_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    chunked = np.concatenate([floats.search(q["vectors"][s : s + 1024], 10)[1] for s in range(0, nq, 1024)])
+    chunked = np.concatenate(
+        [floats.search(q["vectors"][s : s + 1024], 10)[1] for s in range(0, nq, 1024)]
+    )
     out["semantic_1024_chunks_s"] = round(time.perf_counter() - t, 2)
     out["chunked_agreement"] = round(recall_at_k(chunked, found), 4)
     out["audit_s"] = round(out["exact_s"] + out["near_s"] + out["semantic_s"], 2)
@@ -279,7 +336,9 @@ def run_one(n: int, nq: int, root: Path) -> dict[str, Any]:
     out["near_brute_baseline_s"] = round((time.perf_counter() - t) * 2 * nq / len(sub), 1)
     out["hamming_recall_r8"] = _pair_recall([near_plain[i] for i in sub], brute)
     wide = hashes.search_radius(q["phash"][sub], MAX_EXACT_RADIUS)
-    out["hamming_recall_r11"] = _pair_recall(wide, _hamming_brute(hashes, q["phash"][sub], MAX_EXACT_RADIUS))
+    out["hamming_recall_r11"] = _pair_recall(
+        wide, _hamming_brute(hashes, q["phash"][sub], MAX_EXACT_RADIUS)
+    )
     out["peak_rss_mb"] = round(peak_rss_mb())
     return out
 
@@ -304,39 +363,62 @@ def report(results: list[dict[str, Any]]) -> None:
     for r in results:
         vp = r["vector_params"]
         print(f"\n== {r['items']:,} items, {r['queries']:,} queries ==")
-        print(f"  generate + bulk insert {r['generate_and_insert_s']} s (DB inserts {r['db_insert_s']} s); "
-              f"index build {r['index_build_s']} s; open for serving {r['index_open_s']} s")
-        print(f"  vector index {r['vector_index']}"
-              + (f": nprobe {vp['nprobe']}, calibrated recall@10 {vp['recall_at_10']}" if "nprobe" in vp else ""))
+        print(
+            f"  generate + bulk insert {r['generate_and_insert_s']} s (DB inserts {r['db_insert_s']} s); "
+            f"index build {r['index_build_s']} s; open for serving {r['index_open_s']} s"
+        )
+        print(
+            f"  vector index {r['vector_index']}"
+            + (
+                f": nprobe {vp['nprobe']}, calibrated recall@10 {vp['recall_at_10']}"
+                if "nprobe" in vp
+                else ""
+            )
+        )
         print(f"  hash index {r['hash_index']} {r['hash_params'] or ''}")
         print("  bytes/item: " + ", ".join(f"{k} {v}" for k, v in r["bytes_per_item"].items()))
-        print(f"  audit: exact {r['exact_s']} s ({r['exact_hits']} hits), near {r['near_s']} s "
-              f"(radius {r['near_radius_s']} s, {r['near_pairs']} pairs; 10-NN candidates {r['near_knn_s']} s), "
-              f"semantic {r['semantic_s']} s -> total {r['audit_s']} s")
-        print(f"  semantic in the engine's 1024-query chunks: {r['semantic_1024_chunks_s']} s "
-              f"(same top-10: {r['chunked_agreement']})")
+        print(
+            f"  audit: exact {r['exact_s']} s ({r['exact_hits']} hits), near {r['near_s']} s "
+            f"(radius {r['near_radius_s']} s, {r['near_pairs']} pairs; 10-NN candidates {r['near_knn_s']} s), "
+            f"semantic {r['semantic_s']} s -> total {r['audit_s']} s"
+        )
+        print(
+            f"  semantic in the engine's 1024-query chunks: {r['semantic_1024_chunks_s']} s "
+            f"(same top-10: {r['chunked_agreement']})"
+        )
         print(f"  exact lookup plan: {r['exact_plan']}")
-        print(f"  recall: semantic@10 {r['semantic_recall_at_10']}, Hamming<=8 {r['hamming_recall_r8']}, "
-              f"Hamming<=11 {r['hamming_recall_r11']}")
-        print(f"  baselines for all queries (x from a {SUBSET}-query subset): exact vectors {r['semantic_exact_baseline_s']} s "
-              f"(x{r['semantic_exact_baseline_s'] / max(r['semantic_s'], 1e-3):.1f} of ours), "
-              f"brute Hamming {r['near_brute_baseline_s']} s "
-              f"(x{r['near_brute_baseline_s'] / max(r['near_radius_s'], 1e-3):.1f} of our radius search)")
-        print(f"  peak RSS {r['peak_rss_mb']} MiB (after insert {r['rss_after_insert_mb']}, build "
-              f"{r['rss_after_build_mb']}, audit {r['rss_after_audit_mb']})")
+        print(
+            f"  recall: semantic@10 {r['semantic_recall_at_10']}, Hamming<=8 {r['hamming_recall_r8']}, "
+            f"Hamming<=11 {r['hamming_recall_r11']}"
+        )
+        print(
+            f"  baselines for all queries (x from a {SUBSET}-query subset): exact vectors {r['semantic_exact_baseline_s']} s "
+            f"(x{r['semantic_exact_baseline_s'] / max(r['semantic_s'], 1e-3):.1f} of ours), "
+            f"brute Hamming {r['near_brute_baseline_s']} s "
+            f"(x{r['near_brute_baseline_s'] / max(r['near_radius_s'], 1e-3):.1f} of our radius search)"
+        )
+        print(
+            f"  peak RSS {r['peak_rss_mb']} MiB (after insert {r['rss_after_insert_mb']}, build "
+            f"{r['rss_after_build_mb']}, audit {r['rss_after_audit_mb']})"
+        )
     for a, b in pairwise(results):
         f = b["items"] / a["items"]
-        print(f"\ngrowth {a['items']:,} -> {b['items']:,} (x{f:.1f} items): "
-              f"build x{b['index_build_s'] / max(a['index_build_s'], 1e-3):.1f}, "
-              f"audit x{b['audit_s'] / max(a['audit_s'], 1e-3):.1f}, "
-              f"semantic x{b['semantic_s'] / max(a['semantic_s'], 1e-3):.1f}, "
-              f"near x{b['near_s'] / max(a['near_s'], 1e-3):.1f}, "
-              f"peak RSS x{b['peak_rss_mb'] / a['peak_rss_mb']:.1f}", end="")
+        print(
+            f"\ngrowth {a['items']:,} -> {b['items']:,} (x{f:.1f} items): "
+            f"build x{b['index_build_s'] / max(a['index_build_s'], 1e-3):.1f}, "
+            f"audit x{b['audit_s'] / max(a['audit_s'], 1e-3):.1f}, "
+            f"semantic x{b['semantic_s'] / max(a['semantic_s'], 1e-3):.1f}, "
+            f"near x{b['near_s'] / max(a['near_s'], 1e-3):.1f}, "
+            f"peak RSS x{b['peak_rss_mb'] / a['peak_rss_mb']:.1f}",
+            end="",
+        )
     print()
     big = results[-1]
-    print(f"\ntargets at {big['items']:,}: audit < 60 s: {big['audit_s']} s; semantic recall@10 >= 0.99: "
-          f"{big['semantic_recall_at_10']}; Hamming recall >= 0.99: {big['hamming_recall_r8']}; "
-          f"peak RSS < 4096 MiB: {big['peak_rss_mb']}")
+    print(
+        f"\ntargets at {big['items']:,}: audit < 60 s: {big['audit_s']} s; semantic recall@10 >= 0.99: "
+        f"{big['semantic_recall_at_10']}; Hamming recall >= 0.99: {big['hamming_recall_r8']}; "
+        f"peak RSS < 4096 MiB: {big['peak_rss_mb']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -359,9 +441,23 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bench.scale", "--one", str(n), "--queries",
-                               str(args.queries), "--dir", str(args.dir)], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"}, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.scale",
+                "--one",
+                str(n),
+                "--queries",
+                str(args.queries),
+                "--dir",
+                str(args.dir),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            check=False,
+        )
         if proc.returncode != 0:
             sys.exit(f"size {n} failed:\n{proc.stderr[-4000:]}")
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -31,8 +31,13 @@ def synthetic_photo(seed: int, size: tuple[int, int] = (320, 240)) -> Image.Imag
 
 # scikit-image's bundled sample photos (public domain / CC0): label -> loader name.
 CORPUS_PHOTOS = {
-    "astronaut": "astronaut", "coffee": "coffee", "cat": "chelsea", "rocket": "rocket",
-    "motorcycle": "motorcycle", "galaxy": "hubble_deep_field", "tissue": "immunohistochemistry",
+    "astronaut": "astronaut",
+    "coffee": "coffee",
+    "cat": "chelsea",
+    "rocket": "rocket",
+    "motorcycle": "motorcycle",
+    "galaxy": "hubble_deep_field",
+    "tissue": "immunohistochemistry",
     "retina": "retina",
 }
 FRESH_PHOTOS = {"photographer": "camera", "coins": "coins", "grass": "grass", "moon": "moon"}
@@ -82,13 +87,27 @@ def write_demo(root: Path, *, synthetic: int = 40) -> DemoData:
             planted[f"{label}/{name}"] = kind
 
     (split / "astronaut").mkdir(parents=True, exist_ok=True)
-    (split / "astronaut" / "copy.jpg").write_bytes((corpus / "photos" / "astronaut.jpg").read_bytes())
+    (split / "astronaut" / "copy.jpg").write_bytes(
+        (corpus / "photos" / "astronaut.jpg").read_bytes()
+    )
     planted["astronaut/copy.jpg"] = "exact"
     coffee = photos["coffee"]
-    put("coffee", "resized.jpg", coffee.resize((coffee.width // 2, coffee.height // 2)), "near", quality=35)
+    put(
+        "coffee",
+        "resized.jpg",
+        coffee.resize((coffee.width // 2, coffee.height // 2)),
+        "near",
+        quality=35,
+    )
     cat = photos["cat"]
     dw, dh = cat.width // 20, cat.height // 20
-    put("cat", "cropped.jpg", cat.crop((dw, dh, cat.width - dw, cat.height - dh)), "near", quality=80)
+    put(
+        "cat",
+        "cropped.jpg",
+        cat.crop((dw, dh, cat.width - dw, cat.height - dh)),
+        "near",
+        quality=80,
+    )
     put("rocket", "mirrored.png", ImageOps.mirror(photos["rocket"]), "near")
     for j, (label, name) in enumerate(FRESH_PHOTOS.items()):
         put(label, f"fresh{j}.jpg", sample_photo(name), "clean", quality=90)

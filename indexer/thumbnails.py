@@ -36,7 +36,9 @@ def thumbnail_etag(sha256: str | None, locator: Mapping[str, Any], size: int) ->
     return f'"{basis}-{size}"'
 
 
-def _missing(what: str, reason: str, sha256: str | None, pixel_digest: str | None) -> SourceMissingError:
+def _missing(
+    what: str, reason: str, sha256: str | None, pixel_digest: str | None
+) -> SourceMissingError:
     return SourceMissingError(
         f"original bytes of {what} are not available ({reason}); "
         f"sha256={sha256 or 'unknown'} pixel_digest={pixel_digest or 'unknown'}"
@@ -44,7 +46,11 @@ def _missing(what: str, reason: str, sha256: str | None, pixel_digest: str | Non
 
 
 def read_original(
-    locator: Mapping[str, Any], *, what: str, sha256: str | None, pixel_digest: str | None,
+    locator: Mapping[str, Any],
+    *,
+    what: str,
+    sha256: str | None,
+    pixel_digest: str | None,
     allowed_roots: Sequence[str] | None = None,
 ) -> bytes:
     """The item's bytes via its stored locator; ``SourceMissingError`` when gone or changed.
@@ -80,7 +86,9 @@ def render_thumbnail(data: bytes, size: int, *, quality: int = 85) -> Thumbnail:
         image: Image.Image = Image.open(io.BytesIO(data))
         limit = Image.MAX_IMAGE_PIXELS
         if limit is not None and image.width * image.height > limit:
-            raise ImageDecodeError(f"decompression bomb refused: {image.width}x{image.height} pixels")
+            raise ImageDecodeError(
+                f"decompression bomb refused: {image.width}x{image.height} pixels"
+            )
         if image.format == "JPEG":
             image.draft("RGB", (size, size))
         image.load()
@@ -88,7 +96,13 @@ def render_thumbnail(data: bytes, size: int, *, quality: int = 85) -> Thumbnail:
         image.thumbnail((size, size), Image.Resampling.LANCZOS)
     except ImageDecodeError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError, SyntaxError) as exc:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        Image.DecompressionBombError,
+        SyntaxError,
+    ) as exc:
         raise ImageDecodeError(f"cannot decode the image for a thumbnail: {exc}") from exc
     alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
     out = io.BytesIO()

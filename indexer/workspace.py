@@ -37,7 +37,9 @@ class Workspace:
     sessions: sessionmaker[Session]
 
     @classmethod
-    def open(cls, home: Path, database_url: str | None = None, *, migrate: bool = True) -> Workspace:
+    def open(
+        cls, home: Path, database_url: str | None = None, *, migrate: bool = True
+    ) -> Workspace:
         """Open (creating if needed) the workspace; runs migrations unless ``migrate=False``."""
         home = Path(home)
         try:
@@ -48,7 +50,9 @@ class Workspace:
         engine = make_engine(url)  # validates the URL before migrations touch anything
         if migrate:
             upgrade(url)
-        return cls(home=home, database_url=url, engine=engine, sessions=make_session_factory(engine))
+        return cls(
+            home=home, database_url=url, engine=engine, sessions=make_session_factory(engine)
+        )
 
     def corpus_dir(self, corpus: str) -> Path:
         """Folder holding the FAISS stores and vector batches of ``corpus``."""

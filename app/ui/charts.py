@@ -36,23 +36,44 @@ class BarChart:
     row_height: int
 
 
-def label_bar_chart(by_label: Mapping[str, Mapping[str, Any]], *, limit: int = 40, width: int = 640,
-                    row_height: int = 22, label_width: int = 170) -> BarChart:
+def label_bar_chart(
+    by_label: Mapping[str, Mapping[str, Any]],
+    *,
+    limit: int = 40,
+    width: int = 640,
+    row_height: int = 22,
+    label_width: int = 170,
+) -> BarChart:
     """Bars of the flagged rate per label, at most ``limit`` (most flagged first)."""
     rows = sorted(
-        ((str(label), int(v.get("flagged", 0)), int(v.get("items", 0))) for label, v in by_label.items()),
+        (
+            (str(label), int(v.get("flagged", 0)), int(v.get("items", 0)))
+            for label, v in by_label.items()
+        ),
         key=lambda r: (-r[1], -(r[1] / r[2] if r[2] else 0.0), r[0]),
     )
     shown = rows[:limit]
     bar_area = width - label_width - 110
     bars = tuple(
-        Bar(label=label, flagged=flagged, items=items, rate=(flagged / items if items else 0.0),
-            y=i * row_height, width=round(bar_area * (flagged / items if items else 0.0), 1))
+        Bar(
+            label=label,
+            flagged=flagged,
+            items=items,
+            rate=(flagged / items if items else 0.0),
+            y=i * row_height,
+            width=round(bar_area * (flagged / items if items else 0.0), 1),
+        )
         for i, (label, flagged, items) in enumerate(shown)
     )
-    return BarChart(bars=bars, hidden=len(rows) - len(shown), width=width,
-                    height=max(1, len(bars)) * row_height + 4, label_width=label_width, bar_area=bar_area,
-                    row_height=row_height)
+    return BarChart(
+        bars=bars,
+        hidden=len(rows) - len(shown),
+        width=width,
+        height=max(1, len(bars)) * row_height + 4,
+        label_width=label_width,
+        bar_area=bar_area,
+        row_height=row_height,
+    )
 
 
 @dataclass(frozen=True)
@@ -161,21 +182,48 @@ def histogram(
             y_base -= h
             segments.append(Segment(kind=kind, count=n, y=round(y_base, 2), height=h))
         lo_unit = start + i * step
-        bars.append(HistBar(x=x_of(lo_unit) + 0.5, width=max(round(plot_w / nbins - 1, 2), 1.0),
-                            lo=round(lo_unit * scale, 4), hi=round((lo_unit + step) * scale, 4), total=total,
-                            segments=tuple(segments)))
+        bars.append(
+            HistBar(
+                x=x_of(lo_unit) + 0.5,
+                width=max(round(plot_w / nbins - 1, 2), 1.0),
+                lo=round(lo_unit * scale, 4),
+                hi=round((lo_unit + step) * scale, 4),
+                total=total,
+                segments=tuple(segments),
+            )
+        )
     tick_every = _nice_step(span, 10)
     first = -(-start // tick_every) * tick_every
-    x_ticks = tuple(Tick(pos=x_of(u), text=_tick_text(u * scale, digits))
-                    for u in range(first, start + span + 1, tick_every))
-    y_ticks = (Tick(pos=float(top + plot_h), text="0"), Tick(pos=float(top), text=f"{peak:,}")) if peak else ()
+    x_ticks = tuple(
+        Tick(pos=x_of(u), text=_tick_text(u * scale, digits))
+        for u in range(first, start + span + 1, tick_every)
+    )
+    y_ticks = (
+        (Tick(pos=float(top + plot_h), text="0"), Tick(pos=float(top), text=f"{peak:,}"))
+        if peak
+        else ()
+    )
     marks = []
     for pos, name, text in markers:
         x = x_of(min(max(pos, start), start + span))
-        marks.append(Marker(x=x, name=name, text=text, anchor="end" if x > left + 0.6 * plot_w else "start"))
-    return Histogram(title=title, axis=axis, bars=tuple(bars), markers=tuple(marks), x_ticks=x_ticks, y_ticks=y_ticks,
-                     total=sum(counts.values()), width=width, height=height, left=left, top=top,
-                     plot_width=plot_w, plot_height=plot_h)
+        marks.append(
+            Marker(x=x, name=name, text=text, anchor="end" if x > left + 0.6 * plot_w else "start")
+        )
+    return Histogram(
+        title=title,
+        axis=axis,
+        bars=tuple(bars),
+        markers=tuple(marks),
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        total=sum(counts.values()),
+        width=width,
+        height=height,
+        left=left,
+        top=top,
+        plot_width=plot_w,
+        plot_height=plot_h,
+    )
 
 
 def _nice_step(span: int, most: int) -> int:
@@ -196,23 +244,50 @@ def _tick_text(value: float, digits: int) -> str:
     return text or "0"
 
 
-def cosine_histogram(counts: Mapping[tuple[int, str], int], thresholds: Mapping[str, Any]) -> Histogram:
+def cosine_histogram(
+    counts: Mapping[tuple[int, str], int], thresholds: Mapping[str, Any]
+) -> Histogram:
     """Cosine similarities of visual matches, with the cosine thresholds marked."""
     names = ("semantic_cosine", "near_cosine", "candidate_cosine")
-    marks = [(float(thresholds[n]) * 100, n, f"{n} ≥ {float(thresholds[n]):g}") for n in names if n in thresholds]
+    marks = [
+        (float(thresholds[n]) * 100, n, f"{n} ≥ {float(thresholds[n]):g}")
+        for n in names
+        if n in thresholds
+    ]
     lowest = min([u for u, _k in counts] + [m[0] for m in marks] + [90.0])
     start = max(-100, int(lowest // 5 * 5))
     step = 1 if 100 - start <= 50 else 2
-    return histogram(counts, start=start, stop=100, step=step, scale=0.01, markers=marks,
-                     title="Cosine similarity of matched pairs", axis="cosine")
+    return histogram(
+        counts,
+        start=start,
+        stop=100,
+        step=step,
+        scale=0.01,
+        markers=marks,
+        title="Cosine similarity of matched pairs",
+        axis="cosine",
+    )
 
 
-def hamming_histogram(counts: Mapping[tuple[int, str], int], thresholds: Mapping[str, Any]) -> Histogram:
+def hamming_histogram(
+    counts: Mapping[tuple[int, str], int], thresholds: Mapping[str, Any]
+) -> Histogram:
     """pHash Hamming distances of visual matches, with the Hamming thresholds marked."""
     names = ("phash_hamming", "candidate_hamming")
     # "<= t" includes bin t, so the line sits on its right edge.
-    marks = [(int(thresholds[n]) + 1, n, f"{n} ≤ {int(thresholds[n])}") for n in names if n in thresholds]
+    marks = [
+        (int(thresholds[n]) + 1, n, f"{n} ≤ {int(thresholds[n])}") for n in names if n in thresholds
+    ]
     highest = max([u for u, _k in counts] + [m[0] for m in marks] + [8])
     stop = min(65, highest + 2)
-    return histogram(counts, start=0, stop=stop, step=1, scale=1.0, markers=marks, digits=0,
-                     title="pHash Hamming distance of matched pairs", axis="Hamming distance (bits)")
+    return histogram(
+        counts,
+        start=0,
+        stop=stop,
+        step=1,
+        scale=1.0,
+        markers=marks,
+        digits=0,
+        title="pHash Hamming distance of matched pairs",
+        axis="Hamming distance (bits)",
+    )

@@ -24,8 +24,11 @@ from app.settings import ApiSettings
 from indexer.errors import AuthError, SplitauditError
 
 log = logging.getLogger(__name__)
-HTML_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-                "Referrer-Policy": "same-origin"}
+HTML_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,9 @@ class Ui:
     templates: Jinja2Templates
     settings: ApiSettings
 
-    def page(self, request: Request, name: str, context: Mapping[str, Any], *, status: int = 200) -> Response:
+    def page(
+        self, request: Request, name: str, context: Mapping[str, Any], *, status: int = 200
+    ) -> Response:
         """Render template ``name`` as a full page."""
         return self.templates.TemplateResponse(
             request, name, {"request": request, **context}, status_code=status, headers=HTML_HEADERS
@@ -43,14 +48,21 @@ class Ui:
 
     def error_page(self, request: Request, *, status: int, title: str, message: str) -> Response:
         """The HTML error page."""
-        return self.page(request, "error.html", {"title": title, "message": message, "status": status,
-                                                  "nav": ""}, status=status)
+        return self.page(
+            request,
+            "error.html",
+            {"title": title, "message": message, "status": status, "nav": ""},
+            status=status,
+        )
 
     def reader(self, request: Request) -> Principal:
         """The caller of a page; a token is needed only when the server requires one for reads."""
         settings = self.settings
-        return authenticate(settings.api_tokens, request.headers.get("authorization"),
-                            required=settings.read_requires_token)
+        return authenticate(
+            settings.api_tokens,
+            request.headers.get("authorization"),
+            required=settings.read_requires_token,
+        )
 
 
 def query_string(params: Mapping[str, Any], **override: Any) -> str:
@@ -60,8 +72,15 @@ def query_string(params: Mapping[str, Any], **override: Any) -> str:
     return "?" + urlencode(pairs) if pairs else ""
 
 
-_TITLES = {400: "Bad request", 401: "Token needed", 403: "Forbidden", 404: "Not found", 409: "Not ready",
-           413: "Too large", 422: "Invalid request"}
+_TITLES = {
+    400: "Bad request",
+    401: "Token needed",
+    403: "Forbidden",
+    404: "Not found",
+    409: "Not ready",
+    413: "Too large",
+    422: "Invalid request",
+}
 
 
 def get_ui(request: Request) -> Ui:
@@ -91,24 +110,34 @@ class UiRoute(APIRoute):
             try:
                 return await handler(request)
             except AuthError as exc:
-                return get_ui(request).page(request, "auth_required.html",
-                                            {"message": str(exc), "nav": "", "title": "API token needed"},
-                                            status=401)
+                return get_ui(request).page(
+                    request,
+                    "auth_required.html",
+                    {"message": str(exc), "nav": "", "title": "API token needed"},
+                    status=401,
+                )
             except SplitauditError as exc:
                 status = status_for(exc)
                 if status >= 500:
                     log.error("%s %s failed: %s", request.method, request.url.path, exc)
-                return get_ui(request).error_page(request, status=status, title=_TITLES.get(status, "Error"),
-                                                  message=str(exc))
+                return get_ui(request).error_page(
+                    request, status=status, title=_TITLES.get(status, "Error"), message=str(exc)
+                )
             except RequestValidationError as exc:
                 missing = out_of_range_id(exc)
                 if missing is not None:
-                    return get_ui(request).error_page(request, status=404, title="Not found", message=missing)
+                    return get_ui(request).error_page(
+                        request, status=404, title="Not found", message=missing
+                    )
                 parts = []
                 for err in exc.errors():
                     loc = [str(p) for p in err.get("loc", ()) if p not in ("query", "path")]
                     parts.append(f"{'.'.join(loc) or 'request'}: {err.get('msg', 'invalid')}")
-                return get_ui(request).error_page(request, status=422, title="Invalid request",
-                                                  message="; ".join(parts) or "invalid request")
+                return get_ui(request).error_page(
+                    request,
+                    status=422,
+                    title="Invalid request",
+                    message="; ".join(parts) or "invalid request",
+                )
 
         return render_errors

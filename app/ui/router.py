@@ -22,7 +22,10 @@ class UiStaticFiles(StaticFiles):
     """``app/static`` (ETag, 304, HEAD from Starlette), cached for a day: page URLs carry a content hash."""
 
     def file_response(
-        self, full_path: str | os.PathLike[str], stat_result: os.stat_result, scope: Scope,
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
         status_code: int = 200,
     ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
@@ -43,12 +46,18 @@ def not_found(path: str, request: Request, ui: UiDep, _caller: UiReaderDep) -> R
     """An HTML 404 for any other ``/ui`` path (``/ui/`` goes to the audits list)."""
     if not path:
         return RedirectResponse("/ui", status_code=307)
-    return ui.error_page(request, status=404, title="Not found",
-                         message=f"there is no page /ui/{path}; start from the audits list")
+    return ui.error_page(
+        request,
+        status=404,
+        title="Not found",
+        message=f"there is no page /ui/{path}; start from the audits list",
+    )
 
 
 def install_ui(app: FastAPI, settings: ApiSettings) -> None:
     """Serve the UI on ``app``: its ``Ui`` (templates, settings), the static files and the pages."""
     app.state.ui = Ui(templates=build_templates(settings), settings=settings)
-    app.mount(STATIC_PATH, UiStaticFiles(directory=STATIC_DIR), name="ui-static")  # before the /ui catch-all
+    app.mount(
+        STATIC_PATH, UiStaticFiles(directory=STATIC_DIR), name="ui-static"
+    )  # before the /ui catch-all
     app.include_router(router)

@@ -78,10 +78,13 @@ def highlight(text: str, match: Mapping[str, Any], field: str = "caption") -> Ma
     """``text`` escaped, with the spans a label-leak match found in ``field`` wrapped in ``<mark>``."""
     evidence = match.get("evidence") or {}
     spans = sorted(
-        (int(h["start"]), int(h["end"])) for h in evidence.get("hits", [])
-        if match.get("kind") == MatchKind.LABEL_LEAK and h.get("field") == field
-        and isinstance(h.get("start"), int) and isinstance(h.get("end"), int)
-        and text[h["start"]:h["end"]] == h.get("match")
+        (int(h["start"]), int(h["end"]))
+        for h in evidence.get("hits", [])
+        if match.get("kind") == MatchKind.LABEL_LEAK
+        and h.get("field") == field
+        and isinstance(h.get("start"), int)
+        and isinstance(h.get("end"), int)
+        and text[h["start"] : h["end"]] == h.get("match")
     )
     out, at = [], 0
     for start, end in spans:
@@ -117,9 +120,16 @@ def build_templates(settings: ApiSettings) -> Jinja2Templates:
             versions[name] = _file_version(name)
         return f"/ui/static/{name}?v={versions[name]}"
 
-    env.filters.update(when=when, iso_utc=iso_utc, pct=pct, num=num, score=score, highlight=highlight,
-                       kind_name=lambda k: KIND_NAMES.get(k, k),
-                       verdict_name=lambda v: VERDICT_NAMES.get(v, v))
+    env.filters.update(
+        when=when,
+        iso_utc=iso_utc,
+        pct=pct,
+        num=num,
+        score=score,
+        highlight=highlight,
+        kind_name=lambda k: KIND_NAMES.get(k, k),
+        verdict_name=lambda v: VERDICT_NAMES.get(v, v),
+    )
     globals_: dict[str, Any] = {
         "KINDS": KINDS,
         "VERDICTS": VERDICTS,

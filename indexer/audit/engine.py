@@ -108,8 +108,11 @@ def match_corpus(
     _exact_pairs(session, corpus_id, state, pair)
     # Hash k-NN candidates matter where cosine cannot nominate: small images, or no embeddings.
     has_vectors = vectors is not None and index.floats is not None and len(vectors) > 0
-    knn_rows = (np.ones(len(state), bool) if not has_vectors
-                else state.min_side < getattr(thresholds, "small_side", 96))
+    knn_rows = (
+        np.ones(len(state), bool)
+        if not has_vectors
+        else state.min_side < getattr(thresholds, "small_side", 96)
+    )
     _hash_pairs(index, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
         _vector_pairs(index, vectors, thresholds, pair)
@@ -138,7 +141,9 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
     ids = sorted({p.item_id for p in pairs})
     sides: dict[int, int] = {}
     for chunk in in_chunks(ids):
-        for item_id, w, h in session.execute(select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))):
+        for item_id, w, h in session.execute(
+            select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
+        ):
             if w and h:
                 sides[int(item_id)] = min(int(w), int(h))
     for p in pairs:
@@ -148,8 +153,10 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
 
 def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any) -> None:
     """SHA-256 / pixel-digest equality through the DB indexes (no corpus-sized Python sets)."""
-    for column, values, flag in ((Item.sha256, state.sha256, "sha_equal"),
-                                 (Item.pixel_digest, state.pixel, "pixel_equal")):
+    for column, values, flag in (
+        (Item.sha256, state.sha256, "sha_equal"),
+        (Item.pixel_digest, state.pixel, "pixel_equal"),
+    ):
         rows_by_value: dict[str, list[int]] = defaultdict(list)
         for i, v in enumerate(values):
             rows_by_value[v].append(i)
@@ -163,7 +170,11 @@ def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any)
 
 
 def _hash_pairs(
-    index: CorpusIndex, state: SplitState, th: Thresholds, pair: Any, knn_rows: npt.NDArray[np.bool_]
+    index: CorpusIndex,
+    state: SplitState,
+    th: Thresholds,
+    pair: Any,
+    knn_rows: npt.NDArray[np.bool_],
 ) -> None:
     """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
 
@@ -189,7 +200,9 @@ def _hash_pairs(
                         note(row, item_id, dist, mirrored)
 
 
-def _vector_pairs(index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thresholds, pair: Any) -> None:
+def _vector_pairs(
+    index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thresholds, pair: Any
+) -> None:
     assert index.floats is not None
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
     # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
@@ -202,7 +215,9 @@ def _vector_pairs(index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thre
                     pair(start + r, item_id).cosine = float(score)
 
 
-def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: Iterable[Pair]) -> None:
+def _fill_cosines(
+    index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: Iterable[Pair]
+) -> None:
     """Cosine for pairs found by hashes only (reconstructed from the index where it can)."""
     assert index.floats is not None
     for p in pairs:
@@ -216,7 +231,11 @@ def _fill_cosines(index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: I
 
 
 def _verify_candidates(
-    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds, geometric: GeometricTier,
+    session: Session,
+    state: SplitState,
+    pairs: Iterable[Pair],
+    th: Thresholds,
+    geometric: GeometricTier,
     query_model: type[SplitItem] | type[Item] = SplitItem,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
@@ -259,7 +278,13 @@ def _verify_candidates(
             for p, score in zip(kept, verify_scores(query, np.stack(thumbs)).tolist(), strict=True):
                 p.verify = float(score)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
-            chosen = [kept[i] for i in shortlist([p.cosine for p in kept], settled, [p.min_side for p in kept], th)]
+            chosen = [
+                kept[i]
+                for i in shortlist(
+                    [p.cosine for p in kept], settled, [p.min_side for p in kept], th
+                )
+            ]
+
             def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
                 return seen.get(item_id) or _load(locators.get(item_id))
 
@@ -273,7 +298,9 @@ def _verify_candidates(
 def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for chunk in in_chunks(ids):
-        for row_id, loc in session.execute(select(model.id, model.locator).where(model.id.in_(chunk))):
+        for row_id, loc in session.execute(
+            select(model.id, model.locator).where(model.id.in_(chunk))
+        ):
             out[int(row_id)] = loc
     return out
 
@@ -314,12 +341,19 @@ def split_duplicates(
         for hashes in (state.phash, state.phash_mirror):
             # Near radius exhaustively; verification candidates only among the k nearest.
             lims, dists, ids = bindex.range_search(hashes_to_bytes(hashes), th.phash_hamming + 1)
-            hits = [zip(ids[lims[i] : lims[i + 1]].tolist(), dists[lims[i] : lims[i + 1]].tolist(), strict=True)
-                    for i in range(n)]
+            hits = [
+                zip(
+                    ids[lims[i] : lims[i + 1]].tolist(),
+                    dists[lims[i] : lims[i + 1]].tolist(),
+                    strict=True,
+                )
+                for i in range(n)
+            ]
             knn_d, knn_i = bindex.search(hashes_to_bytes(hashes), k)
             for i in range(n):
                 cands = list(hits[i]) + [
-                    (j, d) for j, d in zip(knn_i[i].tolist(), knn_d[i].tolist(), strict=True)
+                    (j, d)
+                    for j, d in zip(knn_i[i].tolist(), knn_d[i].tolist(), strict=True)
                     if j >= 0 and d <= th.candidate_hamming
                 ]
                 for j, d in cands:
@@ -345,7 +379,11 @@ def split_duplicates(
             continue
         side = int(min(state.min_side[i], state.min_side[j]))
         ham, cos = ev.get("hamming"), ev.get("cosine")
-        verify = verify_score(state.thumbs[i], state.thumbs[j]) if th.needs_verify(ham, cos, side) else None
+        verify = (
+            verify_score(state.thumbs[i], state.thumbs[j])
+            if th.needs_verify(ham, cos, side)
+            else None
+        )
         kind = th.classify(ham, cos, verify, side)
         if kind is not None:
             out.append(DuplicatePair(i, j, kind, cos, ham))

@@ -28,8 +28,22 @@ TIERS = MATCH_KINDS
 FORMATS = ("json", "csv", "junit", "md")
 _ALIASES = {"markdown": "md", "xml": "junit"}
 CSV_COLUMNS = (
-    "key", "label", "verdict", "gate_failed", "kind", "corpus", "corpus_key", "uri", "cosine",
-    "hamming", "match_id", "review", "suppressed_by", "evidence", "sha256", "error",
+    "key",
+    "label",
+    "verdict",
+    "gate_failed",
+    "kind",
+    "corpus",
+    "corpus_key",
+    "uri",
+    "cosine",
+    "hamming",
+    "match_id",
+    "review",
+    "suppressed_by",
+    "evidence",
+    "sha256",
+    "error",
 )
 MARKDOWN_TOP = 25
 # Characters XML 1.0 cannot carry at all (keys come from user file names).
@@ -40,7 +54,10 @@ def render(report: Mapping[str, Any], fmt: str) -> str:
     """The report in format ``fmt`` (json, csv, junit or md); ``UsageError`` for anything else."""
     name = _ALIASES.get(fmt.lower(), fmt.lower())
     renderers: dict[str, Callable[[Mapping[str, Any]], str]] = {
-        "json": render_json, "csv": render_csv, "junit": render_junit, "md": render_markdown,
+        "json": render_json,
+        "csv": render_csv,
+        "junit": render_junit,
+        "md": render_markdown,
     }
     if name not in renderers:
         raise UsageError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -112,7 +129,11 @@ def _evidence_text(evidence: Any) -> str:
     """A short human rendering of a match's evidence."""
     if not evidence:
         return ""
-    if isinstance(evidence, Mapping) and isinstance(evidence.get("hits"), list) and evidence["hits"]:
+    if (
+        isinstance(evidence, Mapping)
+        and isinstance(evidence.get("hits"), list)
+        and evidence["hits"]
+    ):
         first = evidence["hits"][0]
         more = int(evidence.get("hit_count") or len(evidence["hits"])) - 1
         text = _evidence_text(first) if isinstance(first, Mapping) else str(first)
@@ -151,8 +172,10 @@ def _region_text(evidence: Any) -> str:
         return ""
     x0, y0, x1, y1 = (round(100 * float(v)) for v in box)
     mirrored = ", mirrored" if geometry.get("mirrored") else ""
-    return (f"region x {x0}-{x1}% y {y0}-{y1}% of the corpus image (scale {geometry.get('scale')}, "
-            f"rotated {geometry.get('angle')}°{mirrored}, {geometry.get('inliers')} inliers)")
+    return (
+        f"region x {x0}-{x1}% y {y0}-{y1}% of the corpus image (scale {geometry.get('scale')}, "
+        f"rotated {geometry.get('angle')}°{mirrored}, {geometry.get('inliers')} inliers)"
+    )
 
 
 def _describe(match: Mapping[str, Any]) -> str:
@@ -178,7 +201,9 @@ def _csv_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     for item in report.get("items", []):
         seen.add(str(item.get("key")))
         base = {
-            "key": item.get("key"), "label": item.get("label"), "verdict": item.get("verdict"),
+            "key": item.get("key"),
+            "label": item.get("label"),
+            "verdict": item.get("verdict"),
             "gate_failed": ("true" if item.get("gate_failed") else "false") if gated else "",
             "sha256": item.get("sha256"),
         }
@@ -187,16 +212,31 @@ def _csv_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             yield base
         for m in matches:
             review = m.get("review") if isinstance(m.get("review"), Mapping) else {}
-            yield {**base, "kind": m.get("kind"), "corpus": m.get("corpus"), "corpus_key": m.get("corpus_key"),
-                   "uri": m.get("uri"), "cosine": m.get("cosine"), "hamming": m.get("hamming"),
-                   "match_id": m.get("id"), "review": review.get("verdict"),
-                   "suppressed_by": _suppressed_by(m),
-                   "evidence": json.dumps(m["evidence"], ensure_ascii=False, sort_keys=True, default=str)
-                   if m.get("evidence") else ""}
+            yield {
+                **base,
+                "kind": m.get("kind"),
+                "corpus": m.get("corpus"),
+                "corpus_key": m.get("corpus_key"),
+                "uri": m.get("uri"),
+                "cosine": m.get("cosine"),
+                "hamming": m.get("hamming"),
+                "match_id": m.get("id"),
+                "review": review.get("verdict"),
+                "suppressed_by": _suppressed_by(m),
+                "evidence": json.dumps(
+                    m["evidence"], ensure_ascii=False, sort_keys=True, default=str
+                )
+                if m.get("evidence")
+                else "",
+            }
     for failed in _failed_entries(report):
         if str(failed.get("key")) not in seen:
-            yield {"key": failed.get("key"), "verdict": "failed", "error": failed.get("reason"),
-                   "gate_failed": "false" if gated else ""}
+            yield {
+                "key": failed.get("key"),
+                "verdict": "failed",
+                "error": failed.get("reason"),
+                "gate_failed": "false" if gated else "",
+            }
 
 
 def render_csv(report: Mapping[str, Any]) -> str:
@@ -222,7 +262,11 @@ def _match_lines(matches: list[Mapping[str, Any]]) -> str:
     lines = []
     for m in matches:
         line = f"{m.get('kind')}: {_target(m)}"
-        for label, value in (("score", _score(m)), ("uri", m.get("uri")), ("match id", m.get("id"))):
+        for label, value in (
+            ("score", _score(m)),
+            ("uri", m.get("uri")),
+            ("match id", m.get("id")),
+        ):
             if value not in (None, ""):
                 line += f" | {label}: {value}"
         if m.get("kind") != MatchKind.LABEL_LEAK and m.get("evidence"):
@@ -241,10 +285,14 @@ def render_junit(report: Mapping[str, Any]) -> str:
         # JUnit's timestamp is ISO 8601 without a zone: drop the UTC offset the report carries.
         suite.set("timestamp", _xml(str(report["created_at"])[:19]))
     props = ET.SubElement(suite, "properties")
-    for name, value in (("schema", report.get("schema")), ("audit_id", report.get("audit_id")),
-                        ("corpora", corpora), ("fail_on", ",".join(fail_on)),
-                        ("thresholds", json.dumps(report.get("thresholds") or {}, sort_keys=True)),
-                        ("model", json.dumps(report.get("model") or {}, sort_keys=True, default=str))):
+    for name, value in (
+        ("schema", report.get("schema")),
+        ("audit_id", report.get("audit_id")),
+        ("corpora", corpora),
+        ("fail_on", ",".join(fail_on)),
+        ("thresholds", json.dumps(report.get("thresholds") or {}, sort_keys=True)),
+        ("model", json.dumps(report.get("model") or {}, sort_keys=True, default=str)),
+    ):
         if value is not None:
             ET.SubElement(props, "property", name=name, value=_xml(value))
     tests = failures = errors = 0
@@ -277,8 +325,10 @@ def render_junit(report: Mapping[str, Any]) -> str:
             notes.append("matches in tiers that do not fail the gate:\n" + _match_lines(counted))
         suppressed = [m for m in item.get("matches", []) if _suppressed_by(m) is not None]
         if suppressed:
-            notes.append("suppressed (reviewed not_duplicate or in baseline):\n"
-                         + "\n".join(f"[{_suppressed_by(m)}] " + _match_lines([m]) for m in suppressed))
+            notes.append(
+                "suppressed (reviewed not_duplicate or in baseline):\n"
+                + "\n".join(f"[{_suppressed_by(m)}] " + _match_lines([m]) for m in suppressed)
+            )
         if notes:
             ET.SubElement(case, "system-out").text = _xml("\n".join(notes))
     for key, failed in failed_by_key.items():
@@ -287,7 +337,13 @@ def render_junit(report: Mapping[str, Any]) -> str:
         ET.SubElement(case, "error", message=reason, type="unreadable").text = reason
         tests += 1
         errors += 1
-    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors), "skipped": "0", "time": "0"}
+    counts = {
+        "tests": str(tests),
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": "0",
+        "time": "0",
+    }
     suite.attrib.update(counts)
     root = ET.Element("testsuites", {"name": "splitaudit", **counts})
     root.append(suite)
@@ -300,7 +356,12 @@ def render_junit(report: Mapping[str, Any]) -> str:
 
 def _md(text: Any) -> str:
     """Text safe inside a Markdown table cell."""
-    return str("" if text is None else text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return (
+        str("" if text is None else text)
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
 
 
 def _code(text: Any) -> str:
@@ -321,19 +382,26 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
     corpora = ", ".join(_code(c) for c in report.get("corpora") or [])
     lines = ["## splitaudit leakage audit", ""]
     if gate:
-        status = {"passed": "**Gate passed**", "failed": "**Gate FAILED**"}.get(gate.get("status"), "**Gate ERROR**")
+        status = {"passed": "**Gate passed**", "failed": "**Gate FAILED**"}.get(
+            gate.get("status"), "**Gate ERROR**"
+        )
         reasons = list(gate.get("errors") or []) + list(gate.get("reasons") or [])
         lines.append(status + (": " + "; ".join(_md(r) for r in reasons) if reasons else ""))
         lines.append("")
     rate = len(flagged) / total if total else 0.0
-    lines.append(f"{len(flagged)} of {total} readable test images flagged ({rate:.2%})"
-                 + (f" against {corpora}" if corpora else "") + ".")
+    lines.append(
+        f"{len(flagged)} of {total} readable test images flagged ({rate:.2%})"
+        + (f" against {corpora}" if corpora else "")
+        + "."
+    )
     if gate:
         p = gate.get("policy") or {}
         policy = f"fail on {', '.join(fail_on) or '(none)'}, max rate {p.get('max_rate')}"
         if p.get("max_count") is not None:
             policy += f", max count {p['max_count']}"
-        lines.append(f"Policy: {policy}" + (f" (from {_code(p['source'])})" if p.get("source") else "") + ".")
+        lines.append(
+            f"Policy: {policy}" + (f" (from {_code(p['source'])})" if p.get("source") else "") + "."
+        )
     lines += ["", "| tier | flagged images | fails the gate |", "|---|---:|:---:|"]
     counts = _tier_counts(report)
     for tier in TIERS:
@@ -343,35 +411,53 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
     if gate:
         by = [s.get("by") for s in gate.get("suppressed") or []]
         if by:
-            notes.append(f"Matches not counted: {by.count('review')} reviewed not_duplicate, "
-                         f"{by.count('baseline')} in baseline.")
+            notes.append(
+                f"Matches not counted: {by.count('review')} reviewed not_duplicate, "
+                f"{by.count('baseline')} in baseline."
+            )
         stale = gate.get("stale_baseline") or []
         if stale:
-            notes.append(f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'} matched "
-                         f"nothing; remove with `splitaudit baseline prune` "
-                         f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`.")
+            notes.append(
+                f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'} matched "
+                f"nothing; remove with `splitaudit baseline prune` "
+                f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`."
+            )
     if failed:
-        notes.append(f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read, so "
-                     f"{'was' if len(failed) == 1 else 'were'} not audited (listed below).")
+        notes.append(
+            f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read, so "
+            f"{'was' if len(failed) == 1 else 'were'} not audited (listed below)."
+        )
     status, reason = semantic_status(report)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
-    source = (report.get("model") or {}).get("thresholds") if isinstance(report.get("model"), Mapping) else None
+    source = (
+        (report.get("model") or {}).get("thresholds")
+        if isinstance(report.get("model"), Mapping)
+        else None
+    )
     if isinstance(source, Mapping) and source.get("summary"):
-        notes.append(f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}.")
+        notes.append(
+            f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}."
+        )
     if notes:
         lines += [*notes, ""]
     if flagged:
         shown = flagged[:top]
-        lines += [f"### Flagged test images ({len(shown)} of {len(flagged)})", "",
-                  "| test image | label | tier | matched | score / evidence |", "|---|---|---|---|---|"]
+        lines += [
+            f"### Flagged test images ({len(shown)} of {len(flagged)})",
+            "",
+            "| test image | label | tier | matched | score / evidence |",
+            "|---|---|---|---|---|",
+        ]
         for item in shown:
             counted = _counted(item)
             failing = [m for m in counted if m.get("kind") in fail_on] or counted
             m = failing[0] if failing else {}
             more = f" (+{len(counted) - 1} more)" if len(counted) > 1 else ""
-            lines.append(f"| {_code(item.get('key'))} | {_md(item.get('label'))} | {_md(m.get('kind'))} | "
-                         f"{_code(_target(m)) if m else ''}{more} | {_md(_score(m)) if m else ''} |")
+            lines.append(
+                f"| {_code(item.get('key'))} | {_md(item.get('label'))} | {_md(m.get('kind'))} | "
+                f"{_code(_target(m)) if m else ''}{more} | {_md(_score(m)) if m else ''} |"
+            )
         lines.append("")
     if failed:
         lines += ["<details><summary>Unreadable test images (not audited)</summary>", ""]

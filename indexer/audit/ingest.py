@@ -63,12 +63,16 @@ def ingest_split(
         split = s.get_one(Split, split_id)
         labels_override: Mapping[str, str] = dict(split.labels or {})
         already = split.ingested
-        existing = {
-            key: item_id
-            for key, item_id in s.execute(
-                select(SplitItem.key, SplitItem.id).where(SplitItem.split_id == split_id)
-            ).all()
-        } if already else {}
+        existing = (
+            {
+                key: item_id
+                for key, item_id in s.execute(
+                    select(SplitItem.key, SplitItem.id).where(SplitItem.split_id == split_id)
+                ).all()
+            }
+            if already
+            else {}
+        )
     ids: list[int] = []
     keys: list[str] = []
     labels: list[str | None] = []
@@ -84,7 +88,9 @@ def ingest_split(
     with Extractor(workers=workers, keep_image=True) as extractor:
         for batch in extractor.map_batches(_batches(source, BATCH)):
             rows = _store_batch(ws, split_id, batch, labels_override, existing, already)
-            good = [(e, row_id) for e, row_id in zip(batch, rows, strict=True) if e.features is not None]
+            good = [
+                (e, row_id) for e, row_id in zip(batch, rows, strict=True) if e.features is not None
+            ]
             for e, row_id in good:
                 f = e.features
                 assert f is not None
@@ -110,8 +116,13 @@ def ingest_split(
         split.ingested = True
         split.item_count = total
     return SplitState(
-        ids=np.asarray(ids, np.int64), keys=keys, labels=labels, sha256=sha, pixel=pix,
-        phash=np.asarray(ph, np.uint64), phash_mirror=np.asarray(phm, np.uint64),
+        ids=np.asarray(ids, np.int64),
+        keys=keys,
+        labels=labels,
+        sha256=sha,
+        pixel=pix,
+        phash=np.asarray(ph, np.uint64),
+        phash_mirror=np.asarray(phm, np.uint64),
         min_side=np.asarray(sides, np.int32),
         thumbs=np.stack(thumbs) if thumbs else np.zeros((0, 32, 32), np.uint8),
         vectors={
@@ -162,9 +173,14 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
         meta["text_fields"] = f.text_fields
     # Non-UTF-8 file or member names arrive as lone surrogates, which no database accepts.
     row = SplitItem(
-        split_id=split_id, key=_text(r.key), uri=_text(r.locator.uri()),
-        locator=escape_undecodable_tree(locator_dict(r)), label=_text(labels_override.get(r.key, r.label)),
-        caption=_text(r.caption), meta=escape_undecodable_tree(meta), error=_text(e.error),
+        split_id=split_id,
+        key=_text(r.key),
+        uri=_text(r.locator.uri()),
+        locator=escape_undecodable_tree(locator_dict(r)),
+        label=_text(labels_override.get(r.key, r.label)),
+        caption=_text(r.caption),
+        meta=escape_undecodable_tree(meta),
+        error=_text(e.error),
     )
     if f is not None:
         row.sha256, row.pixel_digest = f.sha256, f.pixel_digest

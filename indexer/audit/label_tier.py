@@ -42,7 +42,9 @@ def label_leak_matches(
     names: Mapping[str, Sequence[str]] = params.get("label_names") or {}
     labels = sorted({lab for lab in state.labels if lab})
     matcher = LabelMatcher(label_terms(labels, names))
-    label_of = {int(sid): lab for sid, lab in zip(state.ids.tolist(), state.labels, strict=True) if lab}
+    label_of = {
+        int(sid): lab for sid, lab in zip(state.ids.tolist(), state.labels, strict=True) if lab
+    }
     out = LabelTierResult()
     with ws.sessions() as s:
         ids = list(label_of)
@@ -50,9 +52,16 @@ def label_leak_matches(
             for it in s.scalars(select(SplitItem).where(SplitItem.id.in_(chunk))):
                 meta = dict(it.meta or {})
                 text_fields = meta.pop("text_fields", None) or {}
-                hits = self_leak(key=it.key, label=label_of[it.id], matcher=matcher,
-                                 text_fields={f"exif:{k}" if ":" not in k else k: v for k, v in text_fields.items()},
-                                 metadata=meta, caption=it.caption)
+                hits = self_leak(
+                    key=it.key,
+                    label=label_of[it.id],
+                    matcher=matcher,
+                    text_fields={
+                        f"exif:{k}" if ":" not in k else k: v for k, v in text_fields.items()
+                    },
+                    metadata=meta,
+                    caption=it.caption,
+                )
                 if hits:
                     out.matches.append(_row(it.id, None, None, hits, {"type": "self"}))
         by_pair = {(m.split_item_id, m.item_id): m for m in visual if m.item_id}
@@ -67,30 +76,50 @@ def label_leak_matches(
                 continue
             meta = dict(item.meta or {})
             meta.pop("text_fields", None)
-            hits = match_leak(label=label_of[sid], matcher=matcher, caption=item.caption, key=item.key,
-                              url=item.url, metadata_tags=meta)
+            hits = match_leak(
+                label=label_of[sid],
+                matcher=matcher,
+                caption=item.caption,
+                key=item.key,
+                url=item.url,
+                metadata_tags=meta,
+            )
             if hits:
                 out.matches.append(_row(sid, iid, m.corpus, hits, {"type": "match", "via": m.kind}))
         out.prevalence = _prevalence(s, params.get("corpora_ids", []), matcher) if labels else {}
     return out
 
 
-def _row(split_item_id: int, item_id: int | None, corpus: str | None, hits: Sequence[Any],
-         extra: dict[str, Any]) -> FoundMatch:
+def _row(
+    split_item_id: int,
+    item_id: int | None,
+    corpus: str | None,
+    hits: Sequence[Any],
+    extra: dict[str, Any],
+) -> FoundMatch:
     return FoundMatch(
-        split_item_id=split_item_id, item_id=item_id, corpus=corpus, kind=MatchKind.LABEL_LEAK,
-        cosine=None, hamming=None, score=None,
+        split_item_id=split_item_id,
+        item_id=item_id,
+        corpus=corpus,
+        kind=MatchKind.LABEL_LEAK,
+        cosine=None,
+        hamming=None,
+        score=None,
         evidence={**extra, "hits": [h.to_dict() for h in hits[:MAX_HITS]], "hit_count": len(hits)},
     )
 
 
-def _prevalence(session: Any, corpus_ids: Sequence[int], matcher: LabelMatcher) -> dict[str, dict[str, int]]:
+def _prevalence(
+    session: Any, corpus_ids: Sequence[int], matcher: LabelMatcher
+) -> dict[str, dict[str, int]]:
     """Per corpus name and label: how many corpus captions mention the label (context only)."""
     out: dict[str, dict[str, int]] = {}
     for corpus in session.scalars(select(Corpus).where(Corpus.id.in_(list(corpus_ids)))):
         stream = session.scalars(
-            select(Item.caption).where(Item.corpus_id == corpus.id, Item.caption.is_not(None))
-            .limit(PREVALENCE_MAX_ITEMS).execution_options(yield_per=10_000)
+            select(Item.caption)
+            .where(Item.corpus_id == corpus.id, Item.caption.is_not(None))
+            .limit(PREVALENCE_MAX_ITEMS)
+            .execution_options(yield_per=10_000)
         )
         out[corpus.name] = dict(label_prevalence(stream, matcher))
     return out

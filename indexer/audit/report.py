@@ -48,7 +48,9 @@ def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
     audit = session.get_one(Audit, audit_id)
     kinds = _item_kinds(session, audit_id)
     rows = session.execute(
-        select(SplitItem.id, SplitItem.label, SplitItem.error).where(SplitItem.split_id == audit.split_id)
+        select(SplitItem.id, SplitItem.label, SplitItem.error).where(
+            SplitItem.split_id == audit.split_id
+        )
     ).all()
     total = len(rows)
     failed = sum(1 for r in rows if r.error)
@@ -63,16 +65,21 @@ def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
         flagged += bool(ks)
         contaminated += bool(ks & set(VISUAL_KINDS))
         if label is not None and not error:
-            entry = by_label.setdefault(label, {"items": 0, "flagged": 0, "by_kind": {k: 0 for k in KINDS}})
+            entry = by_label.setdefault(
+                label, {"items": 0, "flagged": 0, "by_kind": {k: 0 for k in KINDS}}
+            )
             entry["items"] += 1
             entry["flagged"] += bool(ks)
             for k in ks:
                 entry["by_kind"][k] += 1
     for entry in by_label.values():
         entry["rate"] = round(entry["flagged"] / entry["items"], 6) if entry["items"] else 0.0
-    dup_count = session.scalar(
-        select(func.count(SplitDuplicate.id)).where(SplitDuplicate.audit_id == audit_id)
-    ) or 0
+    dup_count = (
+        session.scalar(
+            select(func.count(SplitDuplicate.id)).where(SplitDuplicate.audit_id == audit_id)
+        )
+        or 0
+    )
     return {
         "items": total,
         "readable": readable,
@@ -144,23 +151,35 @@ def review_dict(r: Review) -> dict[str, Any]:
     return {"verdict": r.verdict, "note": r.note, "reviewer": r.reviewer, "at": iso(r.created_at)}
 
 
-
 def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
     """Status, progress, message and error of an audit, from its job."""
     job = session.get(Job, audit.job_id) if audit.job_id else None
     if job is None:
-        return {"status": JobStatus.DONE if audit.finished_at else JobStatus.QUEUED, "progress": 1.0 if audit.finished_at else 0.0,
-                "message": None, "error": None}
-    return {"status": job.status, "progress": round(job.progress, 4), "message": job.message, "error": job.error}
+        return {
+            "status": JobStatus.DONE if audit.finished_at else JobStatus.QUEUED,
+            "progress": 1.0 if audit.finished_at else 0.0,
+            "message": None,
+            "error": None,
+        }
+    return {
+        "status": job.status,
+        "progress": round(job.progress, 4),
+        "message": job.message,
+        "error": job.error,
+    }
 
 
 def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
     """The full ``splitaudit.report/v1`` dict of an audit."""
     audit = session.get_one(Audit, audit_id)
     split = session.get_one(Split, audit.split_id)
-    items = session.execute(
-        select(SplitItem).where(SplitItem.split_id == split.id).order_by(SplitItem.key)
-    ).scalars().all()
+    items = (
+        session.execute(
+            select(SplitItem).where(SplitItem.split_id == split.id).order_by(SplitItem.key)
+        )
+        .scalars()
+        .all()
+    )
     matches = session.execute(
         select(Match, Item, Shard.name)
         .outerjoin(Item, Match.item_id == Item.id)
@@ -169,10 +188,16 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
     ).all()
     reviews = latest_reviews(session, [m.id for m, _i, _s in matches])
     digests = {it.id: (it.sha256, it.pixel_digest) for it in items}
-    reviews.update(inherited_reviews(session, [
-        (m.id, *digests.get(m.split_item_id, (None, None)), m.item_id)
-        for m, _i, _s in matches if m.id not in reviews and m.item_id is not None
-    ]))
+    reviews.update(
+        inherited_reviews(
+            session,
+            [
+                (m.id, *digests.get(m.split_item_id, (None, None)), m.item_id)
+                for m, _i, _s in matches
+                if m.id not in reviews and m.item_id is not None
+            ],
+        )
+    )
     per_item: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for m, item, shard_name in matches:
         per_item[m.split_item_id].append(match_dict(m, item, shard_name, reviews.get(m.id)))
@@ -181,17 +206,30 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
         if it.error:
             failed.append({"key": it.key, "reason": it.error, "split_item_id": it.id})
             continue
-        ms = sorted(per_item.get(it.id, []),
-                    key=lambda d: (KIND_RANK[d["kind"]], -(d["score"] or 0.0)))
-        out_items.append({
-            "split_item_id": it.id, "key": it.key, "label": it.label, "sha256": it.sha256,
-            "pixel_digest": it.pixel_digest,
-            "verdict": verdict_of({d["kind"] for d in ms}),
-            "matches": ms, "match_count": len(ms),
-        })
+        ms = sorted(
+            per_item.get(it.id, []), key=lambda d: (KIND_RANK[d["kind"]], -(d["score"] or 0.0))
+        )
+        out_items.append(
+            {
+                "split_item_id": it.id,
+                "key": it.key,
+                "label": it.label,
+                "sha256": it.sha256,
+                "pixel_digest": it.pixel_digest,
+                "verdict": verdict_of({d["kind"] for d in ms}),
+                "matches": ms,
+                "match_count": len(ms),
+            }
+        )
     keys = {it.id: it.key for it in items}
     dups = [
-        {"a": keys.get(d.a_id), "b": keys.get(d.b_id), "kind": d.kind, "cosine": d.cosine, "hamming": d.hamming}
+        {
+            "a": keys.get(d.a_id),
+            "b": keys.get(d.b_id),
+            "kind": d.kind,
+            "cosine": d.cosine,
+            "hamming": d.hamming,
+        }
         for d in session.scalars(select(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
     ]
     status = audit_status(session, audit)
@@ -215,17 +253,35 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
     }
 
 
-def match_dict(m: Match, item: Item | None, shard_name: str | None, review: dict[str, Any] | None) -> dict[str, Any]:
+def match_dict(
+    m: Match, item: Item | None, shard_name: str | None, review: dict[str, Any] | None
+) -> dict[str, Any]:
     """One match with the corpus item's provenance."""
     d: dict[str, Any] = {
-        "id": m.id, "kind": m.kind, "corpus": m.corpus, "cosine": _r(m.cosine), "hamming": m.hamming,
-        "score": _r(m.score), "evidence": m.evidence or {}, "review": review,
-        "corpus_item_id": m.item_id, "corpus_key": None, "uri": None,
+        "id": m.id,
+        "kind": m.kind,
+        "corpus": m.corpus,
+        "cosine": _r(m.cosine),
+        "hamming": m.hamming,
+        "score": _r(m.score),
+        "evidence": m.evidence or {},
+        "review": review,
+        "corpus_item_id": m.item_id,
+        "corpus_key": None,
+        "uri": None,
     }
     if item is not None:
-        d.update(corpus_key=item.key, uri=item.uri, url=item.url, caption=item.caption, label=item.label,
-                 license=item.license, shard=shard_name, sha256=item.sha256,
-                 pixel_digest=item.pixel_digest)
+        d.update(
+            corpus_key=item.key,
+            uri=item.uri,
+            url=item.url,
+            caption=item.caption,
+            label=item.label,
+            license=item.license,
+            shard=shard_name,
+            sha256=item.sha256,
+            pixel_digest=item.pixel_digest,
+        )
     return d
 
 

@@ -69,22 +69,39 @@ def _filtered(
 def split_item_dict(item: SplitItem) -> dict[str, Any]:
     """The test-side image of a match."""
     return {
-        "id": item.id, "key": item.key, "label": item.label, "uri": item.uri,
-        "caption": item.caption, "sha256": item.sha256, "pixel_digest": item.pixel_digest,
-        "width": item.width, "height": item.height, "error": item.error,
+        "id": item.id,
+        "key": item.key,
+        "label": item.label,
+        "uri": item.uri,
+        "caption": item.caption,
+        "sha256": item.sha256,
+        "pixel_digest": item.pixel_digest,
+        "width": item.width,
+        "height": item.height,
+        "error": item.error,
     }
 
 
-def _row_dict(m: Match, split_item: SplitItem, item: Item | None, shard: str | None,
-              review: Review | None) -> dict[str, Any]:
+def _row_dict(
+    m: Match, split_item: SplitItem, item: Item | None, shard: str | None, review: Review | None
+) -> dict[str, Any]:
     out = match_dict(m, item, shard, review_dict(review) if review is not None else None)
     out["audit_id"] = m.audit_id
     out["split_item"] = split_item_dict(split_item)
     if item is not None:
         out["corpus_item"] = {
-            "id": item.id, "key": item.key, "uri": item.uri, "url": item.url, "caption": item.caption,
-            "label": item.label, "license": item.license, "shard": shard, "sha256": item.sha256,
-            "width": item.width, "height": item.height, "metadata": item.meta or {},
+            "id": item.id,
+            "key": item.key,
+            "uri": item.uri,
+            "url": item.url,
+            "caption": item.caption,
+            "label": item.label,
+            "license": item.license,
+            "shard": shard,
+            "sha256": item.sha256,
+            "width": item.width,
+            "height": item.height,
+            "metadata": item.meta or {},
         }
     else:
         out["corpus_item"] = None

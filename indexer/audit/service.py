@@ -67,11 +67,18 @@ def submit_audit(
     """
     with transaction(ws.sessions) as s:
         split_id = _add_split(s, split_uri=split_uri, name=name, labels=labels, root=root)
-        return _add_audit(s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+        return _add_audit(
+            s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params
+        )
 
 
 def create_split(
-    ws: Workspace, source: Source, *, name: str, labels: Mapping[str, str] | None = None, root: str = ""
+    ws: Workspace,
+    source: Source,
+    *,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    root: str = "",
 ) -> int:
     """Register a split (fast: nothing is read until the audit runs); returns its id."""
     with transaction(ws.sessions) as s:
@@ -89,7 +96,9 @@ def create_audit(
     """Create an audit of a registered split against named corpora, queued as a job."""
     with transaction(ws.sessions) as s:
         s.get_one(Split, split_id)
-        return _add_audit(s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params)
+        return _add_audit(
+            s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params
+        )
 
 
 def _add_split(
@@ -119,16 +128,27 @@ def _add_audit(
         th = thresholds
     else:
         # Cosine scales differ per model: start from the corpus's own (measured / calibrated) values.
-        name, model = next(((n, m) for n, m in zip(corpora, models, strict=True) if m), (corpora[0], None))
+        name, model = next(
+            ((n, m) for n, m in zip(corpora, models, strict=True) if m), (corpora[0], None)
+        )
         base, record = thresholds_for_corpus(ws.corpus_dir(name), model)
         th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
         if record is not None:
             params["threshold_source"] = dict(
-                corpus=name, source=record.source, summary=record.summary(),
-                overridden=sorted(set(thresholds or {}) & {"near_cosine", "semantic_cosine",
-                                                           "candidate_cosine"}))
-    audit = Audit(split_id=split_id, corpora=list(dict.fromkeys(corpora)),
-                  thresholds=th.to_dict(), params=params, code_version=__version__)
+                corpus=name,
+                source=record.source,
+                summary=record.summary(),
+                overridden=sorted(
+                    set(thresholds or {}) & {"near_cosine", "semantic_cosine", "candidate_cosine"}
+                ),
+            )
+    audit = Audit(
+        split_id=split_id,
+        corpora=list(dict.fromkeys(corpora)),
+        thresholds=th.to_dict(),
+        params=params,
+        code_version=__version__,
+    )
     s.add(audit)
     s.flush()
     audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
@@ -160,8 +180,12 @@ def run_audit(
     if job_id is not None:
         mark_running(ws.sessions, job_id=job_id)
     try:
-        execute_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory)
-    except Exception as exc:  # not BaseException: an interrupted run stays as it is, to be run again
+        execute_audit(
+            ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory
+        )
+    except (
+        Exception
+    ) as exc:  # not BaseException: an interrupted run stays as it is, to be run again
         if job_id is not None:
             mark_failed(ws.sessions, job_id=job_id, error=str(exc) or type(exc).__name__)
         raise
@@ -206,20 +230,33 @@ def execute_audit(
         frac = 0.05 + 0.55 * (min(seen / split_count, 1.0) if split_count else 0.0)
         report(frac, f"read {seen} split images")
 
-    state = ingest_split(ws, split_id, source, embedders=embedders, workers=workers, progress=on_items)
+    state = ingest_split(
+        ws, split_id, source, embedders=embedders, workers=workers, progress=on_items
+    )
     report(0.6, f"matching {len(state)} images")
     all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report)
-    label = _label_tier(ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs]))
+    label = _label_tier(
+        ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs])
+    )
     label_matches = label.matches if label else []
     dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
     dups = split_duplicates(state, dup_vectors, th)
     with transaction(ws.sessions) as s:
         s.bulk_insert_mappings(Match, [m.row(audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
-        s.bulk_insert_mappings(SplitDuplicate, [  # type: ignore[arg-type]
-            dict(audit_id=audit_id, a_id=int(state.ids[d.a]), b_id=int(state.ids[d.b]), kind=d.kind,
-                 cosine=d.cosine, hamming=d.hamming)
-            for d in dups
-        ])
+        s.bulk_insert_mappings(
+            SplitDuplicate,
+            [  # type: ignore[arg-type]
+                dict(
+                    audit_id=audit_id,
+                    a_id=int(state.ids[d.a]),
+                    b_id=int(state.ids[d.b]),
+                    kind=d.kind,
+                    cosine=d.cosine,
+                    hamming=d.hamming,
+                )
+                for d in dups
+            ],
+        )
         s.flush()
         audit = s.get_one(Audit, audit_id)
         audit.model = model_info
@@ -232,8 +269,12 @@ def execute_audit(
 
 
 def _visual_matches(
-    ws: Workspace, state: SplitState, corpora: Sequence[CorpusRef], embedders: Mapping[str, Embedder],
-    th: Thresholds, report: ProgressFn,
+    ws: Workspace,
+    state: SplitState,
+    corpora: Sequence[CorpusRef],
+    embedders: Mapping[str, Embedder],
+    th: Thresholds,
+    report: ProgressFn,
 ) -> tuple[list[FoundMatch], dict[str, Any]]:
     """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
     matches: list[FoundMatch] = []
@@ -241,17 +282,29 @@ def _visual_matches(
     for n, corpus in enumerate(corpora):
         index = open_corpus_index(ws, corpus.name)
         index_info[corpus.name] = index.info()
-        vectors = state.vectors.get(corpus.model_id) if corpus.model_id and corpus.model_id in embedders else None
+        vectors = (
+            state.vectors.get(corpus.model_id)
+            if corpus.model_id and corpus.model_id in embedders
+            else None
+        )
         with ws.sessions() as s:
-            found = match_corpus(s, corpus_id=corpus.id, index=index, state=state, vectors=vectors,
-                                 thresholds=th)
+            found = match_corpus(
+                s, corpus_id=corpus.id, index=index, state=state, vectors=vectors, thresholds=th
+            )
         for p in found.pairs:
             assert p.kind is not None  # match_corpus returns classified pairs only
-            matches.append(FoundMatch(
-                split_item_id=int(state.ids[p.row]), item_id=p.item_id, corpus=corpus.name, kind=p.kind,
-                cosine=p.cosine, hamming=p.hamming, score=_score(p.cosine, p.hamming),
-                evidence=p.evidence(),
-            ))
+            matches.append(
+                FoundMatch(
+                    split_item_id=int(state.ids[p.row]),
+                    item_id=p.item_id,
+                    corpus=corpus.name,
+                    kind=p.kind,
+                    cosine=p.cosine,
+                    hamming=p.hamming,
+                    score=_score(p.cosine, p.hamming),
+                    evidence=p.evidence(),
+                )
+            )
         report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
     return matches, index_info
 
@@ -275,13 +328,18 @@ def _load_embedders(
     for corpus in corpora:
         name, model_id, spec = corpus.name, corpus.model_id, corpus.model_spec
         if model_id is None:
-            per_corpus[name] = {"model_id": None, "status": "skipped",
-                                "reason": "corpus was indexed without embeddings (--no-embed)"}
+            per_corpus[name] = {
+                "model_id": None,
+                "status": "skipped",
+                "reason": "corpus was indexed without embeddings (--no-embed)",
+            }
             continue
         if model_id not in embedders:
             try:
                 if not spec:
-                    raise ModelUnavailableError(f"corpus {name!r} does not record how to load {model_id}")
+                    raise ModelUnavailableError(
+                        f"corpus {name!r} does not record how to load {model_id}"
+                    )
                 emb = factory(spec)
                 if emb.model_id != model_id:
                     raise ModelUnavailableError(
@@ -297,7 +355,9 @@ def _load_embedders(
     skipped = [f"{n}: {v['reason']}" for n, v in per_corpus.items() if v["status"] == "skipped"]
     info = {
         "id": next((v["model_id"] for v in per_corpus.values() if v["status"] == "ok"), None),
-        "semantic": "ok" if statuses == {"ok"} else ("skipped" if "ok" not in statuses else "partial"),
+        "semantic": "ok"
+        if statuses == {"ok"}
+        else ("skipped" if "ok" not in statuses else "partial"),
         "reason": "; ".join(skipped) or None,
         "corpora": per_corpus,
     }

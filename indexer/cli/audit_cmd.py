@@ -46,18 +46,33 @@ def parse_rate(value: str | None, flag: str = "--max-rate") -> float | None:
     try:
         return float(text.rstrip("%")) / scale
     except ValueError:
-        raise UsageError(f"{flag} takes a fraction (0.01) or a percentage (1%), got {value!r}") from None
+        raise UsageError(
+            f"{flag} takes a fraction (0.01) or a percentage (1%), got {value!r}"
+        ) from None
 
 
-def build_policy(*, policy_file: Path | None, fail_on: str | None, max_rate: str | None,
-                 max_count: int | None, thresholds: Sequence[str], baseline: Path | None,
-                 max_unreadable: int | None = None, max_unreadable_rate: str | None = None) -> Policy:
+def build_policy(
+    *,
+    policy_file: Path | None,
+    fail_on: str | None,
+    max_rate: str | None,
+    max_count: int | None,
+    thresholds: Sequence[str],
+    baseline: Path | None,
+    max_unreadable: int | None = None,
+    max_unreadable_rate: str | None = None,
+) -> Policy:
     """The policy file's policy (explicit, else the nearest one) with the command-line flags on top."""
     base = load_policy_file(policy_file) if policy_file else load_policy(Path.cwd())
-    policy = base.with_overrides(fail_on=fail_on, max_rate=parse_rate(max_rate), max_count=max_count,
-                                 thresholds=parse_threshold_options(thresholds), baseline=baseline,
-                                 max_unreadable=max_unreadable,
-                                 max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"))
+    policy = base.with_overrides(
+        fail_on=fail_on,
+        max_rate=parse_rate(max_rate),
+        max_count=max_count,
+        thresholds=parse_threshold_options(thresholds),
+        baseline=baseline,
+        max_unreadable=max_unreadable,
+        max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"),
+    )
     if policy.thresholds:
         from indexer.audit.thresholds import Thresholds
 
@@ -83,15 +98,28 @@ def _append_step_summary(markdown: str) -> None:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(markdown + "\n")
     except OSError as exc:
-        click.secho(f"warning: cannot append to GITHUB_STEP_SUMMARY ({target}): {exc.strerror or exc}",
-                    fg="yellow", err=True)
+        click.secho(
+            f"warning: cannot append to GITHUB_STEP_SUMMARY ({target}): {exc.strerror or exc}",
+            fg="yellow",
+            err=True,
+        )
 
 
-def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Path | None,
-                  label_names: Path | None, thresholds: Mapping[str, float], workers: int,
-                  progress_opts: dict[str, Any], html: bool,
-                  device: Callable[[], ResolvedDevice],
-                  image_column: str | None = None, backend: str = "auto") -> tuple[dict[str, Any], Thumbs]:
+def _local_report(
+    split: Path,
+    *,
+    corpora: Sequence[str],
+    home: Path,
+    labels: Path | None,
+    label_names: Path | None,
+    thresholds: Mapping[str, float],
+    workers: int,
+    progress_opts: dict[str, Any],
+    html: bool,
+    device: Callable[[], ResolvedDevice],
+    image_column: str | None = None,
+    backend: str = "auto",
+) -> tuple[dict[str, Any], Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from indexer.audit.html_thumbs import db_thumbnail_fetcher
     from indexer.audit.report import audit_report
@@ -116,16 +144,30 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
         location = split_location(split, workdir=workdir, image_column=image_column)
         ws = open_workspace(home)
         try:
-            audit_id = submit_audit(ws, split_uri=location, name=split.resolve().name or str(split),
-                                    corpora=corpora, labels=label_map, root=str(split),
-                                    thresholds=dict(thresholds), params=params)
+            audit_id = submit_audit(
+                ws,
+                split_uri=location,
+                name=split.resolve().name or str(split),
+                corpora=corpora,
+                labels=label_map,
+                root=str(split),
+                thresholds=dict(thresholds),
+                params=params,
+            )
 
             def factory(spec: str) -> Any:
-                return load_embedder_on_backend(spec, backend=backend, cache_dir=export_cache_dir(home),
-                                                device=device().device, batch_size=device().embed_batch)
+                return load_embedder_on_backend(
+                    spec,
+                    backend=backend,
+                    cache_dir=export_cache_dir(home),
+                    device=device().device,
+                    batch_size=device().embed_batch,
+                )
 
             with fraction_progress("auditing", **progress_opts) as progress:
-                run_audit(ws, audit_id, progress=progress, workers=workers, embedder_factory=factory)
+                run_audit(
+                    ws, audit_id, progress=progress, workers=workers, embedder_factory=factory
+                )
             with ws.sessions() as session:
                 report = audit_report(session, audit_id)
                 # Read now: an archive split's files live in the temporary folder.
@@ -134,23 +176,44 @@ def _local_report(split: Path, *, corpora: Sequence[str], home: Path, labels: Pa
             ws.close()
 
 
-def _server_report(split: Path, *, corpora: Sequence[str], server: str, labels: Path | None,
-                   label_names: Path | None, thresholds: Mapping[str, float], progress_opts: dict[str, Any],
-                   html: bool) -> tuple[dict[str, Any], Thumbs]:
+def _server_report(
+    split: Path,
+    *,
+    corpora: Sequence[str],
+    server: str,
+    labels: Path | None,
+    label_names: Path | None,
+    thresholds: Mapping[str, float],
+    progress_opts: dict[str, Any],
+    html: bool,
+) -> tuple[dict[str, Any], Thumbs]:
     """Upload the split to ``server``, wait for the audit: its report, and the HTML's thumbnails."""
     from indexer.gate.client import AuditClient
 
     with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
-        upload = tqdm(unit="B", unit_scale=True, unit_divisor=1024, desc="uploading", dynamic_ncols=True,
-                      disable=True if progress_opts["quiet"] else None, mininterval=0.5)
+        upload = tqdm(
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc="uploading",
+            dynamic_ncols=True,
+            disable=True if progress_opts["quiet"] else None,
+            mininterval=0.5,
+        )
 
         def start_upload(total: int) -> Any:
             upload.reset(total=total)
             return upload.update
 
         try:
-            audit_id = client.submit(split, corpora=corpora, labels=labels, label_names=label_names,
-                                     thresholds=thresholds, progress=start_upload)
+            audit_id = client.submit(
+                split,
+                corpora=corpora,
+                labels=labels,
+                label_names=label_names,
+                thresholds=thresholds,
+                progress=start_upload,
+            )
         finally:
             upload.close()
         click.echo(f"audit {audit_id} queued on {client.base_url}", err=True)
@@ -187,67 +250,170 @@ def _exit_code(result: GateResult) -> int:
 
 @click.command()
 @click.argument("split", type=click.Path(path_type=Path))
-@click.option("--corpus", "corpora", multiple=True, required=True,
-              help="Corpus to audit against (repeat for several).")
+@click.option(
+    "--corpus",
+    "corpora",
+    multiple=True,
+    required=True,
+    help="Corpus to audit against (repeat for several).",
+)
 @home_option
-@click.option("--server", metavar="URL",
-              help="Audit through a splitaudit server instead of a local index (token from SPLITAUDIT_TOKEN).")
-@click.option("--labels", type=click.Path(dir_okay=False, path_type=Path),
-              help="CSV 'key,label' giving the test images' labels (overrides folder labels).")
-@click.option("--label-names", type=click.Path(dir_okay=False, path_type=Path),
-              help="JSON/CSV mapping label ids to names and synonyms (e.g. n02123045 -> tabby, tabby cat).")
-@click.option("--fail-on", metavar="TIERS",
-              help="Comma-separated tiers that fail the gate: exact,near,semantic,label_leak or all "
-                   "[default: exact,near, or the policy file's].")
-@click.option("--max-rate", metavar="R",
-              help="Fraction (0.01) or percentage (1%) of test images allowed to be flagged [default: 0].")
-@click.option("--max-count", type=click.IntRange(min=0), metavar="N",
-              help="Number of test images allowed to be flagged.")
-@click.option("--max-unreadable", type=click.IntRange(min=0), metavar="N",
-              help="Test images allowed to be unreadable (so not audited) [default: 0: any fails the gate].")
-@click.option("--max-unreadable-rate", metavar="R",
-              help="Fraction (0.01) or percentage (1%) of test images allowed to be unreadable.")
-@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
-              help="Matching threshold handed to the audit (repeatable), e.g. semantic_cosine=0.9 or phash_hamming=6.")
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Policy file to use instead of the nearest splitaudit.toml / pyproject.toml.")
-@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
-              help="Baseline JSON of reviewed false positives to suppress (see `splitaudit baseline export`).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the JSON report (splitaudit.report/v1 + a gate section).")
-@click.option("--junit", "junit_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write JUnit XML: one testcase per test image.")
-@click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).")
-@click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write CSV: one row per match, plus one per clean or unreadable image.")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write one self-contained HTML page (thumbnails inline, no network): summary, tier "
-                   "counts and the flagged pairs side by side (first 500, strongest first).")
-@click.option("--corpus-blocklist", "blocklists", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the corpus items matched at the failing tiers (.txt keys, .csv/.parquet "
-                   "corpus,key,url,shard), to filter the corpus before training. Repeatable.")
-@click.option("--clean-split", "clean_splits", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
-                   "key,path,label). Repeatable.")
-@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Processes for reading and hashing the split (local mode).")
-@click.option("--image-column", metavar="NAME",
-              help="Hugging Face dataset split: the column holding the image bytes, when its type does "
-                   "not tell (local mode).")
+@click.option(
+    "--server",
+    metavar="URL",
+    help="Audit through a splitaudit server instead of a local index (token from SPLITAUDIT_TOKEN).",
+)
+@click.option(
+    "--labels",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="CSV 'key,label' giving the test images' labels (overrides folder labels).",
+)
+@click.option(
+    "--label-names",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON/CSV mapping label ids to names and synonyms (e.g. n02123045 -> tabby, tabby cat).",
+)
+@click.option(
+    "--fail-on",
+    metavar="TIERS",
+    help="Comma-separated tiers that fail the gate: exact,near,semantic,label_leak or all "
+    "[default: exact,near, or the policy file's].",
+)
+@click.option(
+    "--max-rate",
+    metavar="R",
+    help="Fraction (0.01) or percentage (1%) of test images allowed to be flagged [default: 0].",
+)
+@click.option(
+    "--max-count",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Number of test images allowed to be flagged.",
+)
+@click.option(
+    "--max-unreadable",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Test images allowed to be unreadable (so not audited) [default: 0: any fails the gate].",
+)
+@click.option(
+    "--max-unreadable-rate",
+    metavar="R",
+    help="Fraction (0.01) or percentage (1%) of test images allowed to be unreadable.",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Matching threshold handed to the audit (repeatable), e.g. semantic_cosine=0.9 or phash_hamming=6.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Policy file to use instead of the nearest splitaudit.toml / pyproject.toml.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Baseline JSON of reviewed false positives to suppress (see `splitaudit baseline export`).",
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report (splitaudit.report/v1 + a gate section).",
+)
+@click.option(
+    "--junit",
+    "junit_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write JUnit XML: one testcase per test image.",
+)
+@click.option(
+    "--markdown",
+    "markdown_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+)
+@click.option(
+    "--csv",
+    "csv_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write CSV: one row per match, plus one per clean or unreadable image.",
+)
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one self-contained HTML page (thumbnails inline, no network): summary, tier "
+    "counts and the flagged pairs side by side (first 500, strongest first).",
+)
+@click.option(
+    "--corpus-blocklist",
+    "blocklists",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the corpus items matched at the failing tiers (.txt keys, .csv/.parquet "
+    "corpus,key,url,shard), to filter the corpus before training. Repeatable.",
+)
+@click.option(
+    "--clean-split",
+    "clean_splits",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
+    "key,path,label). Repeatable.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Processes for reading and hashing the split (local mode).",
+)
+@click.option(
+    "--image-column",
+    metavar="NAME",
+    help="Hugging Face dataset split: the column holding the image bytes, when its type does "
+    "not tell (local mode).",
+)
 @device_option
 @backend_option
 @progress_options
 @click.pass_context
 @handle_errors
-def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path, server: str | None,
-          labels: Path | None, label_names: Path | None, fail_on: str | None, max_rate: str | None,
-          max_count: int | None, max_unreadable: int | None, max_unreadable_rate: str | None,
-          thresholds: tuple[str, ...], policy_file: Path | None,
-          baseline: Path | None, json_out: Path | None, junit_out: Path | None,
-          markdown_out: Path | None, csv_out: Path | None, html_out: Path | None,
-          blocklists: tuple[Path, ...], clean_splits: tuple[Path, ...], workers: int,
-          image_column: str | None, device: str, backend: str, quiet: bool, progress_interval: float) -> None:
+def audit(
+    ctx: click.Context,
+    split: Path,
+    corpora: tuple[str, ...],
+    home: Path,
+    server: str | None,
+    labels: Path | None,
+    label_names: Path | None,
+    fail_on: str | None,
+    max_rate: str | None,
+    max_count: int | None,
+    max_unreadable: int | None,
+    max_unreadable_rate: str | None,
+    thresholds: tuple[str, ...],
+    policy_file: Path | None,
+    baseline: Path | None,
+    json_out: Path | None,
+    junit_out: Path | None,
+    markdown_out: Path | None,
+    csv_out: Path | None,
+    html_out: Path | None,
+    blocklists: tuple[Path, ...],
+    clean_splits: tuple[Path, ...],
+    workers: int,
+    image_column: str | None,
+    device: str,
+    backend: str,
+    quiet: bool,
+    progress_interval: float,
+) -> None:
     """Audit SPLIT (folder, ImageFolder, manifest, zip/tar archive, or a Hugging Face dataset:
     Parquet, save_to_disk folder, hf://datasets/OWNER/NAME[@REV][/PATH]) for leakage into a corpus.
 
@@ -261,45 +427,77 @@ def audit(ctx: click.Context, split: Path, corpora: tuple[str, ...], home: Path,
         raise UsageError("give either --home (local index) or --server URL, not both")
     if server and ctx.get_parameter_source("device") == click.core.ParameterSource.COMMANDLINE:
         raise UsageError("--device applies to local audits; a server embeds on its own --device")
-    policy = build_policy(policy_file=policy_file, fail_on=fail_on, max_rate=max_rate, max_count=max_count,
-                          thresholds=thresholds, baseline=baseline, max_unreadable=max_unreadable,
-                          max_unreadable_rate=max_unreadable_rate)
+    policy = build_policy(
+        policy_file=policy_file,
+        fail_on=fail_on,
+        max_rate=max_rate,
+        max_count=max_count,
+        thresholds=thresholds,
+        baseline=baseline,
+        max_unreadable=max_unreadable,
+        max_unreadable_rate=max_unreadable_rate,
+    )
     known = load_baseline(policy.baseline) if policy.baseline else Baseline()
     for path in (labels, label_names):
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
     if server and image_column:
-        raise UsageError("--image-column applies to local audits; with --server, audit a split folder "
-                         "on the server whose image column is found by type")
+        raise UsageError(
+            "--image-column applies to local audits; with --server, audit a split folder "
+            "on the server whose image column is found by type"
+        )
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     if server:
-        report, thumbs = _server_report(split, corpora=corpora, server=server, labels=labels,
-                                        label_names=label_names, thresholds=policy.thresholds,
-                                        progress_opts=progress_opts, html=html_out is not None)
+        report, thumbs = _server_report(
+            split,
+            corpora=corpora,
+            server=server,
+            labels=labels,
+            label_names=label_names,
+            thresholds=policy.thresholds,
+            progress_opts=progress_opts,
+            html=html_out is not None,
+        )
     else:
         # torch is imported only when a corpus has embeddings; a named device is checked up front.
         resolved = functools.cache(functools.partial(resolve_cli_device, device))
         if device.strip().lower() not in ("auto", "cpu"):
             resolved()
-        report, thumbs = _local_report(split, corpora=corpora, home=home, labels=labels,
-                                       label_names=label_names, thresholds=policy.thresholds, workers=workers,
-                                       progress_opts=progress_opts, html=html_out is not None, device=resolved,
-                                       image_column=image_column, backend=backend)
+        report, thumbs = _local_report(
+            split,
+            corpora=corpora,
+            home=home,
+            labels=labels,
+            label_names=label_names,
+            thresholds=policy.thresholds,
+            workers=workers,
+            progress_opts=progress_opts,
+            html=html_out is not None,
+            device=resolved,
+            image_column=image_column,
+            backend=backend,
+        )
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
     from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown
 
     markdown = render_markdown(gated)
-    for path, text in ((json_out, lambda: render_json(gated)), (junit_out, lambda: render_junit(gated)),
-                       (markdown_out, lambda: markdown), (csv_out, lambda: render_csv(gated)),
-                       (html_out, lambda: _render_html(gated, thumbs))):
+    for path, text in (
+        (json_out, lambda: render_json(gated)),
+        (junit_out, lambda: render_junit(gated)),
+        (markdown_out, lambda: markdown),
+        (csv_out, lambda: render_csv(gated)),
+        (html_out, lambda: _render_html(gated, thumbs)),
+    ):
         if path is not None:
             _write(path, text())
     _append_step_summary(markdown)
     if blocklists or clean_splits:
         from indexer.gate.decontaminate import write_decontamination
 
-        write_decontamination(gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits)
+        write_decontamination(
+            gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits
+        )
     click.echo(summary_paragraph(report, result, corpora=corpora))
     if not server and _embedded(report):
         click.echo(f"Embedded on {resolved().summary()}.")

@@ -35,7 +35,9 @@ def _read_report(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     if not isinstance(data, dict) or data.get("schema") != "splitaudit.report/v1":
-        raise InputError(f"{path} is not a splitaudit report (expected schema splitaudit.report/v1)")
+        raise InputError(
+            f"{path} is not a splitaudit report (expected schema splitaudit.report/v1)"
+        )
     return data
 
 
@@ -58,18 +60,39 @@ def _local_report(home: Path, audit_id: int) -> dict[str, Any]:
 
 @baseline.command("export")
 @click.argument("audit_id", type=int, required=False)
-@click.option("--from-report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Read the reviewed audit from a JSON report file instead of a server or home.")
-@click.option("--server", metavar="URL", help="Server holding the audit (token from SPLITAUDIT_TOKEN).")
+@click.option(
+    "--from-report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the reviewed audit from a JSON report file instead of a server or home.",
+)
+@click.option(
+    "--server", metavar="URL", help="Server holding the audit (token from SPLITAUDIT_TOKEN)."
+)
 @home_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Baseline file to write.")
-@click.option("--merge", is_flag=True,
-              help="Keep the entries already in OUTPUT and add the new ones (default: replace).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Baseline file to write.",
+)
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Keep the entries already in OUTPUT and add the new ones (default: replace).",
+)
 @click.pass_context
 @handle_errors
-def export(ctx: click.Context, audit_id: int | None, report_path: Path | None, server: str | None,
-           home: Path, output: Path, merge: bool) -> None:
+def export(
+    ctx: click.Context,
+    audit_id: int | None,
+    report_path: Path | None,
+    server: str | None,
+    home: Path,
+    output: Path,
+    merge: bool,
+) -> None:
     """Write the `not_duplicate` verdicts of audit AUDIT_ID (or of --from-report FILE) as a baseline.
 
     The baseline names each pair by the test image's content hash and the corpus item, so
@@ -98,15 +121,26 @@ def export(ctx: click.Context, audit_id: int | None, report_path: Path | None, s
     if merge and output.exists():
         found = merge_baselines([load_baseline(output), found])
     write_baseline(output, found, origin=origin)
-    click.echo(f"wrote {len(found.entries)} baseline entr{'y' if len(found.entries) == 1 else 'ies'} to {output}")
+    click.echo(
+        f"wrote {len(found.entries)} baseline entr{'y' if len(found.entries) == 1 else 'ies'} to {output}"
+    )
 
 
 @baseline.command("prune")
 @click.argument("baseline_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="JSON report of a recent audit (e.g. `audit --json`); entries matching nothing in it go.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the pruned baseline here (default: rewrite BASELINE_FILE).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="JSON report of a recent audit (e.g. `audit --json`); entries matching nothing in it go.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the pruned baseline here (default: rewrite BASELINE_FILE).",
+)
 @handle_errors
 def prune(baseline_file: Path, report_path: Path, output: Path | None) -> None:
     """Drop the stale entries of BASELINE_FILE: those that match nothing in --report."""
@@ -119,5 +153,7 @@ def prune(baseline_file: Path, report_path: Path, output: Path | None) -> None:
     stale = set(result.stale)
     kept = Baseline(entries=tuple(e for e in current.entries if e not in stale))
     write_baseline(output or baseline_file, kept, origin={"pruned_with": str(report_path)})
-    click.echo(f"removed {len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'}, "
-               f"kept {len(kept.entries)} in {output or baseline_file}")
+    click.echo(
+        f"removed {len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'}, "
+        f"kept {len(kept.entries)} in {output or baseline_file}"
+    )

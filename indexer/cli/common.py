@@ -16,8 +16,15 @@ from indexer.errors import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE,
 from indexer.workspace import DEFAULT_HOME, Workspace
 
 __all__ = [
-    "EXIT_GATE_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE",
-    "database_url", "exit_code_for", "handle_errors", "home_option", "open_workspace",
+    "EXIT_GATE_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "database_url",
+    "exit_code_for",
+    "handle_errors",
+    "home_option",
+    "open_workspace",
 ]
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("splitaudit")

@@ -12,10 +12,19 @@ from indexer.cli.common import handle_errors, home_option, open_workspace
 
 @click.command()
 @home_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the generated corpus, split and reports [default: HOME/demo].")
-@click.option("--model", "model_spec", default="efficientnet-lite0", show_default=True,
-              help="Embedding model for the demo corpus (the bundled offline encoder by default).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the generated corpus, split and reports [default: HOME/demo].",
+)
+@click.option(
+    "--model",
+    "model_spec",
+    default="efficientnet-lite0",
+    show_default=True,
+    help="Embedding model for the demo corpus (the bundled offline encoder by default).",
+)
 @handle_errors
 def demo(home: Path, out: Path | None, model_spec: str) -> None:
     """Generate a small corpus and a test split with planted leaks, index, audit, report.
@@ -39,9 +48,16 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
     click.echo(f"wrote demo corpus to {data.corpus} and test split to {data.split}")
     ws = open_workspace(home)
     try:
-        summary = index_sources(ws, "demo", [FolderSource(data.corpus)], embedder=load_embedder(model_spec),
-                                model_spec=model_spec)
-        click.echo(f"indexed corpus 'demo': {summary.indexed} new, {summary.skipped} already present")
+        summary = index_sources(
+            ws,
+            "demo",
+            [FolderSource(data.corpus)],
+            embedder=load_embedder(model_spec),
+            model_spec=model_spec,
+        )
+        click.echo(
+            f"indexed corpus 'demo': {summary.indexed} new, {summary.skipped} already present"
+        )
         split_id = create_split(ws, open_split(str(data.split)), name="demo-split")
         audit_id = create_audit(ws, split_id=split_id, corpora=["demo"])
         run_audit(ws, audit_id)
@@ -63,7 +79,13 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
     for item in report["items"]:
         if item["verdict"] != "clean":
             top = item["matches"][0]
-            click.echo(f"  {item['key']}: {item['verdict']} -> {top.get('corpus_key')} "
-                       f"(hamming {top.get('hamming')}, cosine {top.get('cosine')})")
-    click.echo(f"reports: {out / 'report.json'}, {out / 'report.md'}, {out / 'report.html'} (open in a browser)")
-    click.echo(f"browse and review: splitaudit serve --home {home}  (then open http://127.0.0.1:8000/ui)")
+            click.echo(
+                f"  {item['key']}: {item['verdict']} -> {top.get('corpus_key')} "
+                f"(hamming {top.get('hamming')}, cosine {top.get('cosine')})"
+            )
+    click.echo(
+        f"reports: {out / 'report.json'}, {out / 'report.md'}, {out / 'report.html'} (open in a browser)"
+    )
+    click.echo(
+        f"browse and review: splitaudit serve --home {home}  (then open http://127.0.0.1:8000/ui)"
+    )

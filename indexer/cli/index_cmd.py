@@ -35,43 +35,106 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--corpus", "corpus_name", required=True, help="Corpus name to create or extend.")
 @home_option
-@click.option("--model", "model_spec", default=DEFAULT_MODEL_SPEC, show_default=True,
-              help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
-                   "or efficientnet-lite0 (bundled, offline).")
-@click.option("--no-embed", is_flag=True, help="Only exact and perceptual hashes (no semantic tier).")
+@click.option(
+    "--model",
+    "model_spec",
+    default=DEFAULT_MODEL_SPEC,
+    show_default=True,
+    help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
+    "or efficientnet-lite0 (bundled, offline).",
+)
+@click.option(
+    "--no-embed", is_flag=True, help="Only exact and perceptual hashes (no semantic tier)."
+)
 @backend_option
-@click.option("--precomputed-model", metavar="SPEC_OR_ID",
-              help="For clip-retrieval folders (img_emb/ + metadata/): the model the embeddings were "
-                   "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.")
-@click.option("--shards-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).")
-@click.option("--image-column", metavar="NAME",
-              help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
-                   "bytes, when its type does not tell (default: the Image struct or binary column).")
-@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Processes for reading, decoding and hashing (Ray: actors).")
-@click.option("--batch-size", type=click.IntRange(1, 4096), default=None,
-              help="Images per pipeline batch and DB transaction [default: per device: cpu 64, mps 128, "
-                   "cuda 256]; forward passes take at most 32 / 64 / 256 of them.")
+@click.option(
+    "--precomputed-model",
+    metavar="SPEC_OR_ID",
+    help="For clip-retrieval folders (img_emb/ + metadata/): the model the embeddings were "
+    "computed with (a --model spec, or an id). Nothing is re-embedded; --model is ignored.",
+)
+@click.option(
+    "--shards-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="img2dataset .tar shards holding the images of a clip-retrieval folder (for hashes).",
+)
+@click.option(
+    "--image-column",
+    metavar="NAME",
+    help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
+    "bytes, when its type does not tell (default: the Image struct or binary column).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Processes for reading, decoding and hashing (Ray: actors).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="Images per pipeline batch and DB transaction [default: per device: cpu 64, mps 128, "
+    "cuda 256]; forward passes take at most 32 / 64 / 256 of them.",
+)
 @device_option
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').")
-@click.option("--ray-address", metavar="ADDRESS",
-              help="Ray cluster to join (e.g. auto); default: start a local Ray instance.")
-@click.option("--ray-gpus-per-worker", type=click.FloatRange(0, 64), default=0.0, show_default=True,
-              help="GPUs each Ray actor reserves (embedding then runs on CUDA).")
-@click.option("--index-storage", type=click.Choice(list(STORAGES)), default="auto", show_default=True,
-              help="Vector codes of an approximate (IVF) index: fp16, sq8 (1 byte/dim) or fp32; auto "
-                   "keeps the current one (fp16 for a new one).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the run summary as JSON to this file.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="Ray cluster to join (e.g. auto); default: start a local Ray instance.",
+)
+@click.option(
+    "--ray-gpus-per-worker",
+    type=click.FloatRange(0, 64),
+    default=0.0,
+    show_default=True,
+    help="GPUs each Ray actor reserves (embedding then runs on CUDA).",
+)
+@click.option(
+    "--index-storage",
+    type=click.Choice(list(STORAGES)),
+    default="auto",
+    show_default=True,
+    help="Vector codes of an approximate (IVF) index: fp16, sq8 (1 byte/dim) or fp32; auto "
+    "keeps the current one (fp16 for a new one).",
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the run summary as JSON to this file.",
+)
 @progress_options
 @handle_errors
-def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: str, no_embed: bool, backend: str,
-          precomputed_model: str | None, shards_dir: Path | None, image_column: str | None,
-          workers: int, batch_size: int | None, device: str, executor: str, ray_address: str | None,
-          ray_gpus_per_worker: float, index_storage: str, json_out: Path | None, quiet: bool,
-          progress_interval: float) -> None:
+def index(
+    sources: tuple[str, ...],
+    corpus_name: str,
+    home: Path,
+    model_spec: str,
+    no_embed: bool,
+    backend: str,
+    precomputed_model: str | None,
+    shards_dir: Path | None,
+    image_column: str | None,
+    workers: int,
+    batch_size: int | None,
+    device: str,
+    executor: str,
+    ray_address: str | None,
+    ray_gpus_per_worker: float,
+    index_storage: str,
+    json_out: Path | None,
+    quiet: bool,
+    progress_interval: float,
+) -> None:
     """Index SOURCE... (folders, manifests, WebDataset shards, archives, clip-retrieval
     embedding folders, Hugging Face datasets: Parquet, save_to_disk, hf://datasets/OWNER/NAME)
     into a corpus.
@@ -87,26 +150,46 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
     resolved = resolve_cli_device(device) if embeds_here else None
     if batch_size is None:
         batch_size = resolved.pipeline_batch if resolved else 64
-    declared, embedder = _models(opened, model_spec=model_spec, no_embed=no_embed,
-                                 precomputed_model=precomputed_model,
-                                 device=resolved.device if resolved else "cpu",
-                                 batch_size=min(batch_size, resolved.embed_batch if resolved else 32),
-                                 backend=backend, home=home)
+    declared, embedder = _models(
+        opened,
+        model_spec=model_spec,
+        no_embed=no_embed,
+        precomputed_model=precomputed_model,
+        device=resolved.device if resolved else "cpu",
+        batch_size=min(batch_size, resolved.embed_batch if resolved else 32),
+        backend=backend,
+        home=home,
+    )
     ws = open_workspace(home)
     try:
-        with counting_progress(f"indexing {corpus_name}", quiet=quiet, interval_s=progress_interval,
-                               count_total=functools.partial(count_folder_images, opened)) as done:
+        with counting_progress(
+            f"indexing {corpus_name}",
+            quiet=quiet,
+            interval_s=progress_interval,
+            count_total=functools.partial(count_folder_images, opened),
+        ) as done:
             summary = index_sources(
-                ws, corpus_name, opened, embedder=embedder, workers=workers, batch_size=batch_size,
-                progress=_progress(done), model_spec=None if embedder is None else model_spec,
-                precomputed_model=declared, executor=executor,  # type: ignore[arg-type]
-                ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker, policy=policy,
+                ws,
+                corpus_name,
+                opened,
+                embedder=embedder,
+                workers=workers,
+                batch_size=batch_size,
+                progress=_progress(done),
+                model_spec=None if embedder is None else model_spec,
+                precomputed_model=declared,
+                executor=executor,  # type: ignore[arg-type]
+                ray_address=ray_address,
+                ray_gpus_per_worker=ray_gpus_per_worker,
+                policy=policy,
             )
     finally:
         ws.close()
     _print_summary(summary)
     if embedder is not None and resolved is not None:
-        click.echo(f"embedded on {resolved.summary()}, batches of {getattr(embedder, 'batch_size', '?')}")
+        click.echo(
+            f"embedded on {resolved.summary()}, batches of {getattr(embedder, 'batch_size', '?')}"
+        )
     if json_out is not None:
         result = summary.to_dict()
         if embedder is not None and resolved is not None:
@@ -117,7 +200,9 @@ def index(sources: tuple[str, ...], corpus_name: str, home: Path, model_spec: st
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
 
 
-def _open_sources(specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None) -> list[Source]:
+def _open_sources(
+    specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None
+) -> list[Source]:
     from indexer.pipeline.precomputed import is_precomputed
     from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
@@ -125,14 +210,25 @@ def _open_sources(specs: Sequence[str], shards_dir: Path | None, *, image_column
     if shards_dir is None:
         return opened
     if not any(is_precomputed(s) for s in opened):
-        raise UsageError("--shards-dir applies to clip-retrieval folders (img_emb/ + metadata/) only")
-    return [PrecomputedEmbeddingSource(s.uri, shards_dir=shards_dir) if is_precomputed(s) else s
-            for s in opened]
+        raise UsageError(
+            "--shards-dir applies to clip-retrieval folders (img_emb/ + metadata/) only"
+        )
+    return [
+        PrecomputedEmbeddingSource(s.uri, shards_dir=shards_dir) if is_precomputed(s) else s
+        for s in opened
+    ]
 
 
 def _models(
-    opened: Sequence[Source], *, model_spec: str, no_embed: bool, precomputed_model: str | None,
-    device: str, batch_size: int, backend: str = "auto", home: Path | None = None,
+    opened: Sequence[Source],
+    *,
+    model_spec: str,
+    no_embed: bool,
+    precomputed_model: str | None,
+    device: str,
+    batch_size: int,
+    backend: str = "auto",
+    home: Path | None = None,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
     from indexer.pipeline.precomputed import declare_model, is_precomputed
@@ -140,7 +236,9 @@ def _models(
     pre = [s for s in opened if is_precomputed(s)]
     images = [s for s in opened if not is_precomputed(s)]
     if precomputed_model and not pre:
-        raise UsageError("--precomputed-model applies to clip-retrieval folders (img_emb/ + metadata/)")
+        raise UsageError(
+            "--precomputed-model applies to clip-retrieval folders (img_emb/ + metadata/)"
+        )
     if pre and not precomputed_model:
         raise UsageError(
             f"{pre[0].uri} holds precomputed embeddings: declare the model they were computed with, "
@@ -153,11 +251,18 @@ def _models(
         from indexer.embed.backends import load_embedder_on_backend
 
         # Forward passes of at most the device's embed batch keep activation memory bounded.
-        return None, load_embedder_on_backend(model_spec, backend=backend, device=device, batch_size=batch_size,
-                                              cache_dir=export_cache_dir(home or Path(".")))
+        return None, load_embedder_on_backend(
+            model_spec,
+            backend=backend,
+            device=device,
+            batch_size=batch_size,
+            cache_dir=export_cache_dir(home or Path(".")),
+        )
     dims = {int(s.dim()) for s in pre}  # type: ignore[attr-defined]
     if len(dims) > 1:
-        raise UsageError(f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}")
+        raise UsageError(
+            f"the clip-retrieval folders hold embeddings of different dims {sorted(dims)}"
+        )
     assert precomputed_model is not None
     declared, loaded = declare_model(precomputed_model, dims.pop())
     if images and not no_embed and loaded is None:
@@ -195,14 +300,23 @@ def _print_summary(s: IndexSummary) -> None:
         f"in {s.seconds:.1f}s ({s.throughput:.1f} img/s)"
     )
     if s.unhashed:
-        click.echo(f"{s.unhashed} items have no image bytes: no hashes, so only the semantic tier "
-                   "can match them (pass --shards-dir with their tars for exact/near)")
+        click.echo(
+            f"{s.unhashed} items have no image bytes: no hashes, so only the semantic tier "
+            "can match them (pass --shards-dir with their tars for exact/near)"
+        )
     idx = s.index
-    click.echo(f"index: {idx.get('hash_count', 0)} hashes ({idx.get('hash_index', '')})"
-               + (f", {idx['vector_count']} vectors ({idx['model_id']}, {idx['vector_index']})"
-                  if "vector_count" in idx else ""))
+    click.echo(
+        f"index: {idx.get('hash_count', 0)} hashes ({idx.get('hash_index', '')})"
+        + (
+            f", {idx['vector_count']} vectors ({idx['model_id']}, {idx['vector_index']})"
+            if "vector_count" in idx
+            else ""
+        )
+    )
     if "recall_at_10" in idx:
-        click.echo(f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}")
+        click.echo(
+            f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}"
+        )
     if s.thresholds:
         from indexer.audit.calibrate_thresholds import ThresholdCalibration
 

@@ -26,7 +26,9 @@ def _settings(**overrides: Any) -> Any:
     try:
         return ApiSettings(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(f"SPLITAUDIT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"SPLITAUDIT_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
         raise UsageError(f"invalid server settings: {problems}") from exc
 
 
@@ -70,25 +72,53 @@ def check_exposure(settings: Any, host: str, *, allow_anonymous: bool) -> str | 
             "audits and read every report. Set SPLITAUDIT_API_TOKENS=name:token, bind 127.0.0.1, "
             "or pass --allow-anonymous to serve it open on purpose"
         )
-    return (f"WARNING: serving on {host} WITHOUT API TOKENS (--allow-anonymous): anyone who can reach "
-            "this address can submit audits, record reviews and read every report and image")
+    return (
+        f"WARNING: serving on {host} WITHOUT API TOKENS (--allow-anonymous): anyone who can reach "
+        "this address can submit audits, record reviews and read every report and image"
+    )
 
 
 @click.command()
 @home_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 for all).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port.")
-@click.option("--no-worker", is_flag=True,
-              help="Do not run jobs in this process; run `splitaudit worker` next to it instead.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True, help="Server log level.")
-@click.option("--allow-anonymous", is_flag=True,
-              help="Serve a non-loopback --host without SPLITAUDIT_API_TOKENS (refused otherwise).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0 for all).",
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port."
+)
+@click.option(
+    "--no-worker",
+    is_flag=True,
+    help="Do not run jobs in this process; run `splitaudit worker` next to it instead.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Server log level.",
+)
+@click.option(
+    "--allow-anonymous",
+    is_flag=True,
+    help="Serve a non-loopback --host without SPLITAUDIT_API_TOKENS (refused otherwise).",
+)
 @device_option
 @backend_option
 @handle_errors
-def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, allow_anonymous: bool,
-          device: str, backend: str) -> None:
+def serve(
+    home: Path,
+    host: str,
+    port: int,
+    no_worker: bool,
+    log_level: str,
+    allow_anonymous: bool,
+    device: str,
+    backend: str,
+) -> None:
     """Start the audit server: REST API at /api/v1 (OpenAPI at /docs) and the review UI.
 
     Configure with SPLITAUDIT_* variables: SPLITAUDIT_DATABASE_URL (PostgreSQL),
@@ -108,20 +138,29 @@ def serve(home: Path, host: str, port: int, no_worker: bool, log_level: str, all
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     jobs = "jobs need `splitaudit worker`"
     if settings.run_worker:
-        resolved = resolve_cli_device(device)  # an absent device is a usage error before uvicorn starts
+        resolved = resolve_cli_device(
+            device
+        )  # an absent device is a usage error before uvicorn starts
         settings = settings.model_copy(update={"device": resolved.device})
         jobs = f"jobs embed on {resolved.summary()}"
     if warning:
         click.secho(warning, err=True, fg="red", bold=True)
-    click.echo(f"splitaudit serving {settings.home} on http://{host}:{port} (API docs at /docs; {jobs})",
-               err=True)
+    click.echo(
+        f"splitaudit serving {settings.home} on http://{host}:{port} (API docs at /docs; {jobs})",
+        err=True,
+    )
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 
 
 @click.command()
 @home_option
-@click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="Seconds between looks at the queue when it is empty.")
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks at the queue when it is empty.",
+)
 @device_option
 @backend_option
 @handle_errors
@@ -136,21 +175,36 @@ def worker(home: Path, poll: float, device: str, backend: str) -> None:
     from indexer.jobs.worker import Worker
 
     settings = _settings(home=home, backend=backend)
-    resolved = resolve_cli_device(device)  # an absent device is a usage error before any job is claimed
-    resolve_backend(settings.backend, resolved.device)  # an uninstalled backend: exit 2 before taking jobs
+    resolved = resolve_cli_device(
+        device
+    )  # an absent device is a usage error before any job is claimed
+    resolve_backend(
+        settings.backend, resolved.device
+    )  # an uninstalled backend: exit 2 before taking jobs
     ws = _open_workspace(settings)
-    runner = Worker(ws, default_handlers(device=resolved.device, backend=settings.backend),
-                    lease_s=settings.job_lease_s, poll_s=poll)
+    runner = Worker(
+        ws,
+        default_handlers(device=resolved.device, backend=settings.backend),
+        lease_s=settings.job_lease_s,
+        poll_s=poll,
+    )
     if ws.database_url.startswith("sqlite"):
-        click.echo("note: SQLite database: run only one worker, and the server with --no-worker", err=True)
+        click.echo(
+            "note: SQLite database: run only one worker, and the server with --no-worker", err=True
+        )
 
     def stop(signum: int, _frame: FrameType | None) -> None:
-        click.echo(f"{signal.Signals(signum).name}: finishing; the running job is re-queued", err=True)
+        click.echo(
+            f"{signal.Signals(signum).name}: finishing; the running job is re-queued", err=True
+        )
         runner.request_stop()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    click.echo(f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}; "
-               f"embedding on {resolved.summary()}", err=True)
+    click.echo(
+        f"worker {runner.owner} waiting for jobs in {ws.database_url.split('@')[-1]}; "
+        f"embedding on {resolved.summary()}",
+        err=True,
+    )
     try:
         runner.run()
     finally:

@@ -60,7 +60,9 @@ class Corpus(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
-    shards: Mapped[list[Shard]] = relationship(back_populates="corpus", cascade="all, delete-orphan")
+    shards: Mapped[list[Shard]] = relationship(
+        back_populates="corpus", cascade="all, delete-orphan"
+    )
 
 
 class Shard(Base):
@@ -234,9 +236,13 @@ class Match(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     audit_id: Mapped[int] = mapped_column(ForeignKey("audit.id", ondelete="CASCADE"), index=True)
-    split_item_id: Mapped[int] = mapped_column(ForeignKey("split_item.id", ondelete="CASCADE"), index=True)
+    split_item_id: Mapped[int] = mapped_column(
+        ForeignKey("split_item.id", ondelete="CASCADE"), index=True
+    )
     # NULL for a self label-leak (the test item's own metadata gives its label away).
-    item_id: Mapped[int | None] = mapped_column(ForeignKey("item.id", ondelete="SET NULL"), index=True)
+    item_id: Mapped[int | None] = mapped_column(
+        ForeignKey("item.id", ondelete="SET NULL"), index=True
+    )
     corpus: Mapped[str | None] = mapped_column(String(200))
     kind: Mapped[str] = mapped_column(String(20))  # exact|near|semantic|label_leak
     cosine: Mapped[float | None] = mapped_column(Float)

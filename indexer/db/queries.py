@@ -28,23 +28,34 @@ def get_corpus(session: Session, *, name: str) -> Corpus:
     if corpus is None:
         known = session.scalars(select(Corpus.name).order_by(Corpus.name)).all()
         hint = f"known corpora: {', '.join(known)}" if known else "no corpus is indexed yet"
-        raise NotFoundError(f"corpus {name!r} does not exist ({hint}); create it with `splitaudit index`")
+        raise NotFoundError(
+            f"corpus {name!r} does not exist ({hint}); create it with `splitaudit index`"
+        )
     return corpus
 
 
 def ensure_corpus(
-    session: Session, *, name: str, model_id: str | None, dim: int | None, model_spec: str | None = None
+    session: Session,
+    *,
+    name: str,
+    model_id: str | None,
+    dim: int | None,
+    model_spec: str | None = None,
 ) -> Corpus:
     """Get or create a corpus; its model is fixed by the first run that embeds into it."""
     corpus = session.scalar(select(Corpus).where(Corpus.name == name))
     if corpus is None:
-        corpus = Corpus(name=name, model_id=model_id, model_spec=model_spec, embed_dim=dim, generation=0)
+        corpus = Corpus(
+            name=name, model_id=model_id, model_spec=model_spec, embed_dim=dim, generation=0
+        )
         session.add(corpus)
         session.flush()
         return corpus
     if model_id is not None:
         if corpus.model_id is None:
-            has_items = session.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus.id))
+            has_items = session.scalar(
+                select(func.count(Item.id)).where(Item.corpus_id == corpus.id)
+            )
             if has_items:
                 raise ModelMismatchError(
                     f"corpus {name!r} was indexed without embeddings (--no-embed); index it again "
@@ -62,7 +73,9 @@ def ensure_corpus(
 def ensure_shard(session: Session, *, corpus: Corpus, source: str, name: str) -> Shard:
     """Get or create the shard row for (corpus, source, name)."""
     shard = session.scalar(
-        select(Shard).where(Shard.corpus_id == corpus.id, Shard.source == source, Shard.name == name)
+        select(Shard).where(
+            Shard.corpus_id == corpus.id, Shard.source == source, Shard.name == name
+        )
     )
     if shard is None:
         shard = Shard(corpus_id=corpus.id, source=source, name=name, status="pending")
@@ -74,16 +87,26 @@ def ensure_shard(session: Session, *, corpus: Corpus, source: str, name: str) ->
 def shard_keys(session: Session, *, shard: Shard) -> set[str]:
     """Keys already stored (indexed or failed) for a shard — bounded by the shard's size."""
     done = set(session.scalars(select(Item.key).where(Item.shard_id == shard.id)).all())
-    done.update(session.scalars(select(FailedItem.key).where(FailedItem.shard_id == shard.id)).all())
+    done.update(
+        session.scalars(select(FailedItem.key).where(FailedItem.shard_id == shard.id)).all()
+    )
     return done
 
 
 def corpus_counts(session: Session, *, corpus: Corpus) -> dict[str, int]:
     """Item, embedded, failed and shard counts of a corpus."""
     items = session.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus.id)) or 0
-    embedded = session.scalar(
-        select(func.count(Item.id)).where(Item.corpus_id == corpus.id, Item.has_embedding.is_(True))
-    ) or 0
-    failed = session.scalar(select(func.count(FailedItem.id)).where(FailedItem.corpus_id == corpus.id)) or 0
+    embedded = (
+        session.scalar(
+            select(func.count(Item.id)).where(
+                Item.corpus_id == corpus.id, Item.has_embedding.is_(True)
+            )
+        )
+        or 0
+    )
+    failed = (
+        session.scalar(select(func.count(FailedItem.id)).where(FailedItem.corpus_id == corpus.id))
+        or 0
+    )
     shards = session.scalar(select(func.count(Shard.id)).where(Shard.corpus_id == corpus.id)) or 0
     return {"items": items, "embedded": embedded, "failed": failed, "shards": shards}

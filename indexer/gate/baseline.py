@@ -67,7 +67,11 @@ class BaselineEntry:
     def describe(self) -> str:
         """A short human name, e.g. ``cats/1.jpg ~ laion:000123 (near)``."""
         test = self.test_key or (self.test_sha256 or self.test_pixel_digest or "")[:12]
-        other = f"{self.corpus}:{self.corpus_key}" if self.corpus_key else (self.corpus or "own metadata")
+        other = (
+            f"{self.corpus}:{self.corpus_key}"
+            if self.corpus_key
+            else (self.corpus or "own metadata")
+        )
         return f"{test} ~ {other} ({self.kind})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,7 +117,9 @@ def corpus_sha256_of(match: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def entry_from_match(item: Mapping[str, Any], match: Mapping[str, Any], *, note: str | None = None) -> BaselineEntry:
+def entry_from_match(
+    item: Mapping[str, Any], match: Mapping[str, Any], *, note: str | None = None
+) -> BaselineEntry:
     """The baseline entry that suppresses ``match`` of report item ``item``."""
     return BaselineEntry(
         test_sha256=item.get("sha256"),
@@ -149,8 +155,10 @@ def parse_baseline(data: Any, *, source: str) -> Baseline:
     """Validate a decoded baseline document; ``InputError`` says what is wrong."""
     if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
-        raise InputError(f"{source}: not a splitaudit baseline (schema {found!r}, expected {SCHEMA!r}); "
-                         "write one with `splitaudit baseline export`")
+        raise InputError(
+            f"{source}: not a splitaudit baseline (schema {found!r}, expected {SCHEMA!r}); "
+            "write one with `splitaudit baseline export`"
+        )
     raw_entries = data.get("entries")
     if not isinstance(raw_entries, list):
         raise InputError(f"{source}: 'entries' must be a list")
@@ -159,16 +167,18 @@ def parse_baseline(data: Any, *, source: str) -> Baseline:
         if not isinstance(raw, Mapping):
             raise InputError(f"{source}: entry {i} is not an object")
         try:
-            entries.append(BaselineEntry(
-                test_sha256=_opt_str(raw, "test_sha256"),
-                test_pixel_digest=_opt_str(raw, "test_pixel_digest"),
-                test_key=_opt_str(raw, "test_key"),
-                corpus=_opt_str(raw, "corpus"),
-                corpus_key=_opt_str(raw, "corpus_key"),
-                corpus_sha256=_opt_str(raw, "corpus_sha256"),
-                kind=str(raw.get("kind", "")),
-                note=_opt_str(raw, "note"),
-            ))
+            entries.append(
+                BaselineEntry(
+                    test_sha256=_opt_str(raw, "test_sha256"),
+                    test_pixel_digest=_opt_str(raw, "test_pixel_digest"),
+                    test_key=_opt_str(raw, "test_key"),
+                    corpus=_opt_str(raw, "corpus"),
+                    corpus_key=_opt_str(raw, "corpus_key"),
+                    corpus_sha256=_opt_str(raw, "corpus_sha256"),
+                    kind=str(raw.get("kind", "")),
+                    note=_opt_str(raw, "note"),
+                )
+            )
         except UsageError as exc:
             raise InputError(f"{source}: entry {i}: {exc}") from exc
     return Baseline(entries=tuple(entries), source=source)
@@ -190,7 +200,9 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise InputError(f"baseline file {p} does not exist; create it with `splitaudit baseline export`") from exc
+        raise InputError(
+            f"baseline file {p} does not exist; create it with `splitaudit baseline export`"
+        ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read baseline file {p}: {exc}") from exc
     try:
@@ -200,10 +212,13 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     return parse_baseline(data, source=str(p))
 
 
-def write_baseline(path: str | os.PathLike[str], baseline: Baseline, *,
-                   origin: Mapping[str, Any] | None = None) -> None:
+def write_baseline(
+    path: str | os.PathLike[str], baseline: Baseline, *, origin: Mapping[str, Any] | None = None
+) -> None:
     """Write ``baseline`` as pretty JSON (sorted entries, so diffs in review stay small)."""
-    ordered = Baseline(entries=tuple(sorted(baseline.entries, key=_sort_key)), source=baseline.source)
+    ordered = Baseline(
+        entries=tuple(sorted(baseline.entries, key=_sort_key)), source=baseline.source
+    )
     text = json.dumps(ordered.to_dict(origin=origin), indent=2, ensure_ascii=False) + "\n"
     try:
         Path(path).write_text(text, encoding="utf-8")

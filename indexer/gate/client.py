@@ -83,7 +83,11 @@ def error_message(response: httpx.Response) -> str:
 
 # The errors a 4xx answer turns back into, matched on the status each class carries.
 _ANSWER_ERRORS: tuple[type[SplitauditError], ...] = (
-    AuthError, NotFoundError, UploadTooLargeError, ConflictError, UsageError,
+    AuthError,
+    NotFoundError,
+    UploadTooLargeError,
+    ConflictError,
+    UsageError,
 )
 
 
@@ -107,21 +111,35 @@ def error_for_answer(status: int, message: str) -> SplitauditError:
 class AuditClient:
     """Talks to ``splitaudit serve`` at ``base_url`` (``Authorization: Bearer`` when a token is given)."""
 
-    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise UsageError(f"--server takes an http(s) URL, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, transport=transport,
-                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        )
 
     def __enter__(self) -> AuditClient:
         """Use as a context manager; closes the connection pool on exit."""
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         """Close the connection pool."""
         self.close()
 
@@ -140,7 +158,9 @@ class AuditClient:
             ) from exc
         if response.is_success:
             return response
-        message = f"server answered {response.status_code} to {method} {path}: {error_message(response)}"
+        message = (
+            f"server answered {response.status_code} to {method} {path}: {error_message(response)}"
+        )
         raise error_for_answer(response.status_code, message)
 
     def _json(self, response: httpx.Response) -> Any:
@@ -148,11 +168,20 @@ class AuditClient:
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ServerError(f"the server at {self.base_url} answered with something other than JSON") from exc
+            raise ServerError(
+                f"the server at {self.base_url} answered with something other than JSON"
+            ) from exc
 
-    def submit(self, split: Path, *, corpora: Sequence[str], labels: Path | None = None,
-               label_names: Path | None = None, thresholds: Mapping[str, float] | None = None,
-               progress: Callable[[int], Progress] | None = None) -> int:
+    def submit(
+        self,
+        split: Path,
+        *,
+        corpora: Sequence[str],
+        labels: Path | None = None,
+        label_names: Path | None = None,
+        thresholds: Mapping[str, float] | None = None,
+        progress: Callable[[int], Progress] | None = None,
+    ) -> int:
         """Upload ``split`` (a folder, zipped on the fly, or a zip/tar archive); returns the audit id.
 
         ``progress(total_bytes)`` is called once with the byte count to send and returns the
@@ -186,7 +215,9 @@ class AuditClient:
             for field, path in (("labels", labels), ("label_names", label_names)):
                 if path is not None:
                     extra = stack.enter_context(_open(Path(path)))
-                    files_field.append((field, (Path(path).name, extra, "application/octet-stream")))
+                    files_field.append(
+                        (field, (Path(path).name, extra, "application/octet-stream"))
+                    )
             body = self._json(self._request("POST", "/audits", data=data, files=files_field))
         if not isinstance(body, Mapping) or not isinstance(body.get("id"), int):
             raise ServerError(f"the server accepted the split but returned no audit id: {body!r}")
@@ -199,9 +230,16 @@ class AuditClient:
             raise ServerError(f"unexpected answer for audit {audit_id}: {body!r}")
         return body
 
-    def wait(self, audit_id: int, *, on_progress: Callable[[float, str], object] | None = None,
-             poll_interval: float = 0.5, max_interval: float = 5.0, timeout: float | None = None,
-             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    def wait(
+        self,
+        audit_id: int,
+        *,
+        on_progress: Callable[[float, str], object] | None = None,
+        poll_interval: float = 0.5,
+        max_interval: float = 5.0,
+        timeout: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any]:
         """Poll until the audit is ``done`` (returns its status) or ``failed`` (``ServerError``).
 
         ``on_progress(fraction, message)`` sees each poll; a few transport failures in a row
@@ -228,21 +266,29 @@ class AuditClient:
                 reason = state.get("error") or state.get("message") or "no reason given"
                 raise ServerError(f"audit {audit_id} failed on the server: {reason}")
             if timeout is not None and time.monotonic() - start > timeout:
-                raise ServerError(f"audit {audit_id} still {status} after {timeout:.0f}s; "
-                                  f"see {self.base_url}{API}/audits/{audit_id}")
+                raise ServerError(
+                    f"audit {audit_id} still {status} after {timeout:.0f}s; "
+                    f"see {self.base_url}{API}/audits/{audit_id}"
+                )
             sleep(interval)
             interval = min(interval * 1.5, max_interval)
 
     def report(self, audit_id: int) -> dict[str, Any]:
         """``GET /audits/{id}/report?format=json``: the ``splitaudit.report/v1`` dict."""
-        body = self._json(self._request("GET", f"/audits/{audit_id}/report", params={"format": "json"}))
+        body = self._json(
+            self._request("GET", f"/audits/{audit_id}/report", params={"format": "json"})
+        )
         if not isinstance(body, dict) or "items" not in body:
             raise ServerError(f"the report of audit {audit_id} is not a splitaudit report")
         return body
 
     def thumbnail(self, side: str, item_id: int, *, size: int = 160) -> bytes:
         """A downscaled image of a split item (``side`` = ``split``) or a corpus item, as encoded bytes."""
-        path = f"/split-items/{item_id}/thumbnail" if side == "split" else f"/items/{item_id}/thumbnail"
+        path = (
+            f"/split-items/{item_id}/thumbnail"
+            if side == "split"
+            else f"/items/{item_id}/thumbnail"
+        )
         return self._request("GET", path, params={"size": size}).content
 
 

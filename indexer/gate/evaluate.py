@@ -30,8 +30,15 @@ class SuppressedMatch:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"key": self.key, "match_id": self.match_id, "kind": self.kind, "corpus": self.corpus,
-                "corpus_key": self.corpus_key, "by": self.by, "note": self.note}
+        return {
+            "key": self.key,
+            "match_id": self.match_id,
+            "kind": self.kind,
+            "corpus": self.corpus,
+            "corpus_key": self.corpus_key,
+            "by": self.by,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,9 @@ def is_review_suppressed(match: Mapping[str, Any]) -> bool:
     return isinstance(review, Mapping) and review.get("verdict") == "not_duplicate"
 
 
-def evaluate(report: Mapping[str, Any], policy: Policy, baseline: Baseline | None = None) -> GateResult:
+def evaluate(
+    report: Mapping[str, Any], policy: Policy, baseline: Baseline | None = None
+) -> GateResult:
     """Count flagged test images under ``policy``, with reviewed and baselined matches suppressed."""
     baseline = baseline or Baseline()
     used: set[BaselineEntry] = set()
@@ -126,11 +135,23 @@ def evaluate(report: Mapping[str, Any], policy: Policy, baseline: Baseline | Non
             if by is None:
                 kinds.add(str(match.get("kind")))
                 continue
-            note = (match.get("review") or {}).get("note") if by == "review" else (entry.note if entry else None)
-            suppressed.append(SuppressedMatch(
-                key=key, match_id=match.get("id"), kind=str(match.get("kind")), corpus=match.get("corpus"),
-                corpus_key=match.get("corpus_key"), by=by, note=note, index=index,
-            ))
+            note = (
+                (match.get("review") or {}).get("note")
+                if by == "review"
+                else (entry.note if entry else None)
+            )
+            suppressed.append(
+                SuppressedMatch(
+                    key=key,
+                    match_id=match.get("id"),
+                    kind=str(match.get("kind")),
+                    corpus=match.get("corpus"),
+                    corpus_key=match.get("corpus_key"),
+                    by=by,
+                    note=note,
+                    index=index,
+                )
+            )
         for kind in kinds:
             if kind in counts:
                 counts[kind] += 1
@@ -171,14 +192,18 @@ def _reasons(policy: Policy, flagged: int, rate: float, readable: int) -> list[s
     reasons = []
     max_rate = policy.effective_max_rate
     if max_rate is not None and rate > max_rate:
-        reasons.append(f"{flagged} of {readable} readable test images flagged ({rate:.2%}) "
-                       f"exceeds max rate {max_rate:.4g}")
+        reasons.append(
+            f"{flagged} of {readable} readable test images flagged ({rate:.2%}) "
+            f"exceeds max rate {max_rate:.4g}"
+        )
     if policy.max_count is not None and flagged > policy.max_count:
         reasons.append(f"{flagged} flagged test images exceeds max count {policy.max_count}")
     return reasons
 
 
-def _unreadable_reasons(policy: Policy, unreadable: list[Mapping[str, Any]], total: int) -> list[str]:
+def _unreadable_reasons(
+    policy: Policy, unreadable: list[Mapping[str, Any]], total: int
+) -> list[str]:
     """Why the unreadable (never audited) test images fail the gate (empty when within the policy)."""
     count = len(unreadable)
     if count == 0:
@@ -192,18 +217,25 @@ def _unreadable_reasons(policy: Policy, unreadable: list[Mapping[str, Any]], tot
         over.append(f"max unreadable rate {policy.max_unreadable_rate:.4g}")
     if not over:
         return []
-    named = "; ".join(f"{f.get('key')} ({f.get('reason') or 'no reason given'})" for f in unreadable[:UNREADABLE_NAMED])
+    named = "; ".join(
+        f"{f.get('key')} ({f.get('reason') or 'no reason given'})"
+        for f in unreadable[:UNREADABLE_NAMED]
+    )
     more = f"; and {count - UNREADABLE_NAMED} more" if count > UNREADABLE_NAMED else ""
-    return [f"{count} of {total} test images could not be read, so were not audited ({rate:.2%}), exceeding "
-            f"{' and '.join(over)}: {named}{more}. Fix or remove them, or allow some with --max-unreadable N "
-            "(max_unreadable in the policy file)"]
+    return [
+        f"{count} of {total} test images could not be read, so were not audited ({rate:.2%}), exceeding "
+        f"{' and '.join(over)}: {named}{more}. Fix or remove them, or allow some with --max-unreadable N "
+        "(max_unreadable in the policy file)"
+    ]
 
 
 def _errors(report: Mapping[str, Any], policy: Policy) -> list[str]:
     """Conditions that make the verdict untrustworthy: a failing tier that was not computed."""
     status, reason = semantic_status(report)
     if "semantic" in policy.fail_on and status in ("skipped", "partial"):
-        return [f"the policy fails on the semantic tier but it was {status}: {reason or 'no reason given'}"]
+        return [
+            f"the policy fails on the semantic tier but it was {status}: {reason or 'no reason given'}"
+        ]
     return []
 
 

@@ -35,9 +35,21 @@ TIERS: tuple[str, ...] = MATCH_KINDS
 DEFAULT_FAIL_ON: tuple[str, ...] = PIXEL_KINDS
 POLICY_FILE = "splitaudit.toml"
 PYPROJECT = "pyproject.toml"
-_KEYS = ("fail_on", "max_rate", "max_count", "max_unreadable", "max_unreadable_rate", "thresholds", "baseline")
+_KEYS = (
+    "fail_on",
+    "max_rate",
+    "max_count",
+    "max_unreadable",
+    "max_unreadable_rate",
+    "thresholds",
+    "baseline",
+)
 # Short names for the engine's threshold fields (``indexer.audit.thresholds.Thresholds``).
-THRESHOLD_ALIASES = {"semantic": "semantic_cosine", "phash": "phash_hamming", "hamming": "phash_hamming"}
+THRESHOLD_ALIASES = {
+    "semantic": "semantic_cosine",
+    "phash": "phash_hamming",
+    "hamming": "phash_hamming",
+}
 
 
 @dataclass(frozen=True)
@@ -67,9 +79,17 @@ class Policy:
         object.__setattr__(self, "fail_on", parse_tiers(self.fail_on))
         object.__setattr__(self, "max_rate", _check_rate(self.max_rate, "max rate"))
         object.__setattr__(self, "max_count", _check_count(self.max_count))
-        object.__setattr__(self, "max_unreadable", _check_count(self.max_unreadable, "max unreadable"))
-        object.__setattr__(self, "max_unreadable_rate", _check_rate(self.max_unreadable_rate, "max unreadable rate"))
-        object.__setattr__(self, "thresholds", {THRESHOLD_ALIASES.get(k, k): v for k, v in self.thresholds.items()})
+        object.__setattr__(
+            self, "max_unreadable", _check_count(self.max_unreadable, "max unreadable")
+        )
+        object.__setattr__(
+            self,
+            "max_unreadable_rate",
+            _check_rate(self.max_unreadable_rate, "max unreadable rate"),
+        )
+        object.__setattr__(
+            self, "thresholds", {THRESHOLD_ALIASES.get(k, k): v for k, v in self.thresholds.items()}
+        )
 
     @property
     def effective_max_rate(self) -> float | None:
@@ -109,8 +129,10 @@ class Policy:
         if max_unreadable_rate is not None:
             changes["max_unreadable_rate"] = max_unreadable_rate
         if thresholds:
-            changes["thresholds"] = {**self.thresholds,
-                                     **{THRESHOLD_ALIASES.get(k, k): v for k, v in thresholds.items()}}
+            changes["thresholds"] = {
+                **self.thresholds,
+                **{THRESHOLD_ALIASES.get(k, k): v for k, v in thresholds.items()},
+            }
         if baseline is not None:
             changes["baseline"] = baseline
         return dataclasses.replace(self, **changes)
@@ -120,7 +142,9 @@ class Policy:
         parts = [f"fail on {','.join(self.fail_on) or '(no tier)'}"]
         rate = self.effective_max_rate
         if rate is not None:
-            parts.append(f"max rate {rate:.4g}" if rate == 0 else f"max rate {rate:.4g} ({rate:.2%})")
+            parts.append(
+                f"max rate {rate:.4g}" if rate == 0 else f"max rate {rate:.4g} ({rate:.2%})"
+            )
         if self.max_count is not None:
             parts.append(f"max count {self.max_count}")
         if self.max_unreadable is not None:
@@ -128,7 +152,9 @@ class Policy:
         if self.max_unreadable_rate is not None:
             parts.append(f"max unreadable rate {self.max_unreadable_rate:.4g}")
         if self.thresholds:
-            parts.append("thresholds " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.thresholds.items())))
+            parts.append(
+                "thresholds " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.thresholds.items()))
+            )
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,7 +177,9 @@ def parse_tiers(value: str | Iterable[str]) -> tuple[str, ...]:
     tiers: set[str] = set()
     for raw in items:
         if not isinstance(raw, str):
-            raise UsageError(f"fail-on tiers must be names, got {raw!r}; choose from {', '.join(TIERS)}")
+            raise UsageError(
+                f"fail-on tiers must be names, got {raw!r}; choose from {', '.join(TIERS)}"
+            )
         name = raw.strip().lower().replace("-", "_")
         if not name:
             continue
@@ -159,7 +187,9 @@ def parse_tiers(value: str | Iterable[str]) -> tuple[str, ...]:
             tiers.update(TIERS)
             continue
         if name not in TIERS:
-            raise UsageError(f"unknown tier {raw.strip()!r} in fail-on; choose from {', '.join(TIERS)} (or all)")
+            raise UsageError(
+                f"unknown tier {raw.strip()!r} in fail-on; choose from {', '.join(TIERS)} (or all)"
+            )
         tiers.add(name)
     return tuple(t for t in TIERS if t in tiers)
 
@@ -171,7 +201,9 @@ def parse_threshold_options(values: Iterable[str]) -> dict[str, float]:
         name, sep, number = raw.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or not name:
-            raise UsageError(f"--threshold takes NAME=VALUE (e.g. semantic_cosine=0.9), got {raw!r}")
+            raise UsageError(
+                f"--threshold takes NAME=VALUE (e.g. semantic_cosine=0.9), got {raw!r}"
+            )
         out[THRESHOLD_ALIASES.get(name, name)] = _number(number.strip(), f"--threshold {name}")
     return out
 
@@ -195,7 +227,9 @@ def _check_rate(value: float | None, what: str = "max rate") -> float | None:
         return None
     rate = _number(value, what)
     if not 0.0 <= rate <= 1.0:
-        raise UsageError(f"{what} is a fraction of test images between 0 and 1, got {value!r} (use 0.01 for 1%)")
+        raise UsageError(
+            f"{what} is a fraction of test images between 0 and 1, got {value!r} (use 0.01 for 1%)"
+        )
     return rate
 
 
@@ -238,12 +272,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"cannot read policy file {path}: {exc.strerror or exc}") from exc
 
 
-def policy_from_mapping(data: Mapping[str, Any], *, source: str, base_dir: Path | None = None) -> Policy:
+def policy_from_mapping(
+    data: Mapping[str, Any], *, source: str, base_dir: Path | None = None
+) -> Policy:
     """Build a policy from a TOML table; unknown keys are refused (a typo must not relax the gate)."""
     table = {str(k).replace("-", "_"): v for k, v in data.items()}
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
-        raise UsageError(f"{source}: unknown policy key(s) {', '.join(unknown)}; known keys: {', '.join(_KEYS)}")
+        raise UsageError(
+            f"{source}: unknown policy key(s) {', '.join(unknown)}; known keys: {', '.join(_KEYS)}"
+        )
     thresholds = table.get("thresholds", {})
     if not isinstance(thresholds, Mapping):
         raise UsageError(f"{source}: 'thresholds' must be a table of tier = number")

@@ -9,12 +9,17 @@ from indexer.gate.evaluate import GateResult, semantic_status
 from indexer.gate.policy import TIERS
 
 
-def summary_paragraph(report: Mapping[str, Any], result: GateResult, *, corpora: Sequence[str] = ()) -> str:
+def summary_paragraph(
+    report: Mapping[str, Any], result: GateResult, *, corpora: Sequence[str] = ()
+) -> str:
     """What was audited, what was flagged per tier, the policy and the verdict, in one paragraph."""
     names = list(corpora) or list(report.get("corpora") or [])
     against = f" against {', '.join(names)}" if names else ""
-    unreadable = (f" ({result.failed_items} could not be read and were not audited)"
-                  if result.failed_items else "")
+    unreadable = (
+        f" ({result.failed_items} could not be read and were not audited)"
+        if result.failed_items
+        else ""
+    )
     tiers = ", ".join(
         f"{tier} {result.counts.get(tier, 0)}" + ("*" if tier in result.policy.fail_on else "")
         for tier in TIERS

@@ -80,7 +80,9 @@ class ZipStream(io.RawIOBase):
     data descriptors when its output cannot seek, which every unzip tool reads.
     """
 
-    def __init__(self, files: list[FolderFile], *, on_read: Callable[[int], object] | None = None) -> None:
+    def __init__(
+        self, files: list[FolderFile], *, on_read: Callable[[int], object] | None = None
+    ) -> None:
         self._chunks = self._generate(files)
         self._pending = b""
         self._on_read = on_read
@@ -96,9 +98,14 @@ class ZipStream(io.RawIOBase):
         with zipfile.ZipFile(sink, "w", allowZip64=True) as zf:
             for f in files:
                 info = zipfile.ZipInfo.from_file(f.path, f.arcname)
-                info.compress_type = zipfile.ZIP_STORED if is_image_name(f.arcname) else zipfile.ZIP_DEFLATED
+                info.compress_type = (
+                    zipfile.ZIP_STORED if is_image_name(f.arcname) else zipfile.ZIP_DEFLATED
+                )
                 try:
-                    with open(f.path, "rb") as src, zf.open(info, "w", force_zip64=f.size > 1 << 31) as dst:
+                    with (
+                        open(f.path, "rb") as src,
+                        zf.open(info, "w", force_zip64=f.size > 1 << 31) as dst,
+                    ):
                         while chunk := src.read(READ_CHUNK):
                             dst.write(chunk)
                             if self._on_read is not None:
@@ -106,7 +113,9 @@ class ZipStream(io.RawIOBase):
                             if len(sink.buffer) >= READ_CHUNK:
                                 yield sink.drain()
                 except OSError as exc:
-                    raise InputError(f"cannot read {f.path} while packing the split: {exc.strerror or exc}") from exc
+                    raise InputError(
+                        f"cannot read {f.path} while packing the split: {exc.strerror or exc}"
+                    ) from exc
                 yield sink.drain()
         yield sink.drain()
 

@@ -32,8 +32,14 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
     return found
 
 
-def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto",
-                  backend: str = "auto") -> JobOutcome:
+def run_audit_job(
+    ws: Workspace,
+    job: ClaimedJob,
+    progress: ProgressFn,
+    *,
+    device: str = "auto",
+    backend: str = "auto",
+) -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
     from indexer.audit.service import execute_audit
     from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
@@ -41,16 +47,27 @@ def run_audit_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, devic
 
     def factory(spec: str) -> Any:
         resolved = resolve_device(device)
-        return load_embedder_on_backend(spec, backend=backend, cache_dir=export_cache_dir(ws.home),
-                                        device=resolved.device, batch_size=resolved.embed_batch)
+        return load_embedder_on_backend(
+            spec,
+            backend=backend,
+            cache_dir=export_cache_dir(ws.home),
+            device=resolved.device,
+            batch_size=resolved.embed_batch,
+        )
 
     audit_id = audit_id_of(ws, job)
     execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
     return JobOutcome(message=f"audit {audit_id} done")
 
 
-def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, device: str = "auto",
-                  backend: str = "auto") -> JobOutcome:
+def run_index_job(
+    ws: Workspace,
+    job: ClaimedJob,
+    progress: ProgressFn,
+    *,
+    device: str = "auto",
+    backend: str = "auto",
+) -> JobOutcome:
     """Index the server-side sources of ``job`` into its corpus (resumes like the CLI).
 
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
@@ -78,8 +95,13 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, devic
         embedder = None
     else:
         resolved = resolve_device(device)
-        embedder = load_embedder_on_backend(str(model_spec), backend=backend, cache_dir=export_cache_dir(ws.home),
-                                            device=resolved.device, batch_size=resolved.embed_batch)
+        embedder = load_embedder_on_backend(
+            str(model_spec),
+            backend=backend,
+            cache_dir=export_cache_dir(ws.home),
+            device=resolved.device,
+            batch_size=resolved.embed_batch,
+        )
     done = 0
 
     def count(n: int) -> None:
@@ -87,9 +109,15 @@ def run_index_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn, *, devic
         done += n
         progress(0.0, f"{done} images processed")
 
-    summary = index_sources(ws, corpus_name, sources, embedder=embedder,
-                            workers=int(params.get("workers", 1)), progress=count,
-                            model_spec=None if no_embed else str(model_spec))
+    summary = index_sources(
+        ws,
+        corpus_name,
+        sources,
+        embedder=embedder,
+        workers=int(params.get("workers", 1)),
+        progress=count,
+        model_spec=None if no_embed else str(model_spec),
+    )
     return JobOutcome(
         message=f"indexed {summary.indexed}, already present {summary.skipped}, failed {summary.failed}",
         result=summary.to_dict(),
@@ -104,8 +132,11 @@ def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
     if not isinstance(run_id, int):
         raise InputError(f"dedup job {job.id} names no dedup run; submit it again")
     summary = run_dedup(ws, run_id, progress=progress)
-    return JobOutcome(message=f"dedup {run_id} done: {summary['clusters']} clusters, "
-                              f"{summary['duplicates']} duplicates", result=summary)
+    return JobOutcome(
+        message=f"dedup {run_id} done: {summary['clusters']} clusters, "
+        f"{summary['duplicates']} duplicates",
+        result=summary,
+    )
 
 
 def _restricted(source: Source, allowed_roots: Any) -> Source:
@@ -120,6 +151,8 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
 def default_handlers(*, device: str = "auto", backend: str = "auto") -> dict[str, Handler]:
     """The handler of every job kind; embedding runs on ``device`` (``indexer.embed.device``) with
     the inference ``backend`` (``indexer.embed.backends``)."""
-    return {"audit": functools.partial(run_audit_job, device=device, backend=backend),
-            "index": functools.partial(run_index_job, device=device, backend=backend),
-            "dedup": run_dedup_job}
+    return {
+        "audit": functools.partial(run_audit_job, device=device, backend=backend),
+        "index": functools.partial(run_index_job, device=device, backend=backend),
+        "dedup": run_dedup_job,
+    }

@@ -64,7 +64,9 @@ def as_utc(value: datetime | None) -> datetime | None:
 
 def enqueue(session: Session, *, kind: str, params: dict[str, Any] | None = None) -> Job:
     """Add a queued job (flushed, not committed) and return it."""
-    job = Job(kind=kind, status=JobStatus.QUEUED, params=dict(params or {}), progress=0.0, attempts=0)
+    job = Job(
+        kind=kind, status=JobStatus.QUEUED, params=dict(params or {}), progress=0.0, attempts=0
+    )
     session.add(job)
     session.flush()
     return job
@@ -81,7 +83,11 @@ def get_job(session: Session, *, job_id: int) -> Job:
 def _claimable(now: datetime) -> ColumnElement[bool]:
     return or_(
         Job.status == JobStatus.QUEUED,
-        and_(Job.status == JobStatus.RUNNING, Job.lease_expires_at.is_not(None), Job.lease_expires_at < now),
+        and_(
+            Job.status == JobStatus.RUNNING,
+            Job.lease_expires_at.is_not(None),
+            Job.lease_expires_at < now,
+        ),
     )
 
 
@@ -97,7 +103,9 @@ def claim_next(
     while True:
         with transaction(sessions) as s:
             now = utc_now()
-            query = select(Job).where(_claimable(now), Job.kind.in_(kinds)).order_by(Job.id).limit(1)
+            query = (
+                select(Job).where(_claimable(now), Job.kind.in_(kinds)).order_by(Job.id).limit(1)
+            )
             if s.get_bind().dialect.name == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             job = s.scalars(query).first()
@@ -121,9 +129,16 @@ def claim_next(
             )
             if result.rowcount != 1:  # type: ignore[attr-defined]
                 continue  # another worker won the race; look again
-            log.info("job %d (%s) claimed by %s, attempt %d", job.id, job.kind, owner, job.attempts + 1)
-            return ClaimedJob(id=job.id, kind=job.kind, owner=owner, attempts=job.attempts + 1,
-                              params=dict(job.params or {}))
+            log.info(
+                "job %d (%s) claimed by %s, attempt %d", job.id, job.kind, owner, job.attempts + 1
+            )
+            return ClaimedJob(
+                id=job.id,
+                kind=job.kind,
+                owner=owner,
+                attempts=job.attempts + 1,
+                params=dict(job.params or {}),
+            )
 
 
 def _give_up(session: Session, job: Job, now: datetime) -> None:
@@ -147,7 +162,9 @@ def _owned(job_id: int, owner: str) -> ColumnElement[bool]:
 def _update_owned(sessions: sessionmaker[Session], job_id: int, owner: str, **values: Any) -> bool:
     with transaction(sessions) as s:
         result = s.execute(
-            update(Job).where(_owned(job_id, owner)).values(**values)
+            update(Job)
+            .where(_owned(job_id, owner))
+            .values(**values)
             .execution_options(synchronize_session=False)
         )
         return bool(result.rowcount == 1)  # type: ignore[attr-defined]
@@ -181,8 +198,12 @@ def complete(
 ) -> bool:
     """Mark the job done (``result`` is stored under ``params["result"]``); ``False`` if not held."""
     values: dict[str, Any] = {
-        "status": JobStatus.DONE, "progress": 1.0, "finished_at": utc_now(),
-        "lease_owner": None, "lease_expires_at": None, "error": None,
+        "status": JobStatus.DONE,
+        "progress": 1.0,
+        "finished_at": utc_now(),
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "error": None,
     }
     if message is not None:
         values["message"] = message[:_MAX_ERROR_CHARS]
@@ -196,27 +217,44 @@ def complete(
 def fail(sessions: sessionmaker[Session], *, job_id: int, owner: str, error: str) -> bool:
     """Mark the job failed with ``error``; ``False`` if ``owner`` no longer holds it."""
     return _update_owned(
-        sessions, job_id, owner, status=JobStatus.FAILED, error=error[:_MAX_ERROR_CHARS] or "failed",
-        finished_at=utc_now(), lease_owner=None, lease_expires_at=None,
+        sessions,
+        job_id,
+        owner,
+        status=JobStatus.FAILED,
+        error=error[:_MAX_ERROR_CHARS] or "failed",
+        finished_at=utc_now(),
+        lease_owner=None,
+        lease_expires_at=None,
     )
 
 
 def release(sessions: sessionmaker[Session], *, job_id: int, owner: str) -> bool:
     """Put a held job back in the queue without counting the attempt (graceful shutdown)."""
     return _update_owned(
-        sessions, job_id, owner, status=JobStatus.QUEUED, lease_owner=None, lease_expires_at=None,
-        attempts=Job.attempts - 1, message="re-queued: the worker was shut down", error=None,
+        sessions,
+        job_id,
+        owner,
+        status=JobStatus.QUEUED,
+        lease_owner=None,
+        lease_expires_at=None,
+        attempts=Job.attempts - 1,
+        message="re-queued: the worker was shut down",
+        error=None,
         finished_at=None,
     )
 
 
-def requeue_expired(sessions: sessionmaker[Session], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> int:
+def requeue_expired(
+    sessions: sessionmaker[Session], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> int:
     """Re-queue running jobs whose lease expired (their worker died); returns how many."""
     now = utc_now()
     count = 0
     with transaction(sessions) as s:
         expired = s.scalars(
-            select(Job).where(Job.status == JobStatus.RUNNING, Job.lease_expires_at < now).order_by(Job.id)
+            select(Job)
+            .where(Job.status == JobStatus.RUNNING, Job.lease_expires_at < now)
+            .order_by(Job.id)
         ).all()
         for job in expired:
             if job.attempts >= max_attempts:
@@ -252,4 +290,8 @@ def mark_failed(sessions: sessionmaker[Session], *, job_id: int, error: str) -> 
     """A job run in this process has failed with ``error``."""
     with transaction(sessions) as s:
         job = get_job(s, job_id=job_id)
-        job.status, job.error, job.finished_at = JobStatus.FAILED, error[:_MAX_ERROR_CHARS] or "failed", utc_now()
+        job.status, job.error, job.finished_at = (
+            JobStatus.FAILED,
+            error[:_MAX_ERROR_CHARS] or "failed",
+            utc_now(),
+        )

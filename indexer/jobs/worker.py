@@ -92,7 +92,9 @@ class Worker:
         if self._thread is not None and self._thread.is_alive():
             return self._thread
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name=f"splitaudit-worker-{self.owner}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.run, name=f"splitaudit-worker-{self.owner}", daemon=True
+        )
         self._thread.start()
         return self._thread
 
@@ -144,8 +146,11 @@ class Worker:
     def run_once(self) -> bool:
         """Claim one job and run it to its end; ``False`` when there was nothing to run."""
         job = claim_next(
-            self.ws.sessions, owner=self.owner, lease_s=self.lease_s,
-            kinds=tuple(self.handlers), max_attempts=self.max_attempts,
+            self.ws.sessions,
+            owner=self.owner,
+            lease_s=self.lease_s,
+            kinds=tuple(self.handlers),
+            max_attempts=self.max_attempts,
         )
         if job is None:
             return False
@@ -172,14 +177,25 @@ class Worker:
             return
         except Exception as exc:
             log.exception("job %d (%s) crashed", job.id, job.kind)
-            fail(self.ws.sessions, job_id=job.id, owner=self.owner,
-                 error=f"internal error: {type(exc).__name__}: {exc}")
+            fail(
+                self.ws.sessions,
+                job_id=job.id,
+                owner=self.owner,
+                error=f"internal error: {type(exc).__name__}: {exc}",
+            )
             return
         finally:
             run.stop_heartbeat()
-        if not complete(self.ws.sessions, job_id=job.id, owner=self.owner,
-                        message=outcome.message or "done", result=outcome.result):
-            log.warning("job %d finished but its lease was lost; result not recorded as done", job.id)
+        if not complete(
+            self.ws.sessions,
+            job_id=job.id,
+            owner=self.owner,
+            message=outcome.message or "done",
+            result=outcome.result,
+        ):
+            log.warning(
+                "job %d finished but its lease was lost; result not recorded as done", job.id
+            )
 
 
 class _RunningJob:
@@ -196,7 +212,9 @@ class _RunningJob:
         self._thread: threading.Thread | None = None
 
     def start_heartbeat(self) -> None:
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{self.job.id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{self.job.id}", daemon=True
+        )
         self._thread.start()
 
     def stop_heartbeat(self) -> None:
@@ -218,8 +236,14 @@ class _RunningJob:
             self._last_write = now
         frac, message = latest if latest is not None else (None, None)
         try:
-            held = heartbeat(self.worker.ws.sessions, job_id=self.job.id, owner=self.worker.owner,
-                             lease_s=self.worker.lease_s, progress=frac, message=message)
+            held = heartbeat(
+                self.worker.ws.sessions,
+                job_id=self.job.id,
+                owner=self.worker.owner,
+                lease_s=self.worker.lease_s,
+                progress=frac,
+                message=message,
+            )
         except OperationalError as exc:
             log.warning("job %d: heartbeat failed, will retry: %s", self.job.id, exc)
             return

@@ -68,7 +68,9 @@ def _load_json(raw: str, where: str) -> dict[str, list[str]]:
     try:
         data = json.loads(raw, object_pairs_hook=_Pairs)
     except RecursionError as exc:
-        raise InputError(f"{where}: nested too deeply to be read as JSON; expected a flat object") from exc
+        raise InputError(
+            f"{where}: nested too deeply to be read as JSON; expected a flat object"
+        ) from exc
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{where}:{exc.lineno}: not valid JSON ({exc.msg}); expected an object "

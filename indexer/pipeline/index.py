@@ -80,11 +80,17 @@ class IndexSummary:
     def to_dict(self) -> dict[str, object]:
         """JSON-friendly form (for the API's index jobs)."""
         return {
-            "corpus": self.corpus, "indexed": self.indexed, "skipped": self.skipped,
-            "failed": self.failed, "unhashed": self.unhashed, "shards_done": self.shards_done,
-            "shards_skipped": self.shards_skipped, "seconds": round(self.seconds, 3),
+            "corpus": self.corpus,
+            "indexed": self.indexed,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "unhashed": self.unhashed,
+            "shards_done": self.shards_done,
+            "shards_skipped": self.shards_skipped,
+            "seconds": round(self.seconds, 3),
             "throughput": round(self.throughput, 2),
-            "failures": [{"key": k, "reason": r} for k, r in self.failures], "index": self.index,
+            "failures": [{"key": k, "reason": r} for k, r in self.failures],
+            "index": self.index,
             "thresholds": self.thresholds,
         }
 
@@ -132,18 +138,40 @@ def index_sources(
     if executor == "ray":
         from indexer.pipeline.ray_executor import run_on_ray
 
-        run_on_ray(ws, corpus_id=corpus_id, corpus_dir=corpus_dir, tasks=tasks, summary=summary,
-                   progress=progress, model_spec=spec if embedder is not None else None,
-                   batch_size=batch_size, workers=workers, dim=dim, address=ray_address,
-                   gpus_per_worker=ray_gpus_per_worker)
+        run_on_ray(
+            ws,
+            corpus_id=corpus_id,
+            corpus_dir=corpus_dir,
+            tasks=tasks,
+            summary=summary,
+            progress=progress,
+            model_spec=spec if embedder is not None else None,
+            batch_size=batch_size,
+            workers=workers,
+            dim=dim,
+            address=ray_address,
+            gpus_per_worker=ray_gpus_per_worker,
+        )
     elif executor == "local":
-        _run_local(ws, corpus_id, corpus_dir, tasks, embedder=embedder, workers=workers, batch_size=batch_size,
-                   dim=dim, summary=summary, progress=progress)
+        _run_local(
+            ws,
+            corpus_id,
+            corpus_dir,
+            tasks,
+            embedder=embedder,
+            workers=workers,
+            batch_size=batch_size,
+            dim=dim,
+            summary=summary,
+            progress=progress,
+        )
     else:
         raise UsageError(f"unknown executor {executor!r}: use local or ray")
     with ws.sessions() as s:
         index = sync_corpus_index(s, s.get_one(Corpus, corpus_id), corpus_dir, policy)
-        calibration = calibrate_corpus_thresholds(s, s.get_one(Corpus, corpus_id), corpus_dir, embedder)
+        calibration = calibrate_corpus_thresholds(
+            s, s.get_one(Corpus, corpus_id), corpus_dir, embedder
+        )
     summary.index = index.info()
     summary.thresholds = calibration.to_dict() if calibration else {}
     summary.seconds = time.perf_counter() - started
@@ -151,7 +179,10 @@ def index_sources(
 
 
 def _corpus_model(
-    sources: Sequence[Source], embedder: Embedder | None, declared: DeclaredModel | None, spec: str | None
+    sources: Sequence[Source],
+    embedder: Embedder | None,
+    declared: DeclaredModel | None,
+    spec: str | None,
 ) -> tuple[str | None, int | None, str | None]:
     """(model id, dim, spec) the corpus records; checks embedder and declaration agree."""
     if any(is_precomputed(src) for src in sources) and declared is None:
@@ -161,7 +192,10 @@ def _corpus_model(
         )
     if declared is None:
         return (embedder.model_id, embedder.dim, spec) if embedder else (None, None, None)
-    if embedder is not None and (embedder.model_id, embedder.dim) != (declared.model_id, declared.dim):
+    if embedder is not None and (embedder.model_id, embedder.dim) != (
+        declared.model_id,
+        declared.dim,
+    ):
         raise ModelMismatchError(
             f"image sources would be embedded with {embedder.model_id} (dim {embedder.dim}) but the "
             f"precomputed embeddings come from {declared.model_id} (dim {declared.dim}); index "
@@ -171,14 +205,19 @@ def _corpus_model(
 
 
 def _pending_shards(
-    ws: Workspace, corpus_id: int, sources: Sequence[Source], summary: IndexSummary,
+    ws: Workspace,
+    corpus_id: int,
+    sources: Sequence[Source],
+    summary: IndexSummary,
     progress: ProgressFn | None,
 ) -> Iterator[ShardTask]:
     """Shards with work left (lazily, so the local executor starts before all shards are listed)."""
     for source in sources:
         for desc in source.shards():
             with transaction(ws.sessions) as s:
-                shard = ensure_shard(s, corpus=s.get_one(Corpus, corpus_id), source=source.uri, name=desc.name)
+                shard = ensure_shard(
+                    s, corpus=s.get_one(Corpus, corpus_id), source=source.uri, name=desc.name
+                )
                 if shard.status == "done" and shard.fingerprint == desc.fingerprint:
                     summary.shards_skipped += 1
                     summary.skipped += shard.item_count + shard.failed_count
@@ -195,8 +234,17 @@ def _pending_shards(
 
 
 def _run_local(
-    ws: Workspace, corpus_id: int, corpus_dir: Path, tasks: Iterator[ShardTask], *, embedder: Embedder | None,
-    workers: int, batch_size: int, dim: int | None, summary: IndexSummary, progress: ProgressFn | None,
+    ws: Workspace,
+    corpus_id: int,
+    corpus_dir: Path,
+    tasks: Iterator[ShardTask],
+    *,
+    embedder: Embedder | None,
+    workers: int,
+    batch_size: int,
+    dim: int | None,
+    summary: IndexSummary,
+    progress: ProgressFn | None,
 ) -> None:
     """Stream each shard batch by batch: decode in the pool, embed here, commit each batch."""
     with Extractor(workers=workers, keep_image=embedder is not None) as extractor:
@@ -210,8 +258,13 @@ def _run_local(
                     prepared = prepare_batch(extracted, precomputed=emb[rows])
                 else:
                     prepared = prepare_batch(extracted, embedder=embedder)
-                commit_batches(ws, corpus_id=corpus_id, shard_id=task.shard_id, corpus_dir=corpus_dir,
-                               batches=[prepared])
+                commit_batches(
+                    ws,
+                    corpus_id=corpus_id,
+                    shard_id=task.shard_id,
+                    corpus_dir=corpus_dir,
+                    batches=[prepared],
+                )
                 summary.record(prepared)
                 if progress:
                     progress(len(extracted))
@@ -231,7 +284,9 @@ def _tracked(
         yield records
 
 
-def open_corpus_index(ws: Workspace, corpus_name: str, policy: IndexPolicy | None = None) -> CorpusIndex:
+def open_corpus_index(
+    ws: Workspace, corpus_name: str, policy: IndexPolicy | None = None
+) -> CorpusIndex:
     """Load (and catch up) the FAISS stores of an existing corpus."""
     from indexer.db.queries import get_corpus
 

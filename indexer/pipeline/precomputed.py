@@ -59,20 +59,29 @@ def declare_model(
 
     text = declared.strip()
     if not text:
-        raise UsageError("--precomputed-model is empty: name the model the embeddings were computed with")
+        raise UsageError(
+            "--precomputed-model is empty: name the model the embeddings were computed with"
+        )
     try:
         parsed = parse_model_spec(text)
     except UsageError:
-        log.warning("precomputed model %r is not a loadable spec: recorded as given; audits will skip "
-                    "the semantic tier until a loadable spec is declared", text)
+        log.warning(
+            "precomputed model %r is not a loadable spec: recorded as given; audits will skip "
+            "the semantic tier until a loadable spec is declared",
+            text,
+        )
         return DeclaredModel(model_id=text, dim=dim, spec=None, verified=False), None
     try:
         embedder = loader(text)
     except ModelUnavailableError as exc:
-        log.warning("cannot load %s to check the embeddings (%s); trusting the declaration", text, exc)
+        log.warning(
+            "cannot load %s to check the embeddings (%s); trusting the declaration", text, exc
+        )
         model_id, verified = text, False
         if parsed.kind == "registry":
-            model_id = f"open_clip:{parsed.arch}:{parsed.pretrained}"  # what the loader would name it
+            model_id = (
+                f"open_clip:{parsed.arch}:{parsed.pretrained}"  # what the loader would name it
+            )
             config_dim = _registry_dim(str(parsed.arch))
             if config_dim is not None:
                 _check_dim(text, config_dim, dim)

@@ -38,8 +38,9 @@ class ShardWorker:
         self, shard_id: int, source: Source, shard: Shard, known: frozenset[str], dim: int | None
     ) -> tuple[int, list[PreparedBatch]]:
         """``shard_id`` and the prepared batches of its shard (see ``process_shard``)."""
-        return shard_id, process_shard(source, shard, set(known), embedder=self.embedder,
-                                       batch_size=self.batch_size, dim=dim)
+        return shard_id, process_shard(
+            source, shard, set(known), embedder=self.embedder, batch_size=self.batch_size, dim=dim
+        )
 
 
 def _import_ray() -> Any:
@@ -53,9 +54,19 @@ def _import_ray() -> Any:
 
 
 def run_on_ray(
-    ws: Workspace, *, corpus_id: int, corpus_dir: Path, tasks: Iterable[Any], summary: Any,
-    progress: Callable[[int], None] | None, model_spec: str | None, batch_size: int, workers: int,
-    dim: int | None, address: str | None = None, gpus_per_worker: float = 0.0,
+    ws: Workspace,
+    *,
+    corpus_id: int,
+    corpus_dir: Path,
+    tasks: Iterable[Any],
+    summary: Any,
+    progress: Callable[[int], None] | None,
+    model_spec: str | None,
+    batch_size: int,
+    workers: int,
+    dim: int | None,
+    address: str | None = None,
+    gpus_per_worker: float = 0.0,
 ) -> None:
     """Process ``tasks`` (``ShardTask``s) on Ray actors and commit each shard's result once."""
     ray = _import_ray()
@@ -66,8 +77,12 @@ def run_on_ray(
         return
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": max(workers, 1)}))
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            **({} if address else {"num_cpus": max(workers, 1)}),
+        )
     try:
         n_actors = max(1, min(workers, len(todo)))
         device = "cuda" if gpus_per_worker > 0 else "cpu"
@@ -91,11 +106,22 @@ def run_on_ray(
 
 
 def _commit_shard(
-    ws: Workspace, corpus_id: int, corpus_dir: Path, task: Any, batches: list[PreparedBatch],
-    summary: Any, progress: Callable[[int], None] | None,
+    ws: Workspace,
+    corpus_id: int,
+    corpus_dir: Path,
+    task: Any,
+    batches: list[PreparedBatch],
+    summary: Any,
+    progress: Callable[[int], None] | None,
 ) -> None:
-    committed = commit_batches(ws, corpus_id=corpus_id, shard_id=task.shard_id, corpus_dir=corpus_dir,
-                               batches=batches, claim=task.shard.fingerprint)
+    committed = commit_batches(
+        ws,
+        corpus_id=corpus_id,
+        shard_id=task.shard_id,
+        corpus_dir=corpus_dir,
+        batches=batches,
+        claim=task.shard.fingerprint,
+    )
     n = sum(len(b.items) + len(b.failed) for b in batches)
     if not committed:
         log.warning("shard %s was committed by another run; its result is dropped", task.shard.name)

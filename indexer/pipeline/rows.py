@@ -44,33 +44,63 @@ class PreparedBatch:
 def locator_dict(r: Record) -> dict[str, object]:
     """The locator as a JSON dict (None fields dropped), to read the bytes again later."""
     loc = r.locator
-    out = {"kind": loc.kind, "path": loc.path, "offset": loc.offset, "size": loc.size,
-           "member": loc.member, "url": loc.url}
+    out = {
+        "kind": loc.kind,
+        "path": loc.path,
+        "offset": loc.offset,
+        "size": loc.size,
+        "member": loc.member,
+        "url": loc.url,
+    }
     return {k: v for k, v in out.items() if v is not None}
 
 
 def item_row(
-    r: Record, f: ImageFeatures | None, *, has_embedding: bool, extra_meta: dict[str, Any] | None = None
+    r: Record,
+    f: ImageFeatures | None,
+    *,
+    has_embedding: bool,
+    extra_meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Column values of one item (corpus and shard ids are added at commit)."""
     meta = dict(r.metadata) | (extra_meta or {})
     row: dict[str, Any] = dict(
-        key=r.key, uri=r.locator.uri(), locator=locator_dict(r), url=r.url, caption=r.caption,
-        label=r.label, license=r.license, has_embedding=has_embedding,
-        sha256=None, pixel_digest=None, phash=None, dhash=None, width=None, height=None, format=None,
+        key=r.key,
+        uri=r.locator.uri(),
+        locator=locator_dict(r),
+        url=r.url,
+        caption=r.caption,
+        label=r.label,
+        license=r.license,
+        has_embedding=has_embedding,
+        sha256=None,
+        pixel_digest=None,
+        phash=None,
+        dhash=None,
+        width=None,
+        height=None,
+        format=None,
     )
     if f is not None:
         if f.text_fields:
             meta["text_fields"] = f.text_fields
-        row.update(sha256=f.sha256, pixel_digest=f.pixel_digest, phash=Hash64(f.phash).to_signed(),
-                   dhash=Hash64(f.dhash).to_signed(), width=f.width, height=f.height, format=f.format)
+        row.update(
+            sha256=f.sha256,
+            pixel_digest=f.pixel_digest,
+            phash=Hash64(f.phash).to_signed(),
+            dhash=Hash64(f.dhash).to_signed(),
+            width=f.width,
+            height=f.height,
+            format=f.format,
+        )
     row["meta"] = meta
     return escape_undecodable_tree(row)  # type: ignore[no-any-return]  # non-UTF-8 file names
 
 
 def _failed(e: Extracted) -> dict[str, str]:
     return escape_undecodable_tree(  # type: ignore[no-any-return]
-        {"key": e.record.key, "uri": e.record.locator.uri(), "reason": e.error or "unknown error"})
+        {"key": e.record.key, "uri": e.record.locator.uri(), "reason": e.error or "unknown error"}
+    )
 
 
 def normalize_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -81,7 +111,9 @@ def normalize_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
 
 
 def prepare_batch(
-    extracted: Sequence[Extracted], *, embedder: Embedder | None = None,
+    extracted: Sequence[Extracted],
+    *,
+    embedder: Embedder | None = None,
     precomputed: npt.NDArray[np.floating] | None = None,
 ) -> PreparedBatch:
     """Rows of one batch: embedded images, or precomputed vectors aligned with ``extracted``.
@@ -96,14 +128,21 @@ def prepare_batch(
         items = []
         for i in keep:
             e = extracted[i]
-            note = {"bytes_error": e.error} if e.features is None and e.record.locator.kind != "none" else None
+            note = (
+                {"bytes_error": e.error}
+                if e.features is None and e.record.locator.kind != "none"
+                else None
+            )
             items.append(item_row(e.record, e.features, has_embedding=True, extra_meta=note))
         vecs = normalize_rows(precomputed[keep]) if keep else None
         if vecs is not None and precomputed.dtype == np.float16:
             vecs = vecs.astype(np.float16)
-        return PreparedBatch(items=items, vectors=vecs,
-                             failed=[_failed(e) for e in extracted if e.record.error],
-                             unhashed=sum(1 for i in keep if extracted[i].features is None))
+        return PreparedBatch(
+            items=items,
+            vectors=vecs,
+            failed=[_failed(e) for e in extracted if e.record.error],
+            unhashed=sum(1 for i in keep if extracted[i].features is None),
+        )
     good = [e for e in extracted if e.features is not None]
     vectors = None
     if embedder is not None and good:
@@ -112,12 +151,18 @@ def prepare_batch(
         vectors = embedder.embed(images)  # type: ignore[arg-type]
     return PreparedBatch(
         items=[item_row(e.record, e.features, has_embedding=vectors is not None) for e in good],
-        vectors=vectors, failed=[_failed(e) for e in extracted if e.features is None],
+        vectors=vectors,
+        failed=[_failed(e) for e in extracted if e.features is None],
     )
 
 
 def commit_batches(
-    ws: Workspace, *, corpus_id: int, shard_id: int, corpus_dir: Path, batches: Sequence[PreparedBatch],
+    ws: Workspace,
+    *,
+    corpus_id: int,
+    shard_id: int,
+    corpus_dir: Path,
+    batches: Sequence[PreparedBatch],
     claim: str | None = None,
 ) -> bool:
     """Insert the batches in one transaction; returns False (nothing written) if the claim is lost.
@@ -131,7 +176,8 @@ def commit_batches(
         if claim is not None:
             done_already = and_(Shard.status == "done", Shard.fingerprint == claim)
             claimed = s.execute(
-                update(Shard).where(Shard.id == shard_id, not_(done_already))
+                update(Shard)
+                .where(Shard.id == shard_id, not_(done_already))
                 .values(status="done", fingerprint=claim)
             )
             if claimed.rowcount != 1:  # type: ignore[attr-defined]
@@ -140,22 +186,31 @@ def commit_batches(
         for batch in batches:
             ids: list[int] = []
             if batch.items:
-                ids = list(s.scalars(
-                    insert(Item).returning(Item.id, sort_by_parameter_order=True),
-                    [dict(row, corpus_id=corpus_id, shard_id=shard_id) for row in batch.items],
-                ).all())
+                ids = list(
+                    s.scalars(
+                        insert(Item).returning(Item.id, sort_by_parameter_order=True),
+                        [dict(row, corpus_id=corpus_id, shard_id=shard_id) for row in batch.items],
+                    ).all()
+                )
             if batch.failed:
-                s.execute(insert(FailedItem),
-                          [dict(f, corpus_id=corpus_id, shard_id=shard_id) for f in batch.failed])
+                s.execute(
+                    insert(FailedItem),
+                    [dict(f, corpus_id=corpus_id, shard_id=shard_id) for f in batch.failed],
+                )
             if batch.vectors is not None and ids:
                 name = uuid.uuid4().hex
                 write_batch(batch_path(corpus_dir, name), np.asarray(ids, np.int64), batch.vectors)
                 s.add(VectorBatch(corpus_id=corpus_id, name=name, count=len(ids)))
             n_items += len(ids)
             n_failed += len(batch.failed)
-        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(generation=Corpus.generation + 1))
         s.execute(
-            update(Shard).where(Shard.id == shard_id)
-            .values(item_count=Shard.item_count + n_items, failed_count=Shard.failed_count + n_failed)
+            update(Corpus).where(Corpus.id == corpus_id).values(generation=Corpus.generation + 1)
+        )
+        s.execute(
+            update(Shard)
+            .where(Shard.id == shard_id)
+            .values(
+                item_count=Shard.item_count + n_items, failed_count=Shard.failed_count + n_failed
+            )
         )
     return True

@@ -25,7 +25,9 @@ def record_batches(
         yield [row for row, _ in chunk], [r for _, r in chunk]
 
 
-def shard_embeddings(source: Source, shard: Shard, dim: int | None) -> npt.NDArray[np.floating] | None:
+def shard_embeddings(
+    source: Source, shard: Shard, dim: int | None
+) -> npt.NDArray[np.floating] | None:
     """A precomputed source's (memory-mapped) embeddings of ``shard``, checked against ``dim``."""
     if not is_precomputed(source):
         return None
@@ -39,7 +41,12 @@ def shard_embeddings(source: Source, shard: Shard, dim: int | None) -> npt.NDArr
 
 
 def process_shard(
-    source: Source, shard: Shard, known: set[str], *, embedder: Embedder | None, batch_size: int,
+    source: Source,
+    shard: Shard,
+    known: set[str],
+    *,
+    embedder: Embedder | None,
+    batch_size: int,
     dim: int | None,
 ) -> list[PreparedBatch]:
     """Read, decode, hash and embed (or take the precomputed vectors of) a whole shard, in batches.

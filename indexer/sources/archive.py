@@ -165,7 +165,9 @@ def extract_archive(
                 shutil.rmtree(child)
             else:
                 child.unlink()
-        if isinstance(exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error | UnicodeError):
+        if isinstance(
+            exc, zipfile.BadZipFile | tarfile.TarError | EOFError | zlib.error | UnicodeError
+        ):
             raise InputError(f"{path} is not a readable archive: {exc}") from exc
         if isinstance(exc, OSError) and not isinstance(exc, InputError):
             raise InputError(f"cannot unpack {path}: {exc}") from exc
@@ -186,7 +188,9 @@ def _extract_zip(src: Path, out: Path, max_bytes: int, max_members: int) -> None
         infos = zf.infolist()
         if len(infos) > max_members:
             raise InputError(f"{src} has {len(infos)} members; at most {max_members} are allowed")
-        names = [_check_zip_member(info, zip_member_key(zf, info)) for info in infos]  # refuse before writing
+        names = [
+            _check_zip_member(info, zip_member_key(zf, info)) for info in infos
+        ]  # refuse before writing
         declared = sum(info.file_size for info in infos)
         if declared > max_bytes:
             raise InputError(f"{src} unpacks to {declared} bytes; at most {max_bytes} are allowed")
@@ -202,7 +206,9 @@ def _extract_zip(src: Path, out: Path, max_bytes: int, max_members: int) -> None
             used += _copy_zip_member(zf, info, target, max_bytes - used, str(src))
 
 
-def _copy_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int, where: str) -> int:
+def _copy_zip_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int, where: str
+) -> int:
     """Copy one member; a compression method zipfile cannot read is an input error."""
     try:
         with zf.open(info) as fh:

@@ -77,7 +77,9 @@ class Locator:
 
             assert self.path is not None and self.offset is not None and self.size is not None
             assert self.member is not None
-            return read_cell(self.kind, self.path, unit=self.offset, row=self.size, column=self.member)
+            return read_cell(
+                self.kind, self.path, unit=self.offset, row=self.size, column=self.member
+            )
         raise OSError("no bytes available for this record (no file, shard member or URL)")
 
     @staticmethod

@@ -75,11 +75,15 @@ class BinaryStore:
         import faiss
 
         side = Sidecar.load(folder / SIDECAR_FILE)
-        side.check(kind="binary", model_id=HASH_MODEL, dim=64, metric=METRIC, path=folder / SIDECAR_FILE)
+        side.check(
+            kind="binary", model_id=HASH_MODEL, dim=64, metric=METRIC, path=folder / SIDECAR_FILE
+        )
         try:
             index = faiss.read_index_binary(str(folder / INDEX_FILE))
         except RuntimeError as exc:
-            raise IndexMismatchError(f"cannot read {folder / INDEX_FILE}: {exc}; rebuild the index") from exc
+            raise IndexMismatchError(
+                f"cannot read {folder / INDEX_FILE}: {exc}; rebuild the index"
+            ) from exc
         if index.ntotal != side.count:
             raise IndexMismatchError(
                 f"{folder / INDEX_FILE} holds {index.ntotal} hashes but its sidecar says "
@@ -132,12 +136,20 @@ class BinaryStore:
             return found if max_results is None else [_nearest(i, d, max_results) for i, d in found]
         if max_results is not None:
             dists, ids = self.search_knn(q, max_results)
-            return [(ids[r][(dists[r] <= radius) & (ids[r] >= 0)],
-                     dists[r][(dists[r] <= radius) & (ids[r] >= 0)]) for r in range(len(q))]
+            return [
+                (
+                    ids[r][(dists[r] <= radius) & (ids[r] >= 0)],
+                    dists[r][(dists[r] <= radius) & (ids[r] >= 0)],
+                )
+                for r in range(len(q))
+            ]
         # FAISS binary range search is exclusive of the radius.
         lims, dists, ids = self.index.range_search(hashes_to_bytes(q), radius + 1)
         return [
-            (ids[lims[i] : lims[i + 1]].astype(np.int64), dists[lims[i] : lims[i + 1]].astype(np.int32))
+            (
+                ids[lims[i] : lims[i + 1]].astype(np.int64),
+                dists[lims[i] : lims[i + 1]].astype(np.int32),
+            )
             for i in range(len(q))
         ]
 
@@ -158,8 +170,14 @@ class BinaryStore:
         atomic_write_with(folder / INDEX_FILE, lambda p: faiss.write_index_binary(self.index, p))
         self.generation, self.max_item_id = generation, max_item_id
         Sidecar(
-            kind="binary", model_id=HASH_MODEL, dim=64, metric=METRIC, count=self.count,
-            generation=generation, max_item_id=max_item_id, index_type=self.index_type,
+            kind="binary",
+            model_id=HASH_MODEL,
+            dim=64,
+            metric=METRIC,
+            count=self.count,
+            generation=generation,
+            max_item_id=max_item_id,
+            index_type=self.index_type,
             params=self.params,
         ).save(folder / SIDECAR_FILE)
 

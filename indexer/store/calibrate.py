@@ -96,7 +96,9 @@ class TruthAccumulator:
         return self.cal
 
 
-def drop_sources(ids: npt.NDArray[np.int64], sources: npt.NDArray[np.int64], k: int) -> npt.NDArray[np.int64]:
+def drop_sources(
+    ids: npt.NDArray[np.int64], sources: npt.NDArray[np.int64], k: int
+) -> npt.NDArray[np.int64]:
     """Remove each query's source item from its result row, keeping the first ``k`` others."""
     out = np.full((len(ids), k), -1, np.int64)
     for r in range(len(ids)):
@@ -112,8 +114,13 @@ def measure_recall(search: SearchFn, cal: CalibrationSet, k: int) -> float:
 
 
 def tune_nprobe(
-    set_nprobe: Callable[[int], None], search: SearchFn, cal: CalibrationSet, *, nlist: int,
-    k: int, target: float,
+    set_nprobe: Callable[[int], None],
+    search: SearchFn,
+    cal: CalibrationSet,
+    *,
+    nlist: int,
+    k: int,
+    target: float,
 ) -> tuple[int, float, list[tuple[int, float]]]:
     """Smallest ``nprobe`` whose measured recall@k reaches ``target``; (nprobe, recall, curve).
 
@@ -143,14 +150,20 @@ def tune_nprobe(
     else:
         best = max(curve.values())
         chosen = min(p for p, r in curve.items() if r >= best - 0.001)
-        log.warning("IVF recall@%d reaches at most %.4f (< target %.3f): the storage's rounding "
-                    "reorders near-tied neighbours; --index-storage fp32 keeps exact scores",
-                    k, best, target)
+        log.warning(
+            "IVF recall@%d reaches at most %.4f (< target %.3f): the storage's rounding "
+            "reorders near-tied neighbours; --index-storage fp32 keeps exact scores",
+            k,
+            best,
+            target,
+        )
     set_nprobe(chosen)
     return chosen, curve[chosen], sorted(curve.items())
 
 
-def flip_bits(codes: npt.NDArray[np.uint64], max_bits: int, rng: np.random.Generator) -> npt.NDArray[np.uint64]:
+def flip_bits(
+    codes: npt.NDArray[np.uint64], max_bits: int, rng: np.random.Generator
+) -> npt.NDArray[np.uint64]:
     """Copies of ``codes`` with 0..``max_bits`` random distinct bits flipped each."""
     out = codes.astype(np.uint64, copy=True)
     for i, n in enumerate(rng.integers(0, max_bits + 1, len(out))):
@@ -160,9 +173,14 @@ def flip_bits(codes: npt.NDArray[np.uint64], max_bits: int, rng: np.random.Gener
 
 
 def hamming_recall(
-    approx: Callable[[npt.NDArray[np.uint64], int], list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]],
-    brute: Callable[[npt.NDArray[np.uint64], int], list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]],
-    queries: npt.NDArray[np.uint64], radius: int,
+    approx: Callable[
+        [npt.NDArray[np.uint64], int], list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
+    ],
+    brute: Callable[
+        [npt.NDArray[np.uint64], int], list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
+    ],
+    queries: npt.NDArray[np.uint64],
+    radius: int,
 ) -> float:
     """Fraction of the brute-force hits within ``radius`` that ``approx`` also returns."""
     hits = total = 0

@@ -61,11 +61,17 @@ class CorpusIndex:
             "hash_index": self.hashes.index_type,
         }
         if self.floats is not None:
-            out.update(vector_count=self.floats.count, vector_index=self.floats.index_type,
-                       model_id=self.floats.model_id, dim=self.floats.dim)
+            out.update(
+                vector_count=self.floats.count,
+                vector_index=self.floats.index_type,
+                model_id=self.floats.model_id,
+                dim=self.floats.dim,
+            )
             if "nprobe" in self.floats.params:
-                out.update(nprobe=self.floats.params["nprobe"],
-                           recall_at_10=self.floats.params.get("recall_at_10"))
+                out.update(
+                    nprobe=self.floats.params["nprobe"],
+                    recall_at_10=self.floats.params.get("recall_at_10"),
+                )
         return out
 
 
@@ -89,7 +95,9 @@ def sync_corpus_index(
     with corpus_lock(corpus_dir):
         hashes = _sync_hashes(session, corpus, corpus_dir, policy)
         floats = _sync_floats(session, corpus, corpus_dir, policy) if corpus.model_id else None
-    return CorpusIndex(corpus=corpus.name, generation=corpus.generation, hashes=hashes, floats=floats)
+    return CorpusIndex(
+        corpus=corpus.name, generation=corpus.generation, hashes=hashes, floats=floats
+    )
 
 
 def _check_generation(saved: int, corpus: Corpus, path: Path) -> None:
@@ -112,12 +120,19 @@ def _read_sidecar(path: Path) -> Sidecar | None:
         return None
 
 
-def _sync_hashes(session: Session, corpus: Corpus, folder: Path, policy: IndexPolicy) -> BinaryStore:
+def _sync_hashes(
+    session: Session, corpus: Corpus, folder: Path, policy: IndexPolicy
+) -> BinaryStore:
     side = _read_sidecar(folder / binary_index.SIDECAR_FILE)
     store = BinaryStore.create()
     if side is not None:
-        side.check(kind="binary", model_id=binary_index.HASH_MODEL, dim=64, metric=binary_index.METRIC,
-                   path=folder / binary_index.SIDECAR_FILE)
+        side.check(
+            kind="binary",
+            model_id=binary_index.HASH_MODEL,
+            dim=64,
+            metric=binary_index.METRIC,
+            path=folder / binary_index.SIDECAR_FILE,
+        )
         _check_generation(side.generation, corpus, folder / binary_index.SIDECAR_FILE)
         try:
             store = BinaryStore.load(folder)
@@ -140,10 +155,20 @@ def _sync_hashes(session: Session, corpus: Corpus, folder: Path, policy: IndexPo
         last = int(ids[-1])
         added += len(rows)
     retyped = _retype_hashes(store, policy)
-    if (added or retyped or store.generation != corpus.generation
-            or not (folder / binary_index.INDEX_FILE).exists()):
+    if (
+        added
+        or retyped
+        or store.generation != corpus.generation
+        or not (folder / binary_index.INDEX_FILE).exists()
+    ):
         store.save(folder, generation=corpus.generation, max_item_id=max(max_id, store.max_item_id))
-        log.info("hash index of %s: +%d (total %d, %s)", corpus.name, added, store.count, store.index_type)
+        log.info(
+            "hash index of %s: +%d (total %d, %s)",
+            corpus.name,
+            added,
+            store.count,
+            store.index_type,
+        )
     return store
 
 
@@ -162,15 +187,27 @@ def _retype_hashes(store: BinaryStore, policy: IndexPolicy) -> bool:
         return False
     rng = np.random.default_rng(policy.seed)
     codes, _ = store.codes_and_ids()
-    sample = codes[rng.choice(len(codes), min(policy.calibration_queries, len(codes)), replace=False)]
+    sample = codes[
+        rng.choice(len(codes), min(policy.calibration_queries, len(codes)), replace=False)
+    ]
     queries = flip_bits(sample, MAX_EXACT_RADIUS, rng)
     assert store.mih is not None
-    recall = hamming_recall(store.mih.search_radius, partial(_brute_radius, store), queries, MAX_EXACT_RADIUS)
-    store.params = {"mih_blocks": 3, "max_exact_radius": MAX_EXACT_RADIUS, "recall": round(recall, 4),
-                    "recall_radius": MAX_EXACT_RADIUS, "recall_queries": len(queries),
-                    "calibrated_count": store.count}
-    log.info("hash index: multi-index hashing, recall %.4f at radius <= %d vs brute force",
-             recall, MAX_EXACT_RADIUS)
+    recall = hamming_recall(
+        store.mih.search_radius, partial(_brute_radius, store), queries, MAX_EXACT_RADIUS
+    )
+    store.params = {
+        "mih_blocks": 3,
+        "max_exact_radius": MAX_EXACT_RADIUS,
+        "recall": round(recall, 4),
+        "recall_radius": MAX_EXACT_RADIUS,
+        "recall_queries": len(queries),
+        "calibrated_count": store.count,
+    }
+    log.info(
+        "hash index: multi-index hashing, recall %.4f at radius <= %d vs brute force",
+        recall,
+        MAX_EXACT_RADIUS,
+    )
     return True
 
 
@@ -183,11 +220,14 @@ def _brute_radius(
 
 
 def _batch_refs(session: Session, corpus: Corpus, after: int = 0) -> list[tuple[int, str, int]]:
-    return [(int(i), str(n), int(c)) for i, n, c in session.execute(
-        select(VectorBatch.id, VectorBatch.name, VectorBatch.count)
-        .where(VectorBatch.corpus_id == corpus.id, VectorBatch.id > after)
-        .order_by(VectorBatch.id)
-    ).all()]
+    return [
+        (int(i), str(n), int(c))
+        for i, n, c in session.execute(
+            select(VectorBatch.id, VectorBatch.name, VectorBatch.count)
+            .where(VectorBatch.corpus_id == corpus.id, VectorBatch.id > after)
+            .order_by(VectorBatch.id)
+        ).all()
+    ]
 
 
 def _sync_floats(session: Session, corpus: Corpus, folder: Path, policy: IndexPolicy) -> FloatStore:
@@ -220,7 +260,9 @@ def _sync_floats(session: Session, corpus: Corpus, folder: Path, policy: IndexPo
         every = _batch_refs(session, corpus)
         refs = _refs(every)
         if policy.wants_ivf(sum(c for _, c in refs)):
-            store = build_ivf(folder, refs, model_id=model_id, dim=dim, storage=storage, policy=policy)
+            store = build_ivf(
+                folder, refs, model_id=model_id, dim=dim, storage=storage, policy=policy
+            )
         else:
             store = build_flat(folder, refs, model_id=model_id, dim=dim)
         store.last_batch_id = every[-1][0] if every else 0
@@ -263,7 +305,9 @@ def _remove_orphan_batches(session: Session, corpus: Corpus, folder: Path) -> No
         return
     known: set[str] = set()
     for chunk in in_chunks(list(on_disk)):
-        known.update(session.scalars(select(VectorBatch.name).where(VectorBatch.name.in_(chunk))).all())
+        known.update(
+            session.scalars(select(VectorBatch.name).where(VectorBatch.name.in_(chunk))).all()
+        )
     cutoff = time.time() - ORPHAN_AGE_S
     for name, path in on_disk.items():
         # Young files may belong to a batch another process is committing right now.

@@ -26,7 +26,10 @@ class TopK:
         self.update_rows(slice(None), scores, ids)
 
     def update_rows(
-        self, rows: npt.NDArray[np.int64] | slice, scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]
+        self,
+        rows: npt.NDArray[np.int64] | slice,
+        scores: npt.NDArray[np.float32],
+        ids: npt.NDArray[np.int64],
     ) -> None:
         """Merge ``scores`` (one row per selected query, columns = items ``ids``) into ``rows``."""
         m = scores.shape[1]
@@ -41,7 +44,10 @@ class TopK:
         self.ids[rows] = np.take_along_axis(cand_i, sel, 1)
 
     def update_dot(
-        self, queries: npt.NDArray[np.float32], base: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]
+        self,
+        queries: npt.NDArray[np.float32],
+        base: npt.NDArray[np.float32],
+        ids: npt.NDArray[np.int64],
     ) -> None:
         """Merge the inner products of ``queries`` with ``base`` rows, in blocks (bounded memory)."""
         for bs in range(0, len(base), DB_BLOCK):
@@ -55,7 +61,10 @@ class TopK:
 
 
 def exact_search(
-    queries: npt.NDArray[np.float32], base: npt.NDArray[np.float32], ids: npt.NDArray[np.int64], k: int
+    queries: npt.NDArray[np.float32],
+    base: npt.NDArray[np.float32],
+    ids: npt.NDArray[np.int64],
+    k: int,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     """Exact top-``k`` inner products of ``queries`` against ``base`` rows (labelled ``ids``)."""
     q = np.ascontiguousarray(queries, dtype=np.float32)

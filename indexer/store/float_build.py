@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 STORAGE_CODES = {"fp32": "Flat", "fp16": "SQfp16", "sq8": "SQ8"}
 
 
-def build_flat(corpus_dir: Path, batches: Sequence[BatchRef], *, model_id: str, dim: int) -> FloatStore:
+def build_flat(
+    corpus_dir: Path, batches: Sequence[BatchRef], *, model_id: str, dim: int
+) -> FloatStore:
     """An exact Flat store holding every batch."""
     store = FloatStore.create(model_id=model_id, dim=dim)
     for ids, vecs in iter_chunks(corpus_dir, batches):
@@ -48,7 +50,9 @@ def spherical_kmeans(
     """``k`` unit centroids of unit rows ``x`` (inner-product k-means; empty clusters reseeded)."""
     cent = x[rng.choice(len(x), k, replace=False)].copy()
     for _ in range(iters):
-        assign = np.concatenate([np.argmax(x[s : s + 8192] @ cent.T, axis=1) for s in range(0, len(x), 8192)])
+        assign = np.concatenate(
+            [np.argmax(x[s : s + 8192] @ cent.T, axis=1) for s in range(0, len(x), 8192)]
+        )
         order = np.argsort(assign, kind="stable")
         counts = np.bincount(assign, minlength=k)
         nonempty = np.flatnonzero(counts)
@@ -62,7 +66,9 @@ def spherical_kmeans(
     return cent.astype(np.float32)
 
 
-def new_ivf(dim: int, centroids: npt.NDArray[np.float32], storage: str, train: npt.NDArray[np.float32]) -> Any:
+def new_ivf(
+    dim: int, centroids: npt.NDArray[np.float32], storage: str, train: npt.NDArray[np.float32]
+) -> Any:
     """An empty trained IVF index (ids stored in the lists, hash-table direct map for reconstruct)."""
     import faiss
 
@@ -73,8 +79,12 @@ def new_ivf(dim: int, centroids: npt.NDArray[np.float32], storage: str, train: n
     if storage == "fp32":
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     else:
-        qtype = faiss.ScalarQuantizer.QT_fp16 if storage == "fp16" else faiss.ScalarQuantizer.QT_8bit
-        index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qtype, faiss.METRIC_INNER_PRODUCT)
+        qtype = (
+            faiss.ScalarQuantizer.QT_fp16 if storage == "fp16" else faiss.ScalarQuantizer.QT_8bit
+        )
+        index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dim, nlist, qtype, faiss.METRIC_INNER_PRODUCT
+        )
         index.by_residual = False
     index.train(np.ascontiguousarray(train))  # centroids are set: trains only the SQ ranges
     index.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]
@@ -84,7 +94,12 @@ def new_ivf(dim: int, centroids: npt.NDArray[np.float32], storage: str, train: n
 
 
 def build_ivf(
-    corpus_dir: Path, batches: Sequence[BatchRef], *, model_id: str, dim: int, storage: str,
+    corpus_dir: Path,
+    batches: Sequence[BatchRef],
+    *,
+    model_id: str,
+    dim: int,
+    storage: str,
     policy: IndexPolicy,
 ) -> FloatStore:
     """Train, fill and calibrate an IVF store over every batch (two streaming passes)."""
@@ -104,14 +119,20 @@ def build_ivf(
     del train
     itype = f"IVF{nlist},{STORAGE_CODES[storage]}"
     store = FloatStore(index, model_id=model_id, dim=dim, index_type=itype, params={})
-    cal = CalibrationSet(queries=perturbed_queries(query_base, rng) if n_query else query_base,
-                         source_ids=query_ids)
+    cal = CalibrationSet(
+        queries=perturbed_queries(query_base, rng) if n_query else query_base, source_ids=query_ids
+    )
     truth = TruthAccumulator(cal, policy.calibration_k)
     for ids, vecs in iter_chunks(corpus_dir, batches):
         store.add(ids, vecs)
         truth.update(ids, vecs)
-    store.params = {"storage": storage, "ivf_storage": storage, "nlist": nlist, "built_for": total,
-                    "train_size": n_train}
+    store.params = {
+        "storage": storage,
+        "ivf_storage": storage,
+        "nlist": nlist,
+        "built_for": total,
+        "train_size": n_train,
+    }
     calibrate_ivf(store, truth.finish(), policy)
     store.params["build_seconds"] = round(time.perf_counter() - started, 2)
     return store
@@ -131,15 +152,24 @@ def calibrate_ivf(store: FloatStore, cal: CalibrationSet, policy: IndexPolicy) -
     def search(q: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
         return store.search(q, k)[1]
 
-    nprobe, recall, curve = tune_nprobe(set_nprobe, search, cal, nlist=nlist, k=policy.calibration_k,
-                                        target=policy.recall_target)
+    nprobe, recall, curve = tune_nprobe(
+        set_nprobe, search, cal, nlist=nlist, k=policy.calibration_k, target=policy.recall_target
+    )
     store.params.update(
-        nprobe=nprobe, recall_at_10=round(recall, 4), recall_target=policy.recall_target,
-        calibration_queries=len(cal.queries), calibrated_count=store.count,
+        nprobe=nprobe,
+        recall_at_10=round(recall, 4),
+        recall_target=policy.recall_target,
+        calibration_queries=len(cal.queries),
+        calibrated_count=store.count,
         nprobe_curve=[[n, round(r, 4)] for n, r in curve],
     )
-    log.info("IVF calibrated: nprobe %d -> recall@%d %.4f on %d held-back queries",
-             nprobe, policy.calibration_k, recall, len(cal.queries))
+    log.info(
+        "IVF calibrated: nprobe %d -> recall@%d %.4f on %d held-back queries",
+        nprobe,
+        policy.calibration_k,
+        recall,
+        len(cal.queries),
+    )
 
 
 def recalibrate_ivf(
@@ -150,8 +180,9 @@ def recalibrate_ivf(
     rng = np.random.default_rng(policy.seed + total)
     n_query = min(policy.calibration_queries, total)
     ids, base = gather_rows(corpus_dir, batches, rng.choice(total, n_query, replace=False))
-    truth = TruthAccumulator(CalibrationSet(queries=perturbed_queries(base, rng), source_ids=ids),
-                             policy.calibration_k)
+    truth = TruthAccumulator(
+        CalibrationSet(queries=perturbed_queries(base, rng), source_ids=ids), policy.calibration_k
+    )
     for chunk_ids, vecs in iter_chunks(corpus_dir, batches):
         truth.update(chunk_ids, vecs)
     calibrate_ivf(store, truth.finish(), policy)

@@ -31,15 +31,25 @@ BATCHED_PER_LIST = 64
 class FloatStore:
     """A float index (Flat or IVF) plus its sidecar state."""
 
-    def __init__(self, index: Any, *, model_id: str, dim: int, sidecar: Sidecar | None = None,
-                 index_type: str | None = None, params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        index: Any,
+        *,
+        model_id: str,
+        dim: int,
+        sidecar: Sidecar | None = None,
+        index_type: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
         self.index = index
         self.model_id = model_id
         self.dim = dim
         self.generation = sidecar.generation if sidecar else 0
         self.last_batch_id = sidecar.last_batch_id if sidecar else 0
         self.index_type = index_type or (sidecar.index_type if sidecar else FLAT_TYPE)
-        self.params: dict[str, Any] = dict(params if params is not None else (sidecar.params if sidecar else {}))
+        self.params: dict[str, Any] = dict(
+            params if params is not None else (sidecar.params if sidecar else {})
+        )
         self._ids: npt.NDArray[np.int64] | None = None
         self._centroids: npt.NDArray[np.float32] | None = None
 
@@ -60,15 +70,20 @@ class FloatStore:
         import faiss
 
         side = Sidecar.load(folder / SIDECAR_FILE)
-        side.check(kind="float", model_id=model_id, dim=dim, metric=METRIC, path=folder / SIDECAR_FILE)
+        side.check(
+            kind="float", model_id=model_id, dim=dim, metric=METRIC, path=folder / SIDECAR_FILE
+        )
         flags = 0
         if mmap:
             flags = faiss.IO_FLAG_READ_ONLY | (
-                faiss.IO_FLAG_MMAP_IFC if side.index_type == FLAT_TYPE else faiss.IO_FLAG_MMAP)
+                faiss.IO_FLAG_MMAP_IFC if side.index_type == FLAT_TYPE else faiss.IO_FLAG_MMAP
+            )
         try:
             index = faiss.read_index(str(folder / INDEX_FILE), flags)
         except RuntimeError as exc:
-            raise IndexMismatchError(f"cannot read {folder / INDEX_FILE}: {exc}; rebuild the index") from exc
+            raise IndexMismatchError(
+                f"cannot read {folder / INDEX_FILE}: {exc}; rebuild the index"
+            ) from exc
         if index.ntotal != side.count or index.d != dim:
             raise IndexMismatchError(
                 f"{folder / INDEX_FILE} holds {index.ntotal} vectors of dim {index.d} but its "
@@ -95,7 +110,9 @@ class FloatStore:
             return
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dim:
-            raise IndexMismatchError(f"vectors of shape {vecs.shape} do not fit an index of dim {self.dim}")
+            raise IndexMismatchError(
+                f"vectors of shape {vecs.shape} do not fit an index of dim {self.dim}"
+            )
         xids = np.ascontiguousarray(ids, dtype=np.int64)
         self._ids = None
         if self.is_exact:
@@ -108,7 +125,9 @@ class FloatStore:
         centroids = self.centroids()
         for s in range(0, len(vecs), 8192):
             assign[s : s + 8192] = np.argmax(vecs[s : s + 8192] @ centroids.T, axis=1)
-        self.index.add_core(len(vecs), faiss.swig_ptr(vecs), faiss.swig_ptr(xids), faiss.swig_ptr(assign))
+        self.index.add_core(
+            len(vecs), faiss.swig_ptr(vecs), faiss.swig_ptr(xids), faiss.swig_ptr(assign)
+        )
 
     def centroids(self) -> npt.NDArray[np.float32]:
         """The IVF coarse centroids (``nlist x dim``)."""
@@ -117,7 +136,9 @@ class FloatStore:
 
             quantizer: Any = faiss.downcast_index(self.index.quantizer)
             n = int(quantizer.ntotal)
-            self._centroids = faiss.rev_swig_ptr(quantizer.get_xb(), n * self.dim).reshape(n, self.dim).copy()
+            self._centroids = (
+                faiss.rev_swig_ptr(quantizer.get_xb(), n * self.dim).reshape(n, self.dim).copy()
+            )
         return self._centroids
 
     def vectors_view(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
@@ -128,8 +149,11 @@ class FloatStore:
             raise IndexMismatchError(f"{self.index_type} index does not hold raw vectors")
         inner: Any = faiss.downcast_index(self.index.index)
         n = self.count
-        base = faiss.rev_swig_ptr(inner.get_xb(), n * self.dim).reshape(n, self.dim) if n else \
-            np.empty((0, self.dim), np.float32)
+        base = (
+            faiss.rev_swig_ptr(inner.get_xb(), n * self.dim).reshape(n, self.dim)
+            if n
+            else np.empty((0, self.dim), np.float32)
+        )
         if self._ids is None or len(self._ids) != n:
             self._ids = faiss.vector_to_array(self.index.id_map).astype(np.int64)
         return base, self._ids
@@ -162,12 +186,24 @@ class FloatStore:
         queries probing it with one BLAS product (same candidates and scores as FAISS's search)."""
         import faiss
 
-        nprobe, nlist, code_size = int(self.index.nprobe), int(self.index.nlist), int(self.index.code_size)
+        nprobe, nlist, code_size = (
+            int(self.index.nprobe),
+            int(self.index.nlist),
+            int(self.index.code_size),
+        )
         centroids = self.centroids()
-        coarse = np.concatenate([
-            np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[:, :nprobe]
-            for s in range(0, len(q), 4096)
-        ]) if nprobe < nlist else np.tile(np.arange(nlist), (len(q), 1))
+        coarse = (
+            np.concatenate(
+                [
+                    np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[
+                        :, :nprobe
+                    ]
+                    for s in range(0, len(q), 4096)
+                ]
+            )
+            if nprobe < nlist
+            else np.tile(np.arange(nlist), (len(q), 1))
+        )
         lists = coarse.ravel()
         order = np.argsort(lists, kind="stable")
         by_list, rows = lists[order], np.repeat(np.arange(len(q)), coarse.shape[1])[order]
@@ -208,8 +244,14 @@ class FloatStore:
     def sidecar(self) -> Sidecar:
         """The sidecar describing this store as it is now."""
         return Sidecar(
-            kind="float", model_id=self.model_id, dim=self.dim, metric=METRIC, count=self.count,
-            generation=self.generation, last_batch_id=self.last_batch_id, index_type=self.index_type,
+            kind="float",
+            model_id=self.model_id,
+            dim=self.dim,
+            metric=METRIC,
+            count=self.count,
+            generation=self.generation,
+            last_batch_id=self.last_batch_id,
+            index_type=self.index_type,
             params=self.params,
         )
 

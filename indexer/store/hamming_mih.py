@@ -62,8 +62,11 @@ class MultiIndexHash:
     @property
     def nbytes(self) -> int:
         """Memory held by the tables (codes and ids included)."""
-        return int(self.codes.nbytes + self.ids.nbytes
-                   + sum(o.nbytes + off.nbytes for o, off in self._tables))
+        return int(
+            self.codes.nbytes
+            + self.ids.nbytes
+            + sum(o.nbytes + off.nbytes for o, off in self._tables)
+        )
 
     def search_radius(self, queries: npt.NDArray[np.uint64], radius: int) -> SearchResult:
         """For each query, the ids within Hamming ``radius`` (inclusive) and their distances."""
@@ -78,7 +81,9 @@ class MultiIndexHash:
             start += len(chunk)
         return out
 
-    def _candidates(self, q: npt.NDArray[np.uint64], radius: int) -> tuple[npt.NDArray[np.int64], ...]:
+    def _candidates(
+        self, q: npt.NDArray[np.uint64], radius: int
+    ) -> tuple[npt.NDArray[np.int64], ...]:
         """(query row, item position) pairs found by the probes of every block."""
         per_block = radius // len(BLOCKS)
         rows: list[npt.NDArray[np.int64]] = []

@@ -24,7 +24,11 @@ from fastapi.testclient import TestClient
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Corpus, Job, Split
 
-IMAGES = {"cat/a.jpg": jpeg_bytes(1, (64, 48)), "cat/b.jpg": jpeg_bytes(2, (64, 48)), "dog/c.png": png_bytes(3)}
+IMAGES = {
+    "cat/a.jpg": jpeg_bytes(1, (64, 48)),
+    "cat/b.jpg": jpeg_bytes(2, (64, 48)),
+    "dog/c.png": png_bytes(3),
+}
 
 
 @pytest.fixture
@@ -62,17 +66,32 @@ def _leftovers(home: Path) -> list[str]:
     return sorted(p.name for p in splits.iterdir()) if splits.exists() else []
 
 
-def _upload(client: TestClient, archive: bytes, *, name: str = "split.zip",
-            data: dict[str, object] | None = None, files: dict[str, object] | None = None) -> object:
+def _upload(
+    client: TestClient,
+    archive: bytes,
+    *,
+    name: str = "split.zip",
+    data: dict[str, object] | None = None,
+    files: dict[str, object] | None = None,
+) -> object:
     payload: dict[str, object] = {"split": (name, archive, "application/octet-stream")}
     payload.update(files or {})
-    return client.post("/api/v1/audits", files=payload, data=data if data is not None else {"corpus": "web"})
+    return client.post(
+        "/api/v1/audits", files=payload, data=data if data is not None else {"corpus": "web"}
+    )
 
 
 def test_upload_zip_is_unpacked_and_queued(client: TestClient, home: Path) -> None:
     thresholds = {"phash_hamming": 6}
-    response = _upload(client, zip_bytes(IMAGES), data={"corpus": ["web", "books,web"], "name": "my test",
-                                                          "thresholds": json.dumps(thresholds)})
+    response = _upload(
+        client,
+        zip_bytes(IMAGES),
+        data={
+            "corpus": ["web", "books,web"],
+            "name": "my test",
+            "thresholds": json.dumps(thresholds),
+        },
+    )
     assert response.status_code == 202, response.text
     body = response.json()
     assert body["status"] == "queued" and body["kind"] == "audit"
@@ -88,20 +107,29 @@ def test_upload_zip_is_unpacked_and_queued(client: TestClient, home: Path) -> No
     finally:
         ws.close()
     assert root.is_relative_to(home / "splits")
-    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == sorted(IMAGES)
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == sorted(
+        IMAGES
+    )
     assert not list(root.parent.parent.glob("part*"))  # the uploaded archive itself is not kept
 
 
 def test_upload_targz_with_labels_file(client: TestClient, home: Path) -> None:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tf:
-        for name, data in {"imgs/x1.jpg": IMAGES["cat/a.jpg"], "imgs/x2.png": IMAGES["dog/c.png"]}.items():
+        for name, data in {
+            "imgs/x1.jpg": IMAGES["cat/a.jpg"],
+            "imgs/x2.png": IMAGES["dog/c.png"],
+        }.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
     labels = b"key,label\nx1.jpg,tabby cat\nx2.png,beagle\n"
-    response = _upload(client, out.getvalue(), name="split.tar.gz",
-                       files={"labels": ("labels.csv", labels, "text/csv")})
+    response = _upload(
+        client,
+        out.getvalue(),
+        name="split.tar.gz",
+        files={"labels": ("labels.csv", labels, "text/csv")},
+    )
     assert response.status_code == 202, response.text
     ws = workspace(home)
     try:
@@ -123,13 +151,17 @@ def _audit_params(home: Path) -> dict[str, object]:
 
 def test_upload_with_label_names_file(client: TestClient, home: Path) -> None:
     names = json.dumps({"0": "cat|tabby cat", "1": ["dog"]}).encode()
-    response = _upload(client, zip_bytes(IMAGES), files={"label_names": ("names.json", names, "application/json")})
+    response = _upload(
+        client, zip_bytes(IMAGES), files={"label_names": ("names.json", names, "application/json")}
+    )
     assert response.status_code == 202, response.text
     assert _audit_params(home)["label_names"] == {"0": ["cat", "tabby cat"], "1": ["dog"]}
 
 
 def test_bad_label_names_file_names_the_upload(client: TestClient, home: Path) -> None:
-    response = _upload(client, zip_bytes(IMAGES), files={"label_names": ("names.json", b"{}", "application/json")})
+    response = _upload(
+        client, zip_bytes(IMAGES), files={"label_names": ("names.json", b"{}", "application/json")}
+    )
     error = assert_error(response, 422, "bad_input", contains="label_names (names.json)")
     assert str(home) not in error["message"]
     assert _leftovers(home) == [] and _rows(home) == (0, 0, 0)
@@ -138,17 +170,36 @@ def test_bad_label_names_file_names_the_upload(client: TestClient, home: Path) -
 @pytest.mark.parametrize(
     ("archive", "name", "status", "code", "text"),
     [
-        (b"this is not an archive at all", "split.zip", 422, "bad_input", "not a zip or tar archive"),
+        (
+            b"this is not an archive at all",
+            "split.zip",
+            422,
+            "bad_input",
+            "not a zip or tar archive",
+        ),
         (b"", "split.zip", 422, "bad_input", "empty"),
         (zip_bytes({}), "split.zip", 422, "bad_input", "no images"),
         (zip_bytes({"notes.txt": b"hello"}), "split.zip", 422, "bad_input", "no images"),
         (zip_bytes({"../evil.jpg": IMAGES["cat/a.jpg"]}), "split.zip", 422, "unsafe_archive", ".."),
-        (zip_bytes({"/etc/evil.jpg": IMAGES["cat/a.jpg"]}), "split.zip", 422, "unsafe_archive", "absolute"),
-        (tar_bytes({"a/../../evil.jpg": IMAGES["cat/a.jpg"]}), "split.tar", 422, "unsafe_archive", ".."),
+        (
+            zip_bytes({"/etc/evil.jpg": IMAGES["cat/a.jpg"]}),
+            "split.zip",
+            422,
+            "unsafe_archive",
+            "absolute",
+        ),
+        (
+            tar_bytes({"a/../../evil.jpg": IMAGES["cat/a.jpg"]}),
+            "split.tar",
+            422,
+            "unsafe_archive",
+            "..",
+        ),
     ],
 )
-def test_bad_archives_are_refused_and_nothing_stays(client: TestClient, home: Path, archive: bytes, name: str,
-                                                    status: int, code: str, text: str) -> None:
+def test_bad_archives_are_refused_and_nothing_stays(
+    client: TestClient, home: Path, archive: bytes, name: str, status: int, code: str, text: str
+) -> None:
     assert_error(_upload(client, archive, name=name), status, code, contains=text)
     assert _leftovers(home) == [] and _rows(home) == (0, 0, 0)
 
@@ -160,7 +211,9 @@ def test_symlink_member_is_refused(client: TestClient, home: Path) -> None:
         link.type = tarfile.SYMTYPE
         link.linkname = "/etc/passwd"
         tf.addfile(link)
-    assert_error(_upload(client, out.getvalue(), name="s.tar"), 422, "unsafe_archive", contains="link")
+    assert_error(
+        _upload(client, out.getvalue(), name="s.tar"), 422, "unsafe_archive", contains="link"
+    )
     assert _leftovers(home) == []
 
 
@@ -171,13 +224,17 @@ def test_archive_bomb_is_refused(home: Path) -> None:
     assert _leftovers(home) == []
 
 
-def test_manifest_inside_archive_cannot_point_outside_it(client: TestClient, home: Path, tmp_path: Path) -> None:
+def test_manifest_inside_archive_cannot_point_outside_it(
+    client: TestClient, home: Path, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.jpg"
     secret.write_bytes(IMAGES["cat/a.jpg"])
     manifest = json.dumps({"path": str(secret), "key": "s"}).encode() + b"\n"
     archive = zip_bytes({"manifest.jsonl": manifest, "a.jpg": IMAGES["cat/b.jpg"]})
     assert_error(_upload(client, archive), 403, "path_not_allowed", contains="outside")
-    archive = zip_bytes({"manifest.jsonl": b'{"path": "../../secret.jpg"}\n', "a.jpg": IMAGES["cat/b.jpg"]})
+    archive = zip_bytes(
+        {"manifest.jsonl": b'{"path": "../../secret.jpg"}\n', "a.jpg": IMAGES["cat/b.jpg"]}
+    )
     assert_error(_upload(client, archive), 403, "path_not_allowed")
     assert _leftovers(home) == [] and _rows(home) == (0, 0, 0)
 
@@ -189,22 +246,56 @@ def test_manifest_inside_archive_cannot_point_outside_it(client: TestClient, hom
         ({}, {}, 400, "bad_request", "at least one corpus"),
         ({"corpus": "web", "thresholds": "{not json"}, {}, 400, "bad_request", "not valid JSON"),
         ({"corpus": "web", "thresholds": "[1, 2]"}, {}, 400, "bad_request", "JSON object"),
-        ({"corpus": "web", "thresholds": '{"phash_hamming": 99}'}, {}, 400, "bad_request", "phash_hamming"),
-        ({"corpus": "web", "thresholds": '{"fuzz": 1}'}, {}, 400, "bad_request", "unknown threshold"),
+        (
+            {"corpus": "web", "thresholds": '{"phash_hamming": 99}'},
+            {},
+            400,
+            "bad_request",
+            "phash_hamming",
+        ),
+        (
+            {"corpus": "web", "thresholds": '{"fuzz": 1}'},
+            {},
+            400,
+            "bad_request",
+            "unknown threshold",
+        ),
         ({"corpus": "web", "colour": "red"}, {}, 400, "bad_request", "unknown form field"),
-        ({"corpus": "web"}, {"labels": ("l.csv", b"key,label\nk\n", "text/csv")}, 422, "bad_input", "line 2"),
-        ({"corpus": "web"}, {"split2": ("b.zip", b"x", "application/zip")}, 400, "bad_request", "unknown form field"),
+        (
+            {"corpus": "web"},
+            {"labels": ("l.csv", b"key,label\nk\n", "text/csv")},
+            422,
+            "bad_input",
+            "line 2",
+        ),
+        (
+            {"corpus": "web"},
+            {"split2": ("b.zip", b"x", "application/zip")},
+            400,
+            "bad_request",
+            "unknown form field",
+        ),
     ],
 )
-def test_bad_form_fields(client: TestClient, home: Path, data: dict[str, object], files: dict[str, object],
-                         status: int, code: str, text: str) -> None:
-    assert_error(_upload(client, zip_bytes(IMAGES), data=data, files=files), status, code, contains=text)
+def test_bad_form_fields(
+    client: TestClient,
+    home: Path,
+    data: dict[str, object],
+    files: dict[str, object],
+    status: int,
+    code: str,
+    text: str,
+) -> None:
+    assert_error(
+        _upload(client, zip_bytes(IMAGES), data=data, files=files), status, code, contains=text
+    )
     assert _leftovers(home) == [] and _rows(home) == (0, 0, 0)
 
 
 def test_split_field_missing(client: TestClient, home: Path) -> None:
-    response = client.post("/api/v1/audits", files={"labels": ("l.csv", b"k,v\n", "text/csv")},
-                           data={"corpus": "web"})
+    response = client.post(
+        "/api/v1/audits", files={"labels": ("l.csv", b"k,v\n", "text/csv")}, data={"corpus": "web"}
+    )
     assert_error(response, 400, "bad_request", contains="'split'")
     assert _leftovers(home) == []
 
@@ -220,26 +311,41 @@ def test_upload_over_limit_is_413_while_streaming(client: TestClient, home: Path
     sent: list[int] = []
 
     def body() -> Iterator[bytes]:
-        yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"corpus\"\r\n\r\nweb\r\n"
-               f"--{boundary}\r\nContent-Disposition: form-data; name=\"split\"; filename=\"s.zip\"\r\n"
-               "Content-Type: application/zip\r\n\r\n").encode()
+        yield (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="corpus"\r\n\r\nweb\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="split"; filename="s.zip"\r\n'
+            "Content-Type: application/zip\r\n\r\n"
+        ).encode()
         for _ in range(64):  # 4 MB in 64 KB chunks, no Content-Length
             sent.append(1)
             yield b"z" * 65536
         yield f"\r\n--{boundary}--\r\n".encode()
 
-    response = client.post("/api/v1/audits", content=body(),
-                           headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+    response = client.post(
+        "/api/v1/audits",
+        content=body(),
+        headers={"content-type": f"multipart/form-data; boundary={boundary}"},
+    )
     assert_error(response, 413, "upload_too_large")
     assert _leftovers(home) == []
 
 
 def test_wrong_content_types(client: TestClient) -> None:
-    assert_error(client.post("/api/v1/audits", content=b"x", headers={"content-type": "text/plain"}), 415,
-                 "unsupported_media_type", contains="multipart/form-data")
+    assert_error(
+        client.post("/api/v1/audits", content=b"x", headers={"content-type": "text/plain"}),
+        415,
+        "unsupported_media_type",
+        contains="multipart/form-data",
+    )
     assert_error(client.post("/api/v1/audits", content=b"x"), 415, "unsupported_media_type")
-    assert_error(client.post("/api/v1/audits", content=b"--x--", headers={"content-type": "multipart/form-data"}),
-                 422, "bad_input", contains="boundary")
+    assert_error(
+        client.post(
+            "/api/v1/audits", content=b"--x--", headers={"content-type": "multipart/form-data"}
+        ),
+        422,
+        "bad_input",
+        contains="boundary",
+    )
 
 
 # ---------------------------------------------------------------- JSON: splits already on the server
@@ -252,16 +358,27 @@ def _server_split(tmp_path: Path) -> tuple[Path, Path]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     manifest = root / "test.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"split/{k}", "label": k.split('/')[0]}) + "\n" for k in IMAGES))
+    manifest.write_text(
+        "".join(json.dumps({"path": f"split/{k}", "label": k.split("/")[0]}) + "\n" for k in IMAGES)
+    )
     return folder, manifest
 
 
-def test_json_manifest_and_folder_under_root(client: TestClient, home: Path, tmp_path: Path) -> None:
+def test_json_manifest_and_folder_under_root(
+    client: TestClient, home: Path, tmp_path: Path
+) -> None:
     folder, manifest = _server_split(tmp_path)
     by_manifest = client.post("/api/v1/audits", json={"manifest": str(manifest), "corpus": "web"})
-    by_folder = client.post("/api/v1/audits", json={"folder": str(folder), "corpus": ["web", "books"],
-                                                    "name": "server split", "labels": {"a.jpg": "lynx"},
-                                                    "label_names": {"cat": "cat|kitty"}})
+    by_folder = client.post(
+        "/api/v1/audits",
+        json={
+            "folder": str(folder),
+            "corpus": ["web", "books"],
+            "name": "server split",
+            "labels": {"a.jpg": "lynx"},
+            "label_names": {"cat": "cat|kitty"},
+        },
+    )
     assert by_manifest.status_code == 202, by_manifest.text
     assert by_folder.status_code == 202, by_folder.text
     second = client.get(f"/api/v1/audits/{by_folder.json()['id']}").json()
@@ -277,22 +394,36 @@ def test_json_manifest_and_folder_under_root(client: TestClient, home: Path, tmp
     assert _leftovers(home) == []  # nothing copied: the split is read where it lies
 
 
-def test_json_paths_outside_roots_are_forbidden(client: TestClient, home: Path, tmp_path: Path) -> None:
+def test_json_paths_outside_roots_are_forbidden(
+    client: TestClient, home: Path, tmp_path: Path
+) -> None:
     _folder, manifest = _server_split(tmp_path)
     outside = tmp_path / "outside.jsonl"
     outside.write_text(manifest.read_text())
-    assert_error(client.post("/api/v1/audits", json={"manifest": str(outside), "corpus": "web"}), 403,
-                 "path_not_allowed", contains="source roots")
+    assert_error(
+        client.post("/api/v1/audits", json={"manifest": str(outside), "corpus": "web"}),
+        403,
+        "path_not_allowed",
+        contains="source roots",
+    )
     sneaky = manifest.parent / "sneaky.jsonl"
     secret = tmp_path / "secret.jpg"
     secret.write_bytes(IMAGES["cat/a.jpg"])
     sneaky.write_text(json.dumps({"path": str(secret)}) + "\n")
-    assert_error(client.post("/api/v1/audits", json={"manifest": str(sneaky), "corpus": "web"}), 403,
-                 "path_not_allowed", contains="secret.jpg")
+    assert_error(
+        client.post("/api/v1/audits", json={"manifest": str(sneaky), "corpus": "web"}),
+        403,
+        "path_not_allowed",
+        contains="secret.jpg",
+    )
     remote = manifest.parent / "remote.jsonl"
     remote.write_text(json.dumps({"url": "http://169.254.169.254/latest"}) + "\n")
-    assert_error(client.post("/api/v1/audits", json={"manifest": str(remote), "corpus": "web"}), 403,
-                 "path_not_allowed", contains="URL")
+    assert_error(
+        client.post("/api/v1/audits", json={"manifest": str(remote), "corpus": "web"}),
+        403,
+        "path_not_allowed",
+        contains="URL",
+    )
     assert _rows(home) == (0, 0, 0)
 
 
@@ -300,25 +431,51 @@ def test_json_paths_outside_roots_are_forbidden(client: TestClient, home: Path, 
     ("body", "status", "code", "text"),
     [
         ({"corpus": "web"}, 422, "invalid_request", "exactly one of 'manifest' or 'folder'"),
-        ({"manifest": "/a.jsonl", "folder": "/b", "corpus": "web"}, 422, "invalid_request", "exactly one"),
+        (
+            {"manifest": "/a.jsonl", "folder": "/b", "corpus": "web"},
+            422,
+            "invalid_request",
+            "exactly one",
+        ),
         ({"manifest": "/a.jsonl"}, 422, "invalid_request", "corpus"),
         ({"manifest": "relative.jsonl", "corpus": "web"}, 400, "bad_request", "absolute"),
     ],
 )
-def test_json_body_validation(client: TestClient, body: dict[str, object], status: int, code: str,
-                              text: str) -> None:
+def test_json_body_validation(
+    client: TestClient, body: dict[str, object], status: int, code: str, text: str
+) -> None:
     assert_error(client.post("/api/v1/audits", json=body), status, code, contains=text)
 
 
-def test_json_malformed_missing_and_no_roots(client: TestClient, home: Path, tmp_path: Path) -> None:
-    assert_error(client.post("/api/v1/audits", content=b'{"manifest": ', headers={"content-type": "application/json"}),
-                 400, "bad_request", contains="not valid JSON")
+def test_json_malformed_missing_and_no_roots(
+    client: TestClient, home: Path, tmp_path: Path
+) -> None:
+    assert_error(
+        client.post(
+            "/api/v1/audits", content=b'{"manifest": ', headers={"content-type": "application/json"}
+        ),
+        400,
+        "bad_request",
+        contains="not valid JSON",
+    )
     missing = tmp_path / "data" / "nope.jsonl"
-    assert_error(client.post("/api/v1/audits", json={"manifest": str(missing), "corpus": "web"}), 422, "bad_input")
+    assert_error(
+        client.post("/api/v1/audits", json={"manifest": str(missing), "corpus": "web"}),
+        422,
+        "bad_input",
+    )
     empty = tmp_path / "data" / "empty"
     empty.mkdir()
-    assert_error(client.post("/api/v1/audits", json={"folder": str(empty), "corpus": "web"}), 422, "bad_input",
-                 contains="no images")
+    assert_error(
+        client.post("/api/v1/audits", json={"folder": str(empty), "corpus": "web"}),
+        422,
+        "bad_input",
+        contains="no images",
+    )
     with api_client(home) as no_roots:
-        assert_error(no_roots.post("/api/v1/audits", json={"folder": str(empty), "corpus": "web"}), 403,
-                     "path_not_allowed", contains="upload")
+        assert_error(
+            no_roots.post("/api/v1/audits", json={"folder": str(empty), "corpus": "web"}),
+            403,
+            "path_not_allowed",
+            contains="upload",
+        )

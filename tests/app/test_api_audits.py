@@ -16,8 +16,12 @@ def test_list_and_get(tmp_path: Path) -> None:
         done = client.get("/api/v1/audits", params={"status": "done"}).json()
         queued = client.get("/api/v1/audits", params={"status": "queued"}).json()
         audit = client.get(f"/api/v1/audits/{seeded.audit}").json()
-        assert_error(client.get("/api/v1/audits", params={"status": "sleeping"}), 400, "bad_request")
-        assert_error(client.get("/api/v1/audits/999"), 404, "not_found", contains="audit 999 does not exist")
+        assert_error(
+            client.get("/api/v1/audits", params={"status": "sleeping"}), 400, "bad_request"
+        )
+        assert_error(
+            client.get("/api/v1/audits/999"), 404, "not_found", contains="audit 999 does not exist"
+        )
     assert listing["total"] == 1 and listing["items"][0]["id"] == seeded.audit
     assert done["total"] == 1 and queued["total"] == 0
     assert audit["status"] == "done" and audit["progress"] == 1.0
@@ -35,7 +39,9 @@ def test_report_in_every_format(tmp_path: Path) -> None:
         as_csv = client.get(base, params={"format": "csv"})
         as_junit = client.get(base, params={"format": "junit"})
         as_md = client.get(base, params={"format": "md"})
-        assert_error(client.get(base, params={"format": "pdf"}), 422, "invalid_request", contains="format")
+        assert_error(
+            client.get(base, params={"format": "pdf"}), 422, "invalid_request", contains="format"
+        )
         assert_error(client.get("/api/v1/audits/999/report"), 404, "not_found")
     report = as_json.json()
     assert report["schema"] == "splitaudit.report/v1" and report["audit_id"] == seeded.audit
@@ -55,4 +61,9 @@ def test_report_of_unfinished_or_failed_audit_is_a_conflict(tmp_path: Path) -> N
     home = new_home(tmp_path)
     running = seed_audit(home, tmp_path / "files", status="running")
     with api_client(home) as client:
-        assert_error(client.get(f"/api/v1/audits/{running.audit}/report"), 409, "conflict", contains="is running")
+        assert_error(
+            client.get(f"/api/v1/audits/{running.audit}/report"),
+            409,
+            "conflict",
+            contains="is running",
+        )

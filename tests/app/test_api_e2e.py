@@ -26,8 +26,17 @@ pytestmark = pytest.mark.slow
 SPLITAUDIT = str(Path(sys.executable).parent / "splitaudit")
 REPO = Path(__file__).resolve().parents[2]
 # A server whose jobs sleep a second after each progress report (tests/helpers/slow_jobs.py).
-SLOW_SERVE = [sys.executable, "-m", "uvicorn", "--factory", "helpers.slow_jobs:create_slow_app",
-              "--app-dir", str(REPO / "tests"), "--host", "127.0.0.1"]
+SLOW_SERVE = [
+    sys.executable,
+    "-m",
+    "uvicorn",
+    "--factory",
+    "helpers.slow_jobs:create_slow_app",
+    "--app-dir",
+    str(REPO / "tests"),
+    "--host",
+    "127.0.0.1",
+]
 CORPUS_IMAGES = 12
 PLANTED = 5  # corpus photo planted into the test split
 
@@ -46,8 +55,13 @@ def _free_port() -> int:
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
-    env.update(HF_HUB_OFFLINE="1", SPLITAUDIT_HOME=str(home), SPLITAUDIT_TORCH_THREADS="1",
-               OMP_NUM_THREADS="1", **extra)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        SPLITAUDIT_HOME=str(home),
+        SPLITAUDIT_TORCH_THREADS="1",
+        OMP_NUM_THREADS="1",
+        **extra,
+    )
     return env
 
 
@@ -59,8 +73,21 @@ def _index(tmp_path: Path, model_spec: str, **env: str) -> Path:
         (corpus / f"img{seed:03d}.jpg").write_bytes(_jpeg(seed))
     home = tmp_path / "home"
     out = subprocess.run(
-        [SPLITAUDIT, "index", str(corpus), "--corpus", "web", "--home", str(home), "--model", model_spec],
-        env=_env(home, **env), capture_output=True, text=True, timeout=300,
+        [
+            SPLITAUDIT,
+            "index",
+            str(corpus),
+            "--corpus",
+            "web",
+            "--home",
+            str(home),
+            "--model",
+            model_spec,
+        ],
+        env=_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     return home
@@ -84,12 +111,29 @@ class Server:
         return httpx.Client(base_url=self.url, timeout=60)
 
 
-def _start(home: Path, log: Path, *args: str, command: list[str] | None = None, **env: str) -> Server:
+def _start(
+    home: Path, log: Path, *args: str, command: list[str] | None = None, **env: str
+) -> Server:
     port = _free_port()
-    argv = ([*command, "--port", str(port), "--log-level", "warning"] if command else
-            [SPLITAUDIT, "serve", "--home", str(home), "--port", str(port), "--log-level", "warning", *args])
+    argv = (
+        [*command, "--port", str(port), "--log-level", "warning"]
+        if command
+        else [
+            SPLITAUDIT,
+            "serve",
+            "--home",
+            str(home),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            *args,
+        ]
+    )
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, cwd=REPO, env=_env(home, **env), stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=_env(home, **env), stdout=fh, stderr=subprocess.STDOUT
+        )
     server = Server(proc, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -136,17 +180,24 @@ def _split_zip(extra: int = 0) -> bytes:
 
 # The tiny random model puts every photo at cosine > 0.9 of every other, so the embedding tiers
 # run with cosine thresholds only a true copy reaches; the hash tiers keep their defaults.
-STRICT_COSINE = json.dumps({"near_cosine": 0.9999, "semantic_cosine": 0.9999, "candidate_cosine": 0.9999})
+STRICT_COSINE = json.dumps(
+    {"near_cosine": 0.9999, "semantic_cosine": 0.9999, "candidate_cosine": 0.9999}
+)
 
 
 def _submit(client: httpx.Client, archive: bytes) -> int:
-    response = client.post("/api/v1/audits", files={"split": ("split.zip", archive, "application/zip")},
-                           data={"corpus": "web", "name": "e2e", "thresholds": STRICT_COSINE})
+    response = client.post(
+        "/api/v1/audits",
+        files={"split": ("split.zip", archive, "application/zip")},
+        data={"corpus": "web", "name": "e2e", "thresholds": STRICT_COSINE},
+    )
     assert response.status_code == 202, response.text
     return int(response.json()["id"])
 
 
-def _wait(client: httpx.Client, audit_id: int, until: set[str], timeout: float = 300) -> dict[str, Any]:
+def _wait(
+    client: httpx.Client, audit_id: int, until: set[str], timeout: float = 300
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         audit: dict[str, Any] = client.get(f"/api/v1/audits/{audit_id}").json()
@@ -161,8 +212,11 @@ def _check_report(report: dict[str, Any]) -> None:
     assert planted["verdict"] == "exact" and planted["label"] == "cat"
     exact = [m for m in planted["matches"] if m["kind"] == "exact"]
     assert len(exact) == 1 and exact[0]["corpus_key"] == f"img{PLANTED:03d}.jpg"
-    fresh = {k: [(m["kind"], m["cosine"], m["hamming"]) for m in item["matches"]]
-             for k, item in items.items() if k.startswith("dog/fresh")}
+    fresh = {
+        k: [(m["kind"], m["cosine"], m["hamming"]) for m in item["matches"]]
+        for k, item in items.items()
+        if k.startswith("dog/fresh")
+    }
     assert all(not matches for matches in fresh.values()), fresh
     assert [f["key"] for f in report["failed"]] == ["dog/broken.jpg"]
     ids = [m["id"] for item in report["items"] for m in item["matches"]]
@@ -170,8 +224,9 @@ def _check_report(report: dict[str, Any]) -> None:
     assert report["summary"]["by_kind"]["exact"] == 1
 
 
-def test_upload_poll_and_fetch_every_report_format(indexed_home: Path, tmp_path: Path,
-                                                   servers: list[Server]) -> None:
+def test_upload_poll_and_fetch_every_report_format(
+    indexed_home: Path, tmp_path: Path, servers: list[Server]
+) -> None:
     server = _start(indexed_home, tmp_path / "server.log", SPLITAUDIT_MAX_UPLOAD_MB="0.5")
     servers.append(server)
     with server.client() as client:
@@ -183,13 +238,24 @@ def test_upload_poll_and_fetch_every_report_format(indexed_home: Path, tmp_path:
         as_csv = client.get(f"/api/v1/audits/{audit_id}/report", params={"format": "csv"})
         as_junit = client.get(f"/api/v1/audits/{audit_id}/report", params={"format": "junit"})
         as_md = client.get(f"/api/v1/audits/{audit_id}/report", params={"format": "md"})
-        match_id = next(m["id"] for i in report["items"] for m in i["matches"] if m["kind"] == "exact")
-        review = client.put(f"/api/v1/matches/{match_id}/review", json={"verdict": "duplicate", "note": "planted"})
+        match_id = next(
+            m["id"] for i in report["items"] for m in i["matches"] if m["kind"] == "exact"
+        )
+        review = client.put(
+            f"/api/v1/matches/{match_id}/review", json={"verdict": "duplicate", "note": "planted"}
+        )
         planted_item = next(i for i in report["items"] if i["key"] == "cat/planted.jpg")
-        thumb = client.get(f"/api/v1/split-items/{planted_item['split_item_id']}/thumbnail", params={"size": 64})
-        corpus_thumb = client.get(f"/api/v1/items/{planted_item['matches'][0]['corpus_item_id']}/thumbnail")
-        too_big = client.post("/api/v1/audits", files={"split": ("big.zip", b"\0" * (1024 * 1024))},
-                              data={"corpus": "web"})
+        thumb = client.get(
+            f"/api/v1/split-items/{planted_item['split_item_id']}/thumbnail", params={"size": 64}
+        )
+        corpus_thumb = client.get(
+            f"/api/v1/items/{planted_item['matches'][0]['corpus_item_id']}/thumbnail"
+        )
+        too_big = client.post(
+            "/api/v1/audits",
+            files={"split": ("big.zip", b"\0" * (1024 * 1024))},
+            data={"corpus": "web"},
+        )
     assert as_csv.status_code == 200 and "cat/planted.jpg" in as_csv.text
     assert as_csv.headers["content-type"].startswith("text/csv")
     assert ET.fromstring(as_junit.content) is not None and "planted" in as_junit.text
@@ -201,15 +267,20 @@ def test_upload_poll_and_fetch_every_report_format(indexed_home: Path, tmp_path:
     assert len(list((indexed_home / "splits").iterdir())) == 1  # only the accepted upload
 
 
-def test_killed_server_resumes_the_audit_after_restart(indexed_home: Path, tmp_path: Path,
-                                                      servers: list[Server]) -> None:
+def test_killed_server_resumes_the_audit_after_restart(
+    indexed_home: Path, tmp_path: Path, servers: list[Server]
+) -> None:
     log = tmp_path / "server.log"
-    slow = _start(indexed_home, log, command=SLOW_SERVE, SLOW_JOB_DELAY_S="1.0", SPLITAUDIT_JOB_LEASE_S="2")
+    slow = _start(
+        indexed_home, log, command=SLOW_SERVE, SLOW_JOB_DELAY_S="1.0", SPLITAUDIT_JOB_LEASE_S="2"
+    )
     servers.append(slow)
     with slow.client() as client:
         audit_id = _submit(client, _split_zip(extra=4))
         running = _wait(client, audit_id, {"running", "done", "failed"}, timeout=120)
-        assert running["status"] == "running", running  # the slow handler keeps it running for seconds
+        assert running["status"] == "running", (
+            running
+        )  # the slow handler keeps it running for seconds
     slow.proc.send_signal(signal.SIGKILL)
     slow.proc.wait(30)
 
@@ -226,8 +297,9 @@ def test_killed_server_resumes_the_audit_after_restart(indexed_home: Path, tmp_p
 
 
 @pytest.mark.postgres
-def test_api_and_two_worker_processes_on_postgres(tmp_path: Path, tiny_model_spec: str, pg_url: str,
-                                                 servers: list[Server]) -> None:
+def test_api_and_two_worker_processes_on_postgres(
+    tmp_path: Path, tiny_model_spec: str, pg_url: str, servers: list[Server]
+) -> None:
     """The compose deployment without Docker: `serve --no-worker` + two `splitaudit worker` on PostgreSQL."""
     db = {"SPLITAUDIT_DATABASE_URL": pg_url}
     home = _index(tmp_path, tiny_model_spec, **db)
@@ -238,8 +310,14 @@ def test_api_and_two_worker_processes_on_postgres(tmp_path: Path, tiny_model_spe
     try:
         for n in range(2):
             with open(tmp_path / f"worker{n}.log", "wb") as fh:
-                workers.append(subprocess.Popen([SPLITAUDIT, "worker", "--home", str(home), "--poll", "0.2"],
-                                                env=_env(home, **db), stdout=fh, stderr=subprocess.STDOUT))
+                workers.append(
+                    subprocess.Popen(
+                        [SPLITAUDIT, "worker", "--home", str(home), "--poll", "0.2"],
+                        env=_env(home, **db),
+                        stdout=fh,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
         with server.client() as client:
             assert client.get("/api/v1/health").json()["worker"] == "off"
             audit_ids = [_submit(client, _split_zip(extra=n)) for n in range(4)]

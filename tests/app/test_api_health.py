@@ -25,10 +25,19 @@ def test_openapi_lists_every_endpoint(tmp_path: Path) -> None:
         docs = client.get("/docs")
     paths = set(spec["paths"])
     assert {
-        "/api/v1/health", "/api/v1/corpora", "/api/v1/corpora/{name}", "/api/v1/corpora/{name}/sources",
-        "/api/v1/audits", "/api/v1/audits/{audit_id}", "/api/v1/audits/{audit_id}/report",
-        "/api/v1/audits/{audit_id}/matches", "/api/v1/matches/{match_id}", "/api/v1/matches/{match_id}/review",
-        "/api/v1/items/{item_id}/thumbnail", "/api/v1/split-items/{item_id}/thumbnail", "/api/v1/jobs/{job_id}",
+        "/api/v1/health",
+        "/api/v1/corpora",
+        "/api/v1/corpora/{name}",
+        "/api/v1/corpora/{name}/sources",
+        "/api/v1/audits",
+        "/api/v1/audits/{audit_id}",
+        "/api/v1/audits/{audit_id}/report",
+        "/api/v1/audits/{audit_id}/matches",
+        "/api/v1/matches/{match_id}",
+        "/api/v1/matches/{match_id}/review",
+        "/api/v1/items/{item_id}/thumbnail",
+        "/api/v1/split-items/{item_id}/thumbnail",
+        "/api/v1/jobs/{job_id}",
     } <= paths
     submit = spec["paths"]["/api/v1/audits"]["post"]["requestBody"]["content"]
     assert set(submit) == {"multipart/form-data", "application/json"}

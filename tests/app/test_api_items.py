@@ -10,11 +10,18 @@ from apptest_support import api_client, assert_error, new_home, seed_audit
 from PIL import Image
 
 
-@pytest.mark.parametrize(("which", "fmt", "source_size"), [
-    ("file", "JPEG", (96, 64)), ("tar", "JPEG", (320, 240)), ("zip", "JPEG", (96, 64)), ("alpha", "PNG", (96, 64)),
-])
-def test_corpus_item_thumbnail_from_each_locator_kind(tmp_path: Path, which: str, fmt: str,
-                                                     source_size: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("which", "fmt", "source_size"),
+    [
+        ("file", "JPEG", (96, 64)),
+        ("tar", "JPEG", (320, 240)),
+        ("zip", "JPEG", (96, 64)),
+        ("alpha", "PNG", (96, 64)),
+    ],
+)
+def test_corpus_item_thumbnail_from_each_locator_kind(
+    tmp_path: Path, which: str, fmt: str, source_size: tuple[int, int]
+) -> None:
     home = new_home(tmp_path)
     seeded = seed_audit(home, tmp_path / "files")
     with api_client(home) as client:
@@ -65,13 +72,23 @@ def test_missing_source_is_404_source_missing_with_hashes(tmp_path: Path) -> Non
     home = new_home(tmp_path)
     seeded = seed_audit(home, tmp_path / "files")
     with api_client(home) as client:
-        error = assert_error(client.get(f"/api/v1/items/{seeded.items['gone']}/thumbnail"), 404, "source_missing")
+        error = assert_error(
+            client.get(f"/api/v1/items/{seeded.items['gone']}/thumbnail"), 404, "source_missing"
+        )
         assert "ab" * 32 in error["message"] and "cd" * 32 in error["message"]
-        assert_error(client.get(f"/api/v1/split-items/{seeded.split_items['dog']}/thumbnail"), 404,
-                     "source_missing", contains="split item")
+        assert_error(
+            client.get(f"/api/v1/split-items/{seeded.split_items['dog']}/thumbnail"),
+            404,
+            "source_missing",
+            contains="split item",
+        )
         # URL-only items are never fetched by the server
-        assert_error(client.get(f"/api/v1/items/{seeded.items['url']}/thumbnail"), 404, "source_missing",
-                     contains="http://example.com/6.jpg")
+        assert_error(
+            client.get(f"/api/v1/items/{seeded.items['url']}/thumbnail"),
+            404,
+            "source_missing",
+            contains="http://example.com/6.jpg",
+        )
 
 
 def test_changed_source_bytes_are_reported_missing(tmp_path: Path) -> None:
@@ -80,12 +97,28 @@ def test_changed_source_bytes_are_reported_missing(tmp_path: Path) -> None:
     seeded = seed_audit(home, files)
     (files / "plain.png").write_bytes((files / "test.png").read_bytes())
     with api_client(home) as client:
-        assert_error(client.get(f"/api/v1/items/{seeded.items['file']}/thumbnail"), 404, "source_missing",
-                     contains="changed since it was indexed")
+        assert_error(
+            client.get(f"/api/v1/items/{seeded.items['file']}/thumbnail"),
+            404,
+            "source_missing",
+            contains="changed since it was indexed",
+        )
 
 
 def test_unknown_items_and_bad_sizes(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path)) as client:
-        assert_error(client.get("/api/v1/items/999/thumbnail"), 404, "not_found", contains="corpus item 999")
-        assert_error(client.get("/api/v1/split-items/999/thumbnail"), 404, "not_found", contains="split item 999")
-        assert_error(client.get("/api/v1/items/1/thumbnail?size=5000"), 422, "invalid_request", contains="size")
+        assert_error(
+            client.get("/api/v1/items/999/thumbnail"), 404, "not_found", contains="corpus item 999"
+        )
+        assert_error(
+            client.get("/api/v1/split-items/999/thumbnail"),
+            404,
+            "not_found",
+            contains="split item 999",
+        )
+        assert_error(
+            client.get("/api/v1/items/1/thumbnail?size=5000"),
+            422,
+            "invalid_request",
+            contains="size",
+        )

@@ -30,8 +30,11 @@ def test_in_process_worker_fails_a_broken_index_job_with_its_reason(tmp_path: Pa
     ws = workspace(home)
     try:
         with transaction(ws.sessions) as s:
-            job_id = enqueue(s, kind="index", params={"corpus": "web", "sources": [str(tmp_path / "missing")],
-                                                      "no_embed": True}).id
+            job_id = enqueue(
+                s,
+                kind="index",
+                params={"corpus": "web", "sources": [str(tmp_path / "missing")], "no_embed": True},
+            ).id
     finally:
         ws.close()
     with api_client(home, run_worker=True, job_poll_s=0.05) as client:

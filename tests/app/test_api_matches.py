@@ -16,10 +16,18 @@ def test_list_filter_and_page_matches(tmp_path: Path) -> None:
         near = client.get(base, params={"kind": "near"}).json()
         dogs = client.get(base, params={"label": "dog"}).json()
         page = client.get(base, params={"page": 2, "page_size": 2}).json()
-        client.put(f"/api/v1/matches/{seeded.matches['semantic']}/review", json={"verdict": "not_duplicate"})
+        client.put(
+            f"/api/v1/matches/{seeded.matches['semantic']}/review",
+            json={"verdict": "not_duplicate"},
+        )
         reviewed = client.get(base, params={"review": "not_duplicate"}).json()
         unreviewed = client.get(base, params={"review": "unreviewed"}).json()
-        assert_error(client.get(base, params={"kind": "blurry"}), 400, "bad_request", contains="unknown match kind")
+        assert_error(
+            client.get(base, params={"kind": "blurry"}),
+            400,
+            "bad_request",
+            contains="unknown match kind",
+        )
         assert_error(client.get(base, params={"review": "nope"}), 400, "bad_request")
         assert_error(client.get("/api/v1/audits/999/matches"), 404, "not_found")
     assert everything["total"] == 3
@@ -39,12 +47,20 @@ def test_review_history_is_kept(tmp_path: Path) -> None:
     seeded = seed_audit(home, tmp_path / "files")
     match_id = seeded.matches["near"]
     with api_client(home) as client:
-        first = client.put(f"/api/v1/matches/{match_id}/review", json={"verdict": "duplicate", "note": "same dog"})
-        second = client.put(f"/api/v1/matches/{match_id}/review", json={"verdict": "unsure", "note": None})
+        first = client.put(
+            f"/api/v1/matches/{match_id}/review", json={"verdict": "duplicate", "note": "same dog"}
+        )
+        second = client.put(
+            f"/api/v1/matches/{match_id}/review", json={"verdict": "unsure", "note": None}
+        )
         detail = client.get(f"/api/v1/matches/{match_id}").json()
     assert first.status_code == 200 and second.status_code == 200
     body = second.json()
-    assert body["match_id"] == match_id and body["verdict"] == "unsure" and body["at"].endswith("+00:00")
+    assert (
+        body["match_id"] == match_id
+        and body["verdict"] == "unsure"
+        and body["at"].endswith("+00:00")
+    )
     assert detail["review"]["verdict"] == "unsure"
     assert [h["verdict"] for h in detail["history"]] == ["unsure", "duplicate"]
     assert detail["history"][1]["note"] == "same dog"
@@ -56,11 +72,23 @@ def test_review_errors(tmp_path: Path) -> None:
     seeded = seed_audit(home, tmp_path / "files")
     url = f"/api/v1/matches/{seeded.matches['near']}/review"
     with api_client(home) as client:
-        assert_error(client.put(url, json={"verdict": "maybe"}), 422, "invalid_request", contains="verdict")
-        assert_error(client.put(url, json={"verdict": "duplicate", "extra": 1}), 422, "invalid_request")
-        assert_error(client.put(url, json={"verdict": "duplicate", "note": "x" * 10_001}), 422, "invalid_request")
-        assert_error(client.put("/api/v1/matches/999/review", json={"verdict": "duplicate"}), 404, "not_found",
-                     contains="match 999")
+        assert_error(
+            client.put(url, json={"verdict": "maybe"}), 422, "invalid_request", contains="verdict"
+        )
+        assert_error(
+            client.put(url, json={"verdict": "duplicate", "extra": 1}), 422, "invalid_request"
+        )
+        assert_error(
+            client.put(url, json={"verdict": "duplicate", "note": "x" * 10_001}),
+            422,
+            "invalid_request",
+        )
+        assert_error(
+            client.put("/api/v1/matches/999/review", json={"verdict": "duplicate"}),
+            404,
+            "not_found",
+            contains="match 999",
+        )
         assert_error(client.get("/api/v1/matches/999"), 404, "not_found")
         # nothing was recorded by the failed attempts
         assert client.get(f"/api/v1/matches/{seeded.matches['near']}").json()["history"] == []

@@ -81,7 +81,9 @@ def test_unexpected_exception_is_a_500_in_the_same_shape(tmp_path: Path) -> None
 
 def test_unknown_route_and_wrong_method(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path)) as client:
-        assert_error(client.get("/api/v1/nothing-here"), 404, "not_found", contains="no such endpoint")
+        assert_error(
+            client.get("/api/v1/nothing-here"), 404, "not_found", contains="no such endpoint"
+        )
         assert_error(client.delete("/api/v1/health"), 405, "method_not_allowed")
 
 
@@ -89,7 +91,16 @@ def test_validation_errors_share_the_shape(tmp_path: Path) -> None:
     with api_client(new_home(tmp_path)) as client:
         error = assert_error(client.get("/api/v1/audits/not-a-number"), 422, "invalid_request")
         assert "audit_id" in error["message"]
-        error = assert_error(client.get("/api/v1/audits?page=0"), 422, "invalid_request", contains="page")
+        error = assert_error(
+            client.get("/api/v1/audits?page=0"), 422, "invalid_request", contains="page"
+        )
         assert error["details"][0]["field"] == "page"
-        assert_error(client.put("/api/v1/matches/1/review", content=b"{not json",
-                                headers={"content-type": "application/json"}), 422, "invalid_request")
+        assert_error(
+            client.put(
+                "/api/v1/matches/1/review",
+                content=b"{not json",
+                headers={"content-type": "application/json"},
+            ),
+            422,
+            "invalid_request",
+        )

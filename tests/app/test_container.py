@@ -52,7 +52,9 @@ def _entrypoint(*args: str, env: dict[str, str], **kw: Any) -> subprocess.Comple
 def test_api_migrates_serves_and_passes_its_healthcheck(tmp_path: Path) -> None:
     port = str(_free_port())
     env = _env(
-        SPLITAUDIT_HOME=str(tmp_path / "data"), SPLITAUDIT_PORT=port, SPLITAUDIT_RUN_WORKER="false",
+        SPLITAUDIT_HOME=str(tmp_path / "data"),
+        SPLITAUDIT_PORT=port,
+        SPLITAUDIT_RUN_WORKER="false",
         # The container binds 0.0.0.0, which `serve` refuses without tokens; health needs none.
         SPLITAUDIT_API_TOKENS="ci:secret-token",
     )

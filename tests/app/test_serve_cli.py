@@ -37,12 +37,19 @@ def test_bad_settings_exit_2(command: str, tmp_path: Path, monkeypatch: pytest.M
     assert "invalid server settings" in result.output and "SPLITAUDIT_API_TOKENS" in result.output
 
 
-@pytest.mark.parametrize(("url", "text"), [
-    ("mysql://nope", "unsupported database URL"),
-    ("postgresql+psycopg://nobody:pw@127.0.0.1:1/none?connect_timeout=2", "cannot open the database at 127.0.0.1:1"),
-])
-def test_bad_database_url_exits_before_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str,
-                                               text: str) -> None:
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("mysql://nope", "unsupported database URL"),
+        (
+            "postgresql+psycopg://nobody:pw@127.0.0.1:1/none?connect_timeout=2",
+            "cannot open the database at 127.0.0.1:1",
+        ),
+    ],
+)
+def test_bad_database_url_exits_before_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, text: str
+) -> None:
     monkeypatch.setenv("SPLITAUDIT_DATABASE_URL", url)
     result = CliRunner().invoke(cli, ["serve", "--home", str(tmp_path / "h")])
     assert result.exit_code == 2
@@ -55,10 +62,17 @@ def test_worker_process_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     ws = workspace(home)
     try:
         with transaction(ws.sessions) as s:
-            job_id = enqueue(s, kind="index", params={"corpus": "web", "sources": [str(tmp_path / "gone")],
-                                                      "no_embed": True}).id
-        proc = subprocess.Popen([SPLITAUDIT, "worker", "--home", str(home), "--poll", "0.1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            job_id = enqueue(
+                s,
+                kind="index",
+                params={"corpus": "web", "sources": [str(tmp_path / "gone")], "no_embed": True},
+            ).id
+        proc = subprocess.Popen(
+            [SPLITAUDIT, "worker", "--home", str(home), "--poll", "0.1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -78,8 +92,9 @@ def test_worker_process_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "example.org"])
-def test_serve_refuses_a_non_loopback_host_without_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          host: str) -> None:
+def test_serve_refuses_a_non_loopback_host_without_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
     monkeypatch.delenv("SPLITAUDIT_API_TOKENS", raising=False)
     result = CliRunner().invoke(cli, ["serve", "--home", str(tmp_path / "h"), "--host", host])
     assert result.exit_code == 2
@@ -96,16 +111,33 @@ def test_exposure_rules() -> None:
     assert not any(is_loopback_host(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.org"))
     open_settings = ApiSettings(api_tokens={})
     assert check_exposure(open_settings, "127.0.0.1", allow_anonymous=False) is None
-    assert check_exposure(ApiSettings(api_tokens={"a": "t"}), "0.0.0.0", allow_anonymous=False) is None
+    assert (
+        check_exposure(ApiSettings(api_tokens={"a": "t"}), "0.0.0.0", allow_anonymous=False) is None
+    )
     warning = check_exposure(open_settings, "0.0.0.0", allow_anonymous=True)
     assert warning is not None and "WITHOUT API TOKENS" in warning
 
 
 def test_serve_allow_anonymous_starts_with_a_loud_warning(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
-    proc = subprocess.Popen([SPLITAUDIT, "serve", "--home", str(tmp_path / "h"), "--host", "0.0.0.0",
-                             "--port", "0", "--allow-anonymous", "--no-worker"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            SPLITAUDIT,
+            "serve",
+            "--home",
+            str(tmp_path / "h"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--allow-anonymous",
+            "--no-worker",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

@@ -33,11 +33,16 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
     # A corpus file moved away after indexing: its thumbnail must become a placeholder with hashes.
     moved = demo.data / "corpus" / "photos" / "cat.jpg"
     moved.rename(tmp_path / "moved.jpg")
-    with serve(demo.home, tmp_path / "server.log", SPLITAUDIT_RUN_WORKER="false") as server, \
-            server.client() as api, browser_page() as page:
+    with (
+        serve(demo.home, tmp_path / "server.log", SPLITAUDIT_RUN_WORKER="false") as server,
+        server.client() as api,
+        browser_page() as page,
+    ):
         audit = api.get(f"/api/v1/audits/{aid}").json()
         everything = api.get(f"/api/v1/audits/{aid}/matches", params={"page_size": 500}).json()
-        near_total = api.get(f"/api/v1/audits/{aid}/matches", params={"kind": "near"}).json()["total"]
+        near_total = api.get(f"/api/v1/audits/{aid}/matches", params={"kind": "near"}).json()[
+            "total"
+        ]
 
         # Audits list: one done audit with the flagged counts per tier.
         page.goto(f"{server.url}/ui")
@@ -50,8 +55,12 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
         row.locator("a").first.click()
         page.wait_for_url(f"**/ui/audits/{aid}")
         assert page.locator("#n-items").inner_text() == str(audit["summary"]["items"])
-        assert page.locator('[data-kind-count="near"]').inner_text() == str(audit["summary"]["by_kind"]["near"])
-        assert page.locator("#label-chart rect.bar-fill").count() == len(audit["summary"]["by_label"])
+        assert page.locator('[data-kind-count="near"]').inner_text() == str(
+            audit["summary"]["by_kind"]["near"]
+        )
+        assert page.locator("#label-chart rect.bar-fill").count() == len(
+            audit["summary"]["by_label"]
+        )
         assert page.locator("svg[data-hist] line[data-threshold]").count() == 5
 
         # Queue: a filter changes the list.
@@ -80,7 +89,11 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
         page.locator("#current-verdict .badge.verdict-duplicate").wait_for()
         assert "anonymous" in page.locator("#current-verdict").inner_text()
         review = api.get(f"/api/v1/matches/{match_id}").json()["review"]
-        assert (review["verdict"], review["note"], review["reviewer"]) == ("duplicate", "planted copy", "anonymous")
+        assert (review["verdict"], review["note"], review["reviewer"]) == (
+            "duplicate",
+            "planted copy",
+            "anonymous",
+        )
         page.reload()
         assert page.locator('[data-verdict="duplicate"]').get_attribute("aria-pressed") == "true"
 
@@ -100,15 +113,22 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
         # j moves to the next pair.
         page.keyboard.press("j")
         page.wait_for_url(f"**/ui/audits/{aid}/review/2")
-        assert int(page.locator("body").get_attribute("data-match-id") or 0) == everything["items"][1]["id"]
+        assert (
+            int(page.locator("body").get_attribute("data-match-id") or 0)
+            == everything["items"][1]["id"]
+        )
 
         # The pair whose corpus file is gone shows a placeholder with the item's hash, not a broken image.
         gone = next(m for m in everything["items"] if m["corpus_key"] == "photos/cat.jpg")
-        page.goto(f"{server.url}/ui/audits/{aid}/review/{_pair_position(everything['items'], gone['id'])}")
+        page.goto(
+            f"{server.url}/ui/audits/{aid}/review/{_pair_position(everything['items'], gone['id'])}"
+        )
         placeholder = page.locator(".pane-corpus .thumb-missing")
         placeholder.wait_for()
         assert gone["corpus_item"]["sha256"] in placeholder.inner_text()
-        page.locator(".pane-corpus .thumb-missing .reason").filter(has_text="not available").wait_for()
+        page.locator(".pane-corpus .thumb-missing .reason").filter(
+            has_text="not available"
+        ).wait_for()
 
         # A label-leak pair highlights the matched span of the evidence.
         leak = next(m for m in everything["items"] if m["kind"] == "label_leak")
@@ -130,8 +150,17 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
 def test_upload_form_starts_an_audit_whose_progress_bar_updates(tmp_path: Path) -> None:
     demo = build_demo_home(tmp_path, audit=False)
     archive = zip_folder(demo.data / "split", tmp_path / "split.zip")
-    with serve(demo.home, tmp_path / "server.log", "helpers.slow_jobs:create_slow_app", SLOW_JOB_DELAY_S="1.0",
-               SPLITAUDIT_JOB_POLL_S="0.2") as server, server.client() as api, browser_page() as page:
+    with (
+        serve(
+            demo.home,
+            tmp_path / "server.log",
+            "helpers.slow_jobs:create_slow_app",
+            SLOW_JOB_DELAY_S="1.0",
+            SPLITAUDIT_JOB_POLL_S="0.2",
+        ) as server,
+        server.client() as api,
+        browser_page() as page,
+    ):
         page.goto(f"{server.url}/ui/audits/new")
         page.set_input_files("#split-file", str(archive))
         assert page.locator('input[name="corpus"][value="demo"]').is_checked()
@@ -146,16 +175,22 @@ def test_upload_form_starts_an_audit_whose_progress_bar_updates(tmp_path: Path) 
         row = page.locator(f'tr[data-audit-id="{audit_id}"]')
         page.wait_for_function(
             f"""() => {{ const p = document.querySelector('tr[data-audit-id="{audit_id}"] progress');
-                        return p && p.value > 0 && p.value < 1; }}""", timeout=60_000)
+                        return p && p.value > 0 && p.value < 1; }}""",
+            timeout=60_000,
+        )
         first = float(row.locator("progress").evaluate("p => p.value"))
         page.wait_for_function(
             f"""() => {{ const p = document.querySelector('tr[data-audit-id="{audit_id}"] progress');
-                        return p && p.value > {first}; }}""", timeout=60_000)
+                        return p && p.value > {first}; }}""",
+            timeout=60_000,
+        )
         row.locator('[data-field="status"]').filter(has_text="done").wait_for(timeout=120_000)
         done = api.get(f"/api/v1/audits/{audit_id}").json()
         assert done["status"] == "done"
         assert row.locator('[data-field="flagged"]').inner_text() == str(done["summary"]["flagged"])
-        assert row.locator('td[data-kind="exact"]').inner_text() == str(done["summary"]["by_kind"]["exact"])
+        assert row.locator('td[data-kind="exact"]').inner_text() == str(
+            done["summary"]["by_kind"]["exact"]
+        )
 
         # The summary page reloads itself when a running audit finishes.
         page.goto(f"{server.url}/ui/audits/{audit_id}")
@@ -163,12 +198,21 @@ def test_upload_form_starts_an_audit_whose_progress_bar_updates(tmp_path: Path) 
         assert page.locator("#n-items").inner_text() == str(done["summary"]["items"])
 
 
-def test_token_is_asked_for_kept_in_the_session_and_sent_on_reads_and_writes(tmp_path: Path) -> None:
+def test_token_is_asked_for_kept_in_the_session_and_sent_on_reads_and_writes(
+    tmp_path: Path,
+) -> None:
     demo = build_demo_home(tmp_path)
     aid = demo.audit_id
-    with serve(demo.home, tmp_path / "server.log", SPLITAUDIT_RUN_WORKER="false",
-               SPLITAUDIT_API_TOKENS="carol:tok-carol") as server, \
-            server.client("tok-carol") as api, browser_page() as page:
+    with (
+        serve(
+            demo.home,
+            tmp_path / "server.log",
+            SPLITAUDIT_RUN_WORKER="false",
+            SPLITAUDIT_API_TOKENS="carol:tok-carol",
+        ) as server,
+        server.client("tok-carol") as api,
+        browser_page() as page,
+    ):
         page.goto(f"{server.url}/ui/audits/{aid}/review/1")
         assert page.locator('body[data-page="auth-required"]').count() == 1
         page.click("#main [data-token-open]")

@@ -28,7 +28,9 @@ ARTIFACTS = REPO / "test-artifacts"
 def require_chromium() -> None:
     """Skip the test, saying why, when Debian's Chromium or Playwright is missing."""
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` (never `playwright install`)")
+        pytest.skip(
+            f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` (never `playwright install`)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError as exc:
@@ -65,7 +67,9 @@ def build_demo_home(root: Path, *, audit: bool = True) -> DemoHome:
             run_audit(ws, audit_id)
     finally:
         ws.close()
-    return DemoHome(home=root / "home", data=root / "data", audit_id=audit_id, planted=dict(demo.planted))
+    return DemoHome(
+        home=root / "home", data=root / "data", audit_id=audit_id, planted=dict(demo.planted)
+    )
 
 
 def zip_folder(folder: Path, dest: Path) -> Path:
@@ -98,7 +102,9 @@ class Server:
 
 
 @contextmanager
-def serve(home: Path, log: Path, factory: str = "app.main:create_app", **env: str) -> Iterator[Server]:
+def serve(
+    home: Path, log: Path, factory: str = "app.main:create_app", **env: str
+) -> Iterator[Server]:
     """Run ``uvicorn --factory FACTORY`` over ``home`` until the block ends.
 
     ``helpers.slow_jobs:create_slow_app`` gives a server whose jobs are slow enough to watch.
@@ -108,9 +114,25 @@ def serve(home: Path, log: Path, factory: str = "app.main:create_app", **env: st
     environ.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", SPLITAUDIT_HOME=str(home), **env)
     with open(log, "ab") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", factory, "--app-dir", str(REPO / "tests"),
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-            cwd=REPO, env=environ, stdout=fh, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                factory,
+                "--app-dir",
+                str(REPO / "tests"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env=environ,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
         )
     server = Server(proc, f"http://127.0.0.1:{port}", log)
     try:

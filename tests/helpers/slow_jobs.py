@@ -40,4 +40,6 @@ def slow_handlers(delay_s: float) -> dict[str, Handler]:
 
 def create_slow_app() -> FastAPI:
     """The app with slow jobs (uvicorn ``--factory`` entry point)."""
-    return create_app(ApiSettings(), handlers=slow_handlers(float(os.environ.get("SLOW_JOB_DELAY_S", "1.0"))))
+    return create_app(
+        ApiSettings(), handlers=slow_handlers(float(os.environ.get("SLOW_JOB_DELAY_S", "1.0")))
+    )

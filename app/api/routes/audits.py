@@ -49,14 +49,26 @@ _SUBMIT_BODY: dict[str, Any] = {
                     "type": "object",
                     "required": ["split", "corpus"],
                     "properties": {
-                        "split": {"type": "string", "format": "binary",
-                                  "description": "zip or tar(.gz) archive of the test split"},
-                        "corpus": {"type": "array", "items": {"type": "string"},
-                                   "description": "corpus name (repeat the field for several)"},
-                        "labels": {"type": "string", "format": "binary",
-                                   "description": "optional key,label CSV"},
-                        "label_names": {"type": "string", "format": "binary",
-                                        "description": "optional label id -> names file (JSON, CSV, txt)"},
+                        "split": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "zip or tar(.gz) archive of the test split",
+                        },
+                        "corpus": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "corpus name (repeat the field for several)",
+                        },
+                        "labels": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "optional key,label CSV",
+                        },
+                        "label_names": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "optional label id -> names file (JSON, CSV, txt)",
+                        },
                         "thresholds": {"type": "string", "description": "optional JSON object"},
                         "name": {"type": "string"},
                     },
@@ -69,30 +81,47 @@ _SUBMIT_BODY: dict[str, Any] = {
 
 
 def _accepted(audit_id: int) -> JSONResponse:
-    body = JobAccepted(id=audit_id, status="queued", kind="audit",
-                       links={"self": f"/api/v1/audits/{audit_id}",
-                              "report": f"/api/v1/audits/{audit_id}/report"})
-    return JSONResponse(body.model_dump(exclude_none=True), status_code=status.HTTP_202_ACCEPTED,
-                        headers={"Location": f"/api/v1/audits/{audit_id}"})
+    body = JobAccepted(
+        id=audit_id,
+        status="queued",
+        kind="audit",
+        links={"self": f"/api/v1/audits/{audit_id}", "report": f"/api/v1/audits/{audit_id}/report"},
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": f"/api/v1/audits/{audit_id}"},
+    )
 
 
 async def _json_body(request: Request) -> AuditFromPaths:
-    data = await read_json_body(request, example='{"manifest": "/data/test.jsonl", "corpus": ["laion"]}')
+    data = await read_json_body(
+        request, example='{"manifest": "/data/test.jsonl", "corpus": ["laion"]}'
+    )
     try:
         return AuditFromPaths.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from exc
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted,
-             openapi_extra=_SUBMIT_BODY,
-             responses={415: {"model": ErrorResponse, "description": "Neither multipart/form-data nor JSON"}})
-async def audit_submit(request: Request, ws: WorkspaceDep, settings: SettingsDep,
-                       _caller: WriterDep) -> JSONResponse:
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    openapi_extra=_SUBMIT_BODY,
+    responses={
+        415: {"model": ErrorResponse, "description": "Neither multipart/form-data nor JSON"}
+    },
+)
+async def audit_submit(
+    request: Request, ws: WorkspaceDep, settings: SettingsDep, _caller: WriterDep
+) -> JSONResponse:
     """Queue an audit of an uploaded archive (multipart) or of a split on the server (JSON)."""
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype == "multipart/form-data":
-        workdir = ws.uploads_dir() / f"upload-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        workdir = (
+            ws.uploads_dir() / f"upload-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        )
         workdir.mkdir(parents=True)
         try:
             form = await receive_multipart(request, workdir, max_bytes=settings.max_upload_bytes)
@@ -105,12 +134,18 @@ async def audit_submit(request: Request, ws: WorkspaceDep, settings: SettingsDep
         return _accepted(audit_id)
     if ctype == "application/json" or ctype.endswith("+json"):
         body = await _json_body(request)
-        kind, path = ("manifest", body.manifest) if body.manifest is not None else ("folder", body.folder)
+        kind, path = (
+            ("manifest", body.manifest) if body.manifest is not None else ("folder", body.folder)
+        )
         assert path is not None
         resolved = resolve_under_roots(path, settings.source_roots, what=kind)
-        req = AuditRequest(corpora=body.corpus, name=body.name or resolved.name,
-                           thresholds=dict(body.thresholds or {}), labels=dict(body.labels or {}),
-                           label_names=normalise_label_names(body.label_names or {}))
+        req = AuditRequest(
+            corpora=body.corpus,
+            name=body.name or resolved.name,
+            thresholds=dict(body.thresholds or {}),
+            labels=dict(body.labels or {}),
+            label_names=normalise_label_names(body.label_names or {}),
+        )
         audit_id = await run_in_threadpool(
             audit_from_paths, ws, path=resolved, kind=kind, request=req, roots=settings.source_roots
         )
@@ -141,7 +176,9 @@ def audit_get(audit_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict
     return get_audit(session, audit_id=audit_id)
 
 
-@router.get("/{audit_id}/report", responses={200: {"content": {t: {} for t in REPORT_MEDIA_TYPES.values()}}})
+@router.get(
+    "/{audit_id}/report", responses={200: {"content": {t: {} for t in REPORT_MEDIA_TYPES.values()}}}
+)
 def audit_report_get(
     audit_id: IdPath,
     session: SessionDep,
@@ -161,12 +198,17 @@ def audit_report_get(
         from indexer.audit.html_report import pair_thumbnails, render_html
         from indexer.audit.html_thumbs import db_thumbnail_fetcher
 
-        text = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session)))
+        text = render_html(
+            report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session))
+        )
     else:
         text = render(report, fmt)
     return Response(
-        text, media_type=REPORT_MEDIA_TYPES[fmt],
-        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'},
+        text,
+        media_type=REPORT_MEDIA_TYPES[fmt],
+        headers={
+            "Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'
+        },
     )
 
 
@@ -182,6 +224,13 @@ def audit_matches(
     page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One page of an audit's matches, filtered by kind, review state or verdict, and test label."""
-    items, total = list_matches(session, audit_id=audit_id, kind=kind or None, review=review or None,
-                                label=label or None, page=page, page_size=page_size)
+    items, total = list_matches(
+        session,
+        audit_id=audit_id,
+        kind=kind or None,
+        review=review or None,
+        label=label or None,
+        page=page,
+        page_size=page_size,
+    )
     return {"items": items, "total": total, "page": page, "page_size": page_size}

@@ -29,23 +29,37 @@ def corpora_list(session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def corpus_create(body: CorpusCreate, session: TransactionDep, settings: SettingsDep, _caller: WriterDep) -> JSONResponse:
+def corpus_create(
+    body: CorpusCreate, session: TransactionDep, settings: SettingsDep, _caller: WriterDep
+) -> JSONResponse:
     """Create an empty corpus (409 if it exists); ``sources`` also queues an index job."""
     from indexer.embed.spec import DEFAULT_MODEL_SPEC
 
     name = check_corpus_name(body.name)
     if session.scalar(select(Corpus.id).where(Corpus.name == name)) is not None:
-        raise ConflictError(f"corpus {name!r} already exists; add sources with POST /api/v1/corpora/{name}/sources")
+        raise ConflictError(
+            f"corpus {name!r} already exists; add sources with POST /api/v1/corpora/{name}/sources"
+        )
     paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in body.sources]
-    corpus = Corpus(name=name, model_spec=None if body.no_embed else (body.model or DEFAULT_MODEL_SPEC),
-                    generation=0)
+    corpus = Corpus(
+        name=name,
+        model_spec=None if body.no_embed else (body.model or DEFAULT_MODEL_SPEC),
+        generation=0,
+    )
     session.add(corpus)
     session.flush()
     out = corpus_dict(session, corpus)
     headers = {"Location": f"/api/v1/corpora/{name}"}
     if paths:
-        out["job_id"] = queue_index_job(session, corpus=name, sources=paths, model=None,
-                                        no_embed=body.no_embed, workers=1, allowed_roots=settings.source_roots)
+        out["job_id"] = queue_index_job(
+            session,
+            corpus=name,
+            sources=paths,
+            model=None,
+            no_embed=body.no_embed,
+            workers=1,
+            allowed_roots=settings.source_roots,
+        )
     return JSONResponse(out, status_code=status.HTTP_201_CREATED, headers=headers)
 
 
@@ -59,17 +73,39 @@ def corpus_get(
     failed_page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One corpus: counts, model, saved index info, shards, and a page of failed items with reasons."""
-    return corpus_detail(ws, session, name=name, failed_page=failed_page, failed_page_size=failed_page_size)
+    return corpus_detail(
+        ws, session, name=name, failed_page=failed_page, failed_page_size=failed_page_size
+    )
 
 
 @router.post("/{name}/sources", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
-def corpus_add_sources(name: str, body: SourcesCreate, session: TransactionDep, settings: SettingsDep,
-                       _caller: WriterDep) -> JSONResponse:
+def corpus_add_sources(
+    name: str,
+    body: SourcesCreate,
+    session: TransactionDep,
+    settings: SettingsDep,
+    _caller: WriterDep,
+) -> JSONResponse:
     """Index server-side sources (under a source root) into the corpus, as a background job."""
     paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in body.sources]
-    job_id = queue_index_job(session, corpus=name, sources=paths, model=body.model,
-                             no_embed=body.no_embed, workers=body.workers, allowed_roots=settings.source_roots)
-    accepted = JobAccepted(id=job_id, job_id=job_id, status="queued", kind="index",
-                           links={"self": f"/api/v1/jobs/{job_id}", "corpus": f"/api/v1/corpora/{name}"})
-    return JSONResponse(accepted.model_dump(), status_code=status.HTTP_202_ACCEPTED,
-                        headers={"Location": f"/api/v1/jobs/{job_id}"})
+    job_id = queue_index_job(
+        session,
+        corpus=name,
+        sources=paths,
+        model=body.model,
+        no_embed=body.no_embed,
+        workers=body.workers,
+        allowed_roots=settings.source_roots,
+    )
+    accepted = JobAccepted(
+        id=job_id,
+        job_id=job_id,
+        status="queued",
+        kind="index",
+        links={"self": f"/api/v1/jobs/{job_id}", "corpus": f"/api/v1/corpora/{name}"},
+    )
+    return JSONResponse(
+        accepted.model_dump(),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": f"/api/v1/jobs/{job_id}"},
+    )

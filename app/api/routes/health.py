@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from sqlalchemy import text
@@ -27,7 +28,13 @@ def health(request: Request, ws: WorkspaceDep) -> Health:
         log.warning("health check: database unreachable: %s", exc)
         database = "unreachable"
     worker = getattr(request.app.state, "worker", None)
-    worker_state = "off" if worker is None else "running" if worker.is_running else "stopped"
+    worker_state: Literal["running", "stopped", "off"] = (
+        "off" if worker is None else "running" if worker.is_running else "stopped"
+    )
     healthy = database == "ok" and worker_state != "stopped"
-    return Health(status="ok" if healthy else "degraded", version=__version__,
-                  database=database, worker=worker_state)  # type: ignore[arg-type]
+    return Health(
+        status="ok" if healthy else "degraded",
+        version=__version__,
+        database=database,
+        worker=worker_state,
+    )

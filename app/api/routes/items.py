@@ -19,43 +19,81 @@ router = APIRouter(tags=["items"])
 SizeQuery = Annotated[int, Query(ge=16, le=1024, description="Longest side in pixels.")]
 
 
-def _thumbnail(request: Request, *, locator: dict[str, Any], sha256: str | None,
-                     pixel_digest: str | None, what: str, size: int, private: bool,
-                     allowed_roots: list[str] | None = None) -> Response:
+def _thumbnail(
+    request: Request,
+    *,
+    locator: dict[str, Any],
+    sha256: str | None,
+    pixel_digest: str | None,
+    what: str,
+    size: int,
+    private: bool,
+    allowed_roots: list[str] | None = None,
+) -> Response:
     etag = thumbnail_etag(sha256, locator, size)
     cache = f"{'private' if private else 'public'}, max-age=86400"
     headers = {"ETag": etag, "Cache-Control": cache}
     if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers=headers)
-    data = read_original(locator, what=what, sha256=sha256, pixel_digest=pixel_digest,
-                         allowed_roots=allowed_roots)
+    data = read_original(
+        locator, what=what, sha256=sha256, pixel_digest=pixel_digest, allowed_roots=allowed_roots
+    )
     thumb = render_thumbnail(data, size)
     return Response(thumb.data, media_type=thumb.media_type, headers=headers)
 
 
-@router.get("/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}})
-def corpus_item_thumbnail(item_id: IdPath, request: Request, session: SessionDep, settings: SettingsDep,
-                                _caller: ReaderDep, size: SizeQuery = 256) -> Response:
+@router.get(
+    "/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}}
+)
+def corpus_item_thumbnail(
+    item_id: IdPath,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    _caller: ReaderDep,
+    size: SizeQuery = 256,
+) -> Response:
     """A corpus item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(Item, item_id)
     if item is None:
         raise NotFoundError(f"corpus item {item_id} does not exist")
-    return _thumbnail(request, locator=dict(item.locator or {}), sha256=item.sha256,
-                            pixel_digest=item.pixel_digest, what=f"corpus item {item_id} ({item.key})",
-                            size=size, private=settings.read_requires_token)
+    return _thumbnail(
+        request,
+        locator=dict(item.locator or {}),
+        sha256=item.sha256,
+        pixel_digest=item.pixel_digest,
+        what=f"corpus item {item_id} ({item.key})",
+        size=size,
+        private=settings.read_requires_token,
+    )
 
 
-@router.get("/split-items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}})
-def split_item_thumbnail(item_id: IdPath, request: Request, session: SessionDep, settings: SettingsDep,
-                               _caller: ReaderDep, size: SizeQuery = 256) -> Response:
+@router.get(
+    "/split-items/{item_id}/thumbnail",
+    responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}},
+)
+def split_item_thumbnail(
+    item_id: IdPath,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    _caller: ReaderDep,
+    size: SizeQuery = 256,
+) -> Response:
     """A test split item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(SplitItem, item_id)
     if item is None:
         raise NotFoundError(f"split item {item_id} does not exist")
-    return _thumbnail(request, locator=dict(item.locator or {}), sha256=item.sha256,
-                            pixel_digest=item.pixel_digest, what=f"split item {item_id} ({item.key})",
-                            size=size, private=settings.read_requires_token,
-                            allowed_roots=split_allowed_roots(session, item.split_id))
+    return _thumbnail(
+        request,
+        locator=dict(item.locator or {}),
+        sha256=item.sha256,
+        pixel_digest=item.pixel_digest,
+        what=f"split item {item_id} ({item.key})",
+        size=size,
+        private=settings.read_requires_token,
+        allowed_roots=split_allowed_roots(session, item.split_id),
+    )
 
 
 def split_allowed_roots(session: Session, split_id: int) -> list[str] | None:

@@ -24,9 +24,16 @@ def job_dict(job: Job, audit_id: int | None) -> dict[str, Any]:
     params = dict(job.params or {})
     result = params.pop("result", None)
     return {
-        "id": job.id, "kind": job.kind, "status": job.status, "progress": round(job.progress or 0.0, 4),
-        "message": job.message, "error": job.error, "attempts": job.attempts, "params": params,
-        "result": result, "audit_id": audit_id,
+        "id": job.id,
+        "kind": job.kind,
+        "status": job.status,
+        "progress": round(job.progress or 0.0, 4),
+        "message": job.message,
+        "error": job.error,
+        "attempts": job.attempts,
+        "params": params,
+        "result": result,
+        "audit_id": audit_id,
         "created_at": iso(job.created_at),
         "started_at": iso(job.started_at),
         "finished_at": iso(job.finished_at),
@@ -51,9 +58,15 @@ def job_list(
     if kind is not None:
         query = query.where(Job.kind == kind)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.execute(query.order_by(Job.id.desc()).limit(page_size).offset((page - 1) * page_size)).all()
-    return {"items": [job_dict(j, a) for j, a in rows], "total": int(total), "page": page,
-            "page_size": page_size}
+    rows = session.execute(
+        query.order_by(Job.id.desc()).limit(page_size).offset((page - 1) * page_size)
+    ).all()
+    return {
+        "items": [job_dict(j, a) for j, a in rows],
+        "total": int(total),
+        "page": page,
+        "page_size": page_size,
+    }
 
 
 @router.get("/{job_id}")

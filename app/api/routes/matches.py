@@ -22,13 +22,21 @@ def match_get(match_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict
 
 
 @router.put("/{match_id}/review", response_model=ReviewOut)
-def match_review(match_id: IdPath, body: ReviewIn, session: TransactionDep, caller: WriterDep) -> ReviewOut:
+def match_review(
+    match_id: IdPath, body: ReviewIn, session: TransactionDep, caller: WriterDep
+) -> ReviewOut:
     """Record a verdict (duplicate, not_duplicate, unsure) with a note; earlier verdicts stay as history.
 
     The reviewer is the API token's name when tokens are configured, else ``anonymous``.
     """
-    review = set_review(session, match_id=match_id, verdict=body.verdict, note=body.note,
-                        reviewer=caller.name)
-    return ReviewOut(id=review.id, match_id=review.match_id, verdict=review.verdict, note=review.note,
-                     reviewer=review.reviewer,
-                     at=iso(review.created_at))
+    review = set_review(
+        session, match_id=match_id, verdict=body.verdict, note=body.note, reviewer=caller.name
+    )
+    return ReviewOut(
+        id=review.id,
+        match_id=review.match_id,
+        verdict=review.verdict,
+        note=review.note,
+        reviewer=review.reviewer,
+        at=iso(review.created_at),
+    )

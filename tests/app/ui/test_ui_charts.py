@@ -6,8 +6,13 @@ from collections import Counter
 
 from app.ui.charts import cosine_histogram, hamming_histogram, histogram, label_bar_chart
 
-THRESHOLDS = {"phash_hamming": 8, "near_cosine": 0.95, "semantic_cosine": 0.85, "candidate_hamming": 20,
-              "candidate_cosine": 0.75}
+THRESHOLDS = {
+    "phash_hamming": 8,
+    "near_cosine": 0.95,
+    "semantic_cosine": 0.85,
+    "candidate_hamming": 20,
+    "candidate_cosine": 0.75,
+}
 
 
 def test_label_bars_put_the_most_flagged_first_and_cap_the_count() -> None:
@@ -25,9 +30,20 @@ def test_label_bar_of_an_empty_label_has_zero_width() -> None:
 
 
 def test_histogram_stacks_kinds_and_keeps_out_of_range_counts() -> None:
-    counts = Counter({(2, "exact"): 3, (2, "near"): 1, (5, "near"): 4, (99, "near"): 2, (-4, "near"): 1})
-    hist = histogram(counts, start=0, stop=10, step=1, scale=1.0, markers=[(9, "t", "t <= 8")],
-                     title="h", axis="x", digits=0)
+    counts = Counter(
+        {(2, "exact"): 3, (2, "near"): 1, (5, "near"): 4, (99, "near"): 2, (-4, "near"): 1}
+    )
+    hist = histogram(
+        counts,
+        start=0,
+        stop=10,
+        step=1,
+        scale=1.0,
+        markers=[(9, "t", "t <= 8")],
+        title="h",
+        axis="x",
+        digits=0,
+    )
     assert hist.total == 11
     by_lo = {b.lo: b for b in hist.bars}
     assert sorted(by_lo) == [0.0, 2.0, 5.0, 9.0]
@@ -41,7 +57,9 @@ def test_histogram_stacks_kinds_and_keeps_out_of_range_counts() -> None:
 
 
 def test_cosine_histogram_marks_the_cosine_thresholds_in_range() -> None:
-    hist = cosine_histogram(Counter({(97, "near"): 2, (88, "semantic"): 5, (100, "exact"): 1}), THRESHOLDS)
+    hist = cosine_histogram(
+        Counter({(97, "near"): 2, (88, "semantic"): 5, (100, "exact"): 1}), THRESHOLDS
+    )
     names = {m.name: m for m in hist.markers}
     assert set(names) == {"semantic_cosine", "near_cosine", "candidate_cosine"}
     assert names["candidate_cosine"].x < names["semantic_cosine"].x < names["near_cosine"].x

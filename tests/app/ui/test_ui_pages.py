@@ -25,7 +25,11 @@ def test_audits_list_shows_status_counts_per_tier_and_progress(tmp_path: Path) -
     done = rows[str(s.audit)]
     assert done.one(data_field="status").text == "done"
     assert {c.attrs["data-kind"]: c.text for c in done.find_all("td", data_kind=True)} == {
-        "exact": "1", "near": str(1 + EXTRA_NEAR), "semantic": "1", "label_leak": "1"}
+        "exact": "1",
+        "near": str(1 + EXTRA_NEAR),
+        "semantic": "1",
+        "label_leak": "1",
+    }
     assert done.one(data_field="flagged").text == str(2 + EXTRA_NEAR)
     assert "data-poll" not in done.attrs
     running = rows[str(s.running_audit)]
@@ -55,9 +59,14 @@ def test_audit_summary_shows_counts_rates_charts_thresholds_model_and_index(tmp_
     assert len(doc.by_id("label-table").find_all("tr")) == 1 + 3
     hists = {h.attrs["data-hist"]: h for h in doc.find_all("svg", data_hist=True)}
     assert set(hists) == {"cosine", "Hamming distance (bits)"}
-    cos_lines = {ln.attrs["data-threshold"] for ln in hists["cosine"].find_all("line", data_threshold=True)}
+    cos_lines = {
+        ln.attrs["data-threshold"] for ln in hists["cosine"].find_all("line", data_threshold=True)
+    }
     assert cos_lines == {"semantic_cosine", "near_cosine", "candidate_cosine"}
-    ham_lines = {ln.attrs["data-threshold"] for ln in hists["Hamming distance (bits)"].find_all("line", data_threshold=True)}
+    ham_lines = {
+        ln.attrs["data-threshold"]
+        for ln in hists["Hamming distance (bits)"].find_all("line", data_threshold=True)
+    }
     assert ham_lines == {"phash_hamming", "candidate_hamming"}
     assert len(hists["Hamming distance (bits)"].find_all("g", class_="hist-bar")) >= 5
     assert "phash_hamming" in page.text and "candidate_cosine" in page.text
@@ -69,8 +78,11 @@ def test_audit_summary_shows_counts_rates_charts_thresholds_model_and_index(tmp_
     assert "bird/broken.jpg" in page.text and "truncated file" in page.text
     assert doc.by_id("reviewed-count").text == "1"
     hrefs = {a.attrs.get("href") for a in doc.find_all("a")}
-    assert {f"/ui/audits/{s.audit}/export.csv", f"/ui/audits/{s.audit}/export.json",
-            f"/api/v1/audits/{s.audit}/report?format=csv"} <= hrefs
+    assert {
+        f"/ui/audits/{s.audit}/export.csv",
+        f"/ui/audits/{s.audit}/export.json",
+        f"/api/v1/audits/{s.audit}/report?format=csv",
+    } <= hrefs
 
 
 def test_running_audit_summary_polls_and_skips_the_charts(tmp_path: Path) -> None:
@@ -105,12 +117,22 @@ def test_review_queue_pages_and_filters(tmp_path: Path) -> None:
     assert rows[0].attrs["data-href"] == f"/ui/audits/{s.audit}/review/1"
     assert len(second.find_all("tr", data_match_id=True)) == s.pair_total - 50
     cat_rows = cats.find_all("tr", data_match_id=True)
-    assert {r.attrs["data-match-id"] for r in cat_rows} == {str(s.matches[k]) for k in ("exact", "near", "leak")}
+    assert {r.attrs["data-match-id"] for r in cat_rows} == {
+        str(s.matches[k]) for k in ("exact", "near", "leak")
+    }
     assert cat_rows[0].attrs["data-href"] == f"/ui/audits/{s.audit}/review/1?label=cat"
-    assert [r.attrs["data-match-id"] for r in semantic.find_all("tr", data_match_id=True)] == [str(s.matches["semantic"])]
-    assert [r.attrs["data-match-id"] for r in dup.find_all("tr", data_match_id=True)] == [str(s.matches["exact"])]
+    assert [r.attrs["data-match-id"] for r in semantic.find_all("tr", data_match_id=True)] == [
+        str(s.matches["semantic"])
+    ]
+    assert [r.attrs["data-match-id"] for r in dup.find_all("tr", data_match_id=True)] == [
+        str(s.matches["exact"])
+    ]
     assert len(unreviewed.find_all("tr", data_match_id=True)) == s.pair_total - 1
-    assert bad.status_code == 400 and "unknown match kind" in bad.text and bad.headers["content-type"].startswith("text/html")
+    assert (
+        bad.status_code == 400
+        and "unknown match kind" in bad.text
+        and bad.headers["content-type"].startswith("text/html")
+    )
     assert missing.status_code == 404 and "audit 999 does not exist" in missing.text
     label_options = [o.attrs["value"] for o in first.by_id("f-label").find_all("option")]
     assert label_options == ["", "bird", "cat", "dog"]
@@ -133,8 +155,11 @@ def test_pair_view_shows_both_images_scores_provenance_and_history(tmp_path: Pat
     assert all(i["alt"] for i in imgs) and imgs[0]["data-pixel"] == "ef" * 32
     current = doc.by_id("current-verdict")
     assert "duplicate" in current.text and "bob" in current.text and "same photo" in current.text
-    pressed = [b.attrs["data-verdict"] for b in doc.find_all("button", data_verdict=True)
-               if b.attrs["aria-pressed"] == "true"]
+    pressed = [
+        b.attrs["data-verdict"]
+        for b in doc.find_all("button", data_verdict=True)
+        if b.attrs["aria-pressed"] == "true"
+    ]
     assert pressed == ["duplicate"]
     assert "alice" in doc.one("details", class_="history").text
     prov = doc.by_id("corpus-provenance")
@@ -159,22 +184,35 @@ def test_label_leak_evidence_is_highlighted_and_escaped(tmp_path: Path) -> None:
     caption_marks = doc.by_id("corpus-provenance").find_all("mark")
     assert [m.text for m in caption_marks] == ["cat"]
     siblings = doc.one("ul", class_="siblings").find_all("a")
-    assert {a.attrs["href"] for a in siblings} == {f"/ui/matches/{s.matches['exact']}", f"/ui/matches/{s.matches['near']}"}
+    assert {a.attrs["href"] for a in siblings} == {
+        f"/ui/matches/{s.matches['exact']}",
+        f"/ui/matches/{s.matches['near']}",
+    }
 
 
 def test_verdict_recorded_through_the_api_shows_on_the_pages(tmp_path: Path) -> None:
     home, s = _seeded(tmp_path)
     with ui_client(home) as client:
-        put = client.put(f"/api/v1/matches/{s.matches['semantic']}/review",
-                         json={"verdict": "not_duplicate", "note": "different dog"})
+        put = client.put(
+            f"/api/v1/matches/{s.matches['semantic']}/review",
+            json={"verdict": "not_duplicate", "note": "different dog"},
+        )
         pair = parse(client.get(f"/ui/matches/{s.matches['semantic']}").text)
-        queue = parse(client.get(f"/ui/audits/{s.audit}/matches", params={"review": "not_duplicate"}).text)
+        queue = parse(
+            client.get(f"/ui/audits/{s.audit}/matches", params={"review": "not_duplicate"}).text
+        )
         summary = parse(client.get(f"/ui/audits/{s.audit}").text)
     assert put.status_code == 200
     current = pair.by_id("current-verdict")
-    assert "not duplicate" in current.text and "anonymous" in current.text and "different dog" in current.text
+    assert (
+        "not duplicate" in current.text
+        and "anonymous" in current.text
+        and "different dog" in current.text
+    )
     assert current.one("time").attrs["datetime"] == put.json()["at"]
-    assert [r.attrs["data-match-id"] for r in queue.find_all("tr", data_match_id=True)] == [str(s.matches["semantic"])]
+    assert [r.attrs["data-match-id"] for r in queue.find_all("tr", data_match_id=True)] == [
+        str(s.matches["semantic"])
+    ]
     assert summary.by_id("reviewed-count").text == "2"
 
 
@@ -184,7 +222,10 @@ def test_pair_past_the_end_and_unknown_match(tmp_path: Path) -> None:
         end = client.get(f"/ui/audits/{s.audit}/review/{s.pair_total + 1}")
         empty = client.get(f"/ui/audits/{s.audit}/review/1", params={"review": "unsure"})
         unknown = client.get("/ui/matches/99999")
-    assert end.status_code == 200 and f"holds {s.pair_total} pairs" in parse(end.text).by_id("queue-end").text
+    assert (
+        end.status_code == 200
+        and f"holds {s.pair_total} pairs" in parse(end.text).by_id("queue-end").text
+    )
     assert "nothing to review" in parse(empty.text).by_id("queue-end").text
     assert unknown.status_code == 404 and "match 99999 does not exist" in unknown.text
 
@@ -197,10 +238,29 @@ def test_self_leak_pair_has_no_corpus_image(tmp_path: Path) -> None:
 
     ws = Workspace.open(home, migrate=False)
     with transaction(ws.sessions) as session:
-        row = Match(audit_id=s.audit, split_item_id=s.split_items["bird"], item_id=None, corpus=None,
-                    kind="label_leak", evidence={"type": "self", "hit_count": 1, "hits": [
-                        {"field": "filename", "term": "bird", "label": "bird", "start": 0, "end": 4,
-                         "before": "", "match": "bird", "after": "_001.jpg"}]})
+        row = Match(
+            audit_id=s.audit,
+            split_item_id=s.split_items["bird"],
+            item_id=None,
+            corpus=None,
+            kind="label_leak",
+            evidence={
+                "type": "self",
+                "hit_count": 1,
+                "hits": [
+                    {
+                        "field": "filename",
+                        "term": "bird",
+                        "label": "bird",
+                        "start": 0,
+                        "end": 4,
+                        "before": "",
+                        "match": "bird",
+                        "after": "_001.jpg",
+                    }
+                ],
+            },
+        )
         session.add(row)
         session.flush()
         match_id = row.id
@@ -224,7 +284,9 @@ def test_corpus_pages_show_counts_model_index_and_failed_items(tmp_path: Path) -
     doc = parse(detail.text)
     assert doc.by_id("corpus-items").text == "4" and doc.by_id("corpus-failed").text == "1"
     failed = doc.by_id("failed-items").find_all("tr")
-    assert len(failed) == 2 and "broken.jpg" in failed[1].text and "truncated JPEG" in failed[1].text
+    assert (
+        len(failed) == 2 and "broken.jpg" in failed[1].text and "truncated JPEG" in failed[1].text
+    )
     assert "not saved yet" in doc.by_id("index-info").text
     assert "/m.pt" in detail.text
     assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")

@@ -108,8 +108,13 @@ def test_semantic_tier_with_embeddings(tmp_path: Path, tiny_model_spec: str) -> 
 
     corpus = _corpus(tmp_path / "corpus", 6)
     ws = Workspace.open(tmp_path / "home")
-    index_sources(ws, "c", [FolderSource(corpus)], embedder=load_embedder(tiny_model_spec),
-                  model_spec=tiny_model_spec)
+    index_sources(
+        ws,
+        "c",
+        [FolderSource(corpus)],
+        embedder=load_embedder(tiny_model_spec),
+        model_spec=tiny_model_spec,
+    )
     split = tmp_path / "split"
     split.mkdir()
     photo(4, (256, 192)).resize((200, 150)).save(split / "near.jpg", quality=50)

@@ -18,26 +18,98 @@ from indexer.gate.policy import Policy
 
 def sample_report() -> dict[str, Any]:
     """Three readable items (near dup, reviewed-away exact + label leak, clean) and one unreadable."""
-    leak_evidence = {"hits": [{"field": "caption", "term": "cat", "label": "cat", "start": 2, "end": 5,
-                               "before": "a ", "match": "cat", "after": " on a sofa",
-                               "context": "a [[cat]] on a sofa"}], "hit_count": 1}
+    leak_evidence = {
+        "hits": [
+            {
+                "field": "caption",
+                "term": "cat",
+                "label": "cat",
+                "start": 2,
+                "end": 5,
+                "before": "a ",
+                "match": "cat",
+                "after": " on a sofa",
+                "context": "a [[cat]] on a sofa",
+            }
+        ],
+        "hit_count": 1,
+    }
     return {
-        "schema": "splitaudit.report/v1", "audit_id": 3, "corpora": ["laion"],
+        "schema": "splitaudit.report/v1",
+        "audit_id": 3,
+        "corpora": ["laion"],
         "created_at": "2024-05-01T10:00:00+00:00",
-        "summary": {"items": 4, "readable": 3, "failed": 1, "flagged": 2,
-                    "by_kind": {"exact": 1, "near": 1, "semantic": 0, "label_leak": 1}},
-        "thresholds": {"near_hamming": 10}, "model": {"id": "tiny", "semantic": "ok", "reason": None},
+        "summary": {
+            "items": 4,
+            "readable": 3,
+            "failed": 1,
+            "flagged": 2,
+            "by_kind": {"exact": 1, "near": 1, "semantic": 0, "label_leak": 1},
+        },
+        "thresholds": {"near_hamming": 10},
+        "model": {"id": "tiny", "semantic": "ok", "reason": None},
         "items": [
-            {"key": "cats/1.jpg", "label": "cat", "sha256": "s1", "verdict": "near", "matches": [
-                {"id": 11, "kind": "near", "corpus": "laion", "corpus_key": "000/17.jpg", "uri": "/data/000/17.jpg",
-                 "cosine": 0.981, "hamming": 3, "evidence": {"mirrored": False}, "review": None}]},
-            {"key": "dogs/x|2.jpg", "label": "dog", "sha256": "s2", "verdict": "exact", "matches": [
-                {"id": 12, "kind": "exact", "corpus": "laion", "corpus_key": "000/5.jpg", "uri": "/data/000/5.jpg",
-                 "cosine": None, "hamming": 0, "evidence": {},
-                 "review": {"verdict": "not_duplicate", "note": "logo", "reviewer": "ann", "at": None}},
-                {"id": 13, "kind": "label_leak", "corpus": "laion", "corpus_key": "000/5.jpg", "uri": "/data/000/5.jpg",
-                 "cosine": None, "hamming": None, "evidence": leak_evidence, "review": None}]},
-            {"key": "cats/3.jpg", "label": "cat", "sha256": "s3", "verdict": "clean", "matches": []},
+            {
+                "key": "cats/1.jpg",
+                "label": "cat",
+                "sha256": "s1",
+                "verdict": "near",
+                "matches": [
+                    {
+                        "id": 11,
+                        "kind": "near",
+                        "corpus": "laion",
+                        "corpus_key": "000/17.jpg",
+                        "uri": "/data/000/17.jpg",
+                        "cosine": 0.981,
+                        "hamming": 3,
+                        "evidence": {"mirrored": False},
+                        "review": None,
+                    }
+                ],
+            },
+            {
+                "key": "dogs/x|2.jpg",
+                "label": "dog",
+                "sha256": "s2",
+                "verdict": "exact",
+                "matches": [
+                    {
+                        "id": 12,
+                        "kind": "exact",
+                        "corpus": "laion",
+                        "corpus_key": "000/5.jpg",
+                        "uri": "/data/000/5.jpg",
+                        "cosine": None,
+                        "hamming": 0,
+                        "evidence": {},
+                        "review": {
+                            "verdict": "not_duplicate",
+                            "note": "logo",
+                            "reviewer": "ann",
+                            "at": None,
+                        },
+                    },
+                    {
+                        "id": 13,
+                        "kind": "label_leak",
+                        "corpus": "laion",
+                        "corpus_key": "000/5.jpg",
+                        "uri": "/data/000/5.jpg",
+                        "cosine": None,
+                        "hamming": None,
+                        "evidence": leak_evidence,
+                        "review": None,
+                    },
+                ],
+            },
+            {
+                "key": "cats/3.jpg",
+                "label": "cat",
+                "sha256": "s3",
+                "verdict": "clean",
+                "matches": [],
+            },
         ],
         "failed": [{"key": "broken.jpg", "reason": "cannot identify image file"}],
         "split_duplicates": [],
@@ -54,7 +126,9 @@ def test_render_dispatches_and_refuses_unknown_formats() -> None:
     assert json.loads(render(report, "json"))["audit_id"] == 3
     assert render(report, "markdown") == render(report, "md")
     assert render(report, "xml") == render(report, "junit")
-    with pytest.raises(UsageError, match="unknown report format 'pdf'; choose one of json, csv, junit, md"):
+    with pytest.raises(
+        UsageError, match="unknown report format 'pdf'; choose one of json, csv, junit, md"
+    ):
         render(report, "pdf")
 
 
@@ -76,7 +150,12 @@ def test_csv_has_a_row_per_match_plus_clean_and_failed_items() -> None:
         ("broken.jpg", "", "failed"),
     ]
     near, exact, leak, clean, broken = rows
-    assert (near["corpus_key"], near["hamming"], near["cosine"], near["match_id"]) == ("000/17.jpg", "3", "0.981", "11")
+    assert (near["corpus_key"], near["hamming"], near["cosine"], near["match_id"]) == (
+        "000/17.jpg",
+        "3",
+        "0.981",
+        "11",
+    )
     assert near["gate_failed"] == "true" and clean["gate_failed"] == "false"
     assert (exact["review"], exact["suppressed_by"]) == ("not_duplicate", "review")
     assert json.loads(leak["evidence"])["hits"][0]["term"] == "cat"
@@ -101,9 +180,19 @@ def test_junit_structure_and_counts_under_the_gate() -> None:
     assert len(suites) == 1
     suite = suites[0]
     for el in (root, suite):
-        assert (el.get("tests"), el.get("failures"), el.get("errors"), el.get("skipped")) == ("4", "1", "1", "0")
+        assert (el.get("tests"), el.get("failures"), el.get("errors"), el.get("skipped")) == (
+            "4",
+            "1",
+            "1",
+            "0",
+        )
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == ["cats/1.jpg", "dogs/x|2.jpg", "cats/3.jpg", "broken.jpg"]
+    assert [c.get("name") for c in cases] == [
+        "cats/1.jpg",
+        "dogs/x|2.jpg",
+        "cats/3.jpg",
+        "broken.jpg",
+    ]
     assert {c.get("classname") for c in cases} == {"splitaudit.laion"}
     failure = cases[0].find("failure")
     assert failure is not None and failure.get("type") == "near"
@@ -127,7 +216,11 @@ def test_junit_without_gate_fails_every_item_with_counted_matches() -> None:
     failing = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
     assert failing == ["cats/1.jpg", "dogs/x|2.jpg"]
     leak = suite.findall("testcase")[1].find("failure")
-    assert leak is not None and leak.get("message") == "label leak via laion:000/5.jpg ('cat' in caption: a [[cat]] on a sofa)"
+    assert (
+        leak is not None
+        and leak.get("message")
+        == "label leak via laion:000/5.jpg ('cat' in caption: a [[cat]] on a sofa)"
+    )
 
 
 def test_junit_survives_characters_xml_cannot_carry() -> None:
@@ -167,7 +260,12 @@ def test_baseline_suppression_and_stale_entries_are_shown() -> None:
     report = sample_report()
     used = BaselineEntry(corpus="laion", kind="near", test_sha256="s1", corpus_key="000/17.jpg")
     stale = BaselineEntry(corpus="laion", kind="near", test_sha256="gone", corpus_key="000/1.jpg")
-    gated_report = apply_gate(report, evaluate(report, Policy(max_unreadable=1), Baseline(entries=(used, stale), source="b.json")))
+    gated_report = apply_gate(
+        report,
+        evaluate(
+            report, Policy(max_unreadable=1), Baseline(entries=(used, stale), source="b.json")
+        ),
+    )
     md = render_markdown(gated_report)
     assert md.splitlines()[2] == "**Gate passed**"
     assert "Matches not counted: 1 reviewed not_duplicate, 1 in baseline." in md

@@ -31,13 +31,25 @@ def _seed(s: Session) -> dict[str, int]:
     shard = Shard(corpus_id=corpus.id, source="/data/laion", name="00000")
     s.add(shard)
     s.flush()
-    items = [Item(corpus_id=corpus.id, shard_id=shard.id, key=f"c{i}.jpg", uri=f"/data/laion/c{i}.jpg",
-                  caption=f"a photo {i}", url=f"http://x/{i}.jpg", sha256=f"{i:064x}") for i in range(3)]
+    items = [
+        Item(
+            corpus_id=corpus.id,
+            shard_id=shard.id,
+            key=f"c{i}.jpg",
+            uri=f"/data/laion/c{i}.jpg",
+            caption=f"a photo {i}",
+            url=f"http://x/{i}.jpg",
+            sha256=f"{i:064x}",
+        )
+        for i in range(3)
+    ]
     split = Split(name="test")
     s.add_all([*items, split])
     s.flush()
-    tests = [SplitItem(split_id=split.id, key=k, label=lab) for k, lab in
-             (("cat/1.png", "cat"), ("cat/2.png", "cat"), ("dog/1.png", "dog"))]
+    tests = [
+        SplitItem(split_id=split.id, key=k, label=lab)
+        for k, lab in (("cat/1.png", "cat"), ("cat/2.png", "cat"), ("dog/1.png", "dog"))
+    ]
     job = Job(kind="audit", status="done")
     s.add_all([*tests, job])
     s.flush()
@@ -46,21 +58,63 @@ def _seed(s: Session) -> dict[str, int]:
     s.add_all([audit, other])
     s.flush()
     rows = [
-        Match(audit_id=audit.id, split_item_id=tests[0].id, item_id=items[0].id, corpus="laion", kind="semantic",
-              cosine=0.91, score=0.91),
-        Match(audit_id=audit.id, split_item_id=tests[0].id, item_id=items[1].id, corpus="laion", kind="exact",
-              hamming=0, score=1.0),
-        Match(audit_id=audit.id, split_item_id=tests[1].id, item_id=items[2].id, corpus="laion", kind="near",
-              hamming=4, cosine=0.97, score=0.97),
-        Match(audit_id=audit.id, split_item_id=tests[2].id, item_id=None, corpus=None, kind="label_leak",
-              evidence={"field": "path", "text": "dog"}),
-        Match(audit_id=other.id, split_item_id=tests[2].id, item_id=items[0].id, corpus="laion", kind="near",
-              hamming=2, score=0.97),
+        Match(
+            audit_id=audit.id,
+            split_item_id=tests[0].id,
+            item_id=items[0].id,
+            corpus="laion",
+            kind="semantic",
+            cosine=0.91,
+            score=0.91,
+        ),
+        Match(
+            audit_id=audit.id,
+            split_item_id=tests[0].id,
+            item_id=items[1].id,
+            corpus="laion",
+            kind="exact",
+            hamming=0,
+            score=1.0,
+        ),
+        Match(
+            audit_id=audit.id,
+            split_item_id=tests[1].id,
+            item_id=items[2].id,
+            corpus="laion",
+            kind="near",
+            hamming=4,
+            cosine=0.97,
+            score=0.97,
+        ),
+        Match(
+            audit_id=audit.id,
+            split_item_id=tests[2].id,
+            item_id=None,
+            corpus=None,
+            kind="label_leak",
+            evidence={"field": "path", "text": "dog"},
+        ),
+        Match(
+            audit_id=other.id,
+            split_item_id=tests[2].id,
+            item_id=items[0].id,
+            corpus="laion",
+            kind="near",
+            hamming=2,
+            score=0.97,
+        ),
     ]
     s.add_all(rows)
     s.flush()
-    return {"audit": audit.id, "other": other.id, "semantic": rows[0].id, "exact": rows[1].id,
-            "near": rows[2].id, "leak": rows[3].id, "item0": items[0].id}
+    return {
+        "audit": audit.id,
+        "other": other.id,
+        "semantic": rows[0].id,
+        "exact": rows[1].id,
+        "near": rows[2].id,
+        "leak": rows[3].id,
+        "item0": items[0].id,
+    }
 
 
 def test_lists_strongest_kind_first_with_provenance(session: Session) -> None:
@@ -74,7 +128,10 @@ def test_lists_strongest_kind_first_with_provenance(session: Session) -> None:
     assert semantic["corpus_item"]["id"] == ids["item0"]
     assert semantic["corpus_key"] == "c0.jpg" and semantic["shard"] == "00000"
     assert semantic["corpus_item"]["caption"] == "a photo 0" and semantic["review"] is None
-    assert items[3]["corpus_item"] is None and items[3]["evidence"] == {"field": "path", "text": "dog"}
+    assert items[3]["corpus_item"] is None and items[3]["evidence"] == {
+        "field": "path",
+        "text": "dog",
+    }
 
 
 def test_filters_by_kind_and_label_and_pages(session: Session) -> None:
@@ -91,8 +148,16 @@ def test_filters_by_kind_and_label_and_pages(session: Session) -> None:
 
 def test_review_filter_uses_the_newest_verdict(session: Session) -> None:
     ids = _seed(session)
-    set_review(session, match_id=ids["exact"], verdict="not_duplicate", note="different frame", reviewer="ann")
-    set_review(session, match_id=ids["exact"], verdict="duplicate", note="same after all", reviewer="bob")
+    set_review(
+        session,
+        match_id=ids["exact"],
+        verdict="not_duplicate",
+        note="different frame",
+        reviewer="ann",
+    )
+    set_review(
+        session, match_id=ids["exact"], verdict="duplicate", note="same after all", reviewer="bob"
+    )
     set_review(session, match_id=ids["near"], verdict="unsure", note=None, reviewer="ann")
     dup, total = list_matches(session, audit_id=ids["audit"], review="duplicate")
     assert total == 1 and dup[0]["id"] == ids["exact"]
@@ -106,12 +171,18 @@ def test_review_filter_uses_the_newest_verdict(session: Session) -> None:
 
 def test_set_review_keeps_history_newest_first(session: Session) -> None:
     ids = _seed(session)
-    first = set_review(session, match_id=ids["near"], verdict="duplicate", note="n1", reviewer="ann")
-    second = set_review(session, match_id=ids["near"], verdict="not_duplicate", note="n2", reviewer="bob")
+    first = set_review(
+        session, match_id=ids["near"], verdict="duplicate", note="n1", reviewer="ann"
+    )
+    second = set_review(
+        session, match_id=ids["near"], verdict="not_duplicate", note="n2", reviewer="bob"
+    )
     assert isinstance(second, Review) and second.id > first.id
     history = review_history(session, match_id=ids["near"])
     assert [(h["verdict"], h["note"], h["reviewer"]) for h in history] == [
-        ("not_duplicate", "n2", "bob"), ("duplicate", "n1", "ann")]
+        ("not_duplicate", "n2", "bob"),
+        ("duplicate", "n1", "ann"),
+    ]
     detail = match_detail(session, match_id=ids["near"])
     assert detail["review"]["verdict"] == "not_duplicate"
     assert len(detail["history"]) == 2 and detail["split_item"]["key"] == "cat/2.png"
@@ -135,8 +206,9 @@ def test_set_review_does_not_commit(session: Session) -> None:
         ({"audit_id": 999}, NotFoundError, "audit 999 does not exist"),
     ],
 )
-def test_list_matches_bad_arguments(session: Session, kwargs: dict[str, object], error: type[Exception],
-                                    text: str) -> None:
+def test_list_matches_bad_arguments(
+    session: Session, kwargs: dict[str, object], error: type[Exception], text: str
+) -> None:
     ids = _seed(session)
     args = {"audit_id": ids["audit"], **kwargs}
     with pytest.raises(error, match=text):

@@ -41,16 +41,31 @@ def test_every_command_has_help_text(command: tuple[str, ...]) -> None:
 
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "indexer.cli.main", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def test_index_bad_arguments_exit_2_without_traceback(tmp_path: Path) -> None:
-    missing = _run("index", str(tmp_path / "nope"), "--corpus", "c", "--home", str(tmp_path / "h"), "--no-embed")
+    missing = _run(
+        "index",
+        str(tmp_path / "nope"),
+        "--corpus",
+        "c",
+        "--home",
+        str(tmp_path / "h"),
+        "--no-embed",
+    )
     assert missing.returncode == 2
     assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
-    bad_name = _run("index", str(tmp_path), "--corpus", "../evil", "--home", str(tmp_path / "h"), "--no-embed")
+    bad_name = _run(
+        "index", str(tmp_path), "--corpus", "../evil", "--home", str(tmp_path / "h"), "--no-embed"
+    )
     assert bad_name.returncode == 2 and "invalid corpus name" in bad_name.stderr
     no_corpus = _run("index", str(tmp_path))
     assert no_corpus.returncode == 2 and "--corpus" in no_corpus.stderr
@@ -68,8 +83,17 @@ def test_index_prints_summary_with_failures(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     photo(1, (64, 64)).save(tmp_path / "c" / "a.png")
     (tmp_path / "c" / "zero.jpg").write_bytes(b"")
-    res = _run("index", str(tmp_path / "c"), "--corpus", "c", "--home", str(tmp_path / "h"), "--no-embed",
-               "--json", str(tmp_path / "s.json"))
+    res = _run(
+        "index",
+        str(tmp_path / "c"),
+        "--corpus",
+        "c",
+        "--home",
+        str(tmp_path / "h"),
+        "--no-embed",
+        "--json",
+        str(tmp_path / "s.json"),
+    )
     assert res.returncode == 0, res.stderr
     assert "indexed 1" in res.stdout and "failed 1" in res.stdout and "zero.jpg" in res.stdout
     assert '"indexed": 1' in (tmp_path / "s.json").read_text()

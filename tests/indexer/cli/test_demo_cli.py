@@ -12,16 +12,26 @@ import pytest
 
 @pytest.mark.slow
 def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "indexer.cli.main", "demo"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     out = tmp_path / ".splitaudit" / "demo"
     report = json.loads((out / "report.json").read_text())
     verdicts = {it["key"]: it["verdict"] for it in report["items"]}
     assert verdicts == {
-        "astronaut/copy.jpg": "exact", "coffee/resized.jpg": "near", "cat/cropped.jpg": "near",
-        "rocket/mirrored.png": "near", "photographer/fresh0.jpg": "clean", "coins/fresh1.jpg": "clean",
-        "grass/fresh2.jpg": "clean", "moon/fresh3.jpg": "clean",
+        "astronaut/copy.jpg": "exact",
+        "coffee/resized.jpg": "near",
+        "cat/cropped.jpg": "near",
+        "rocket/mirrored.png": "near",
+        "photographer/fresh0.jpg": "clean",
+        "coins/fresh1.jpg": "clean",
+        "grass/fresh2.jpg": "clean",
+        "moon/fresh3.jpg": "clean",
     }
     assert report["model"]["semantic"] == "ok"
     assert (out / "report.md").read_text().strip()
@@ -29,4 +39,6 @@ def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
     assert "4 flagged" in res.stdout
     # Everything lands under the (git-ignored) home: a checkout gets no untracked folder.
     assert sorted(p.name for p in tmp_path.iterdir()) == [".splitaudit"]
-    assert ".splitaudit/" in (Path(__file__).resolve().parents[3] / ".gitignore").read_text().split()
+    assert (
+        ".splitaudit/" in (Path(__file__).resolve().parents[3] / ".gitignore").read_text().split()
+    )

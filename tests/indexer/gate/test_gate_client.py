@@ -29,7 +29,8 @@ def parse_multipart(request: httpx.Request) -> dict[str, list[tuple[str | None, 
     """Form fields of a multipart request: name -> [(filename, payload)]."""
     body = request.read()
     msg = BytesParser(policy=HTTP).parsebytes(
-        b"Content-Type: " + request.headers["content-type"].encode() + b"\r\n\r\n" + body)
+        b"Content-Type: " + request.headers["content-type"].encode() + b"\r\n\r\n" + body
+    )
     fields: dict[str, list[tuple[str | None, bytes]]] = {}
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
@@ -43,9 +44,11 @@ class FakeServer:
     def __init__(self, statuses: list[dict[str, Any]] | None = None) -> None:
         self.requests: list[httpx.Request] = []
         self.uploads: list[dict[str, list[tuple[str | None, bytes]]]] = []
-        self.statuses = statuses or [{"status": "queued", "progress": 0.0},
-                                     {"status": "running", "progress": 0.5},
-                                     {"status": "done", "progress": 1.0}]
+        self.statuses = statuses or [
+            {"status": "queued", "progress": 0.0},
+            {"status": "running", "progress": 0.5},
+            {"status": "done", "progress": 1.0},
+        ]
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -56,8 +59,12 @@ class FakeServer:
             return httpx.Response(200, json={"id": 7, **self.statuses.pop(0)})
         if request.url.path == "/api/v1/audits/7/report":
             assert request.url.params["format"] == "json"
-            return httpx.Response(200, json={"schema": "splitaudit.report/v1", "items": [], "failed": []})
-        return httpx.Response(404, json={"error": {"code": "not_found", "message": "no such thing"}})
+            return httpx.Response(
+                200, json={"schema": "splitaudit.report/v1", "items": [], "failed": []}
+            )
+        return httpx.Response(
+            404, json={"error": {"code": "not_found", "message": "no such thing"}}
+        )
 
 
 def client(handler: Any, token: str | None = None) -> AuditClient:
@@ -85,8 +92,13 @@ def test_folder_is_zipped_on_the_fly_and_fields_are_sent(tmp_path: Path) -> None
         return seen.append
 
     with client(server, token="s3cret") as c:
-        audit_id = c.submit(split, corpora=["laion", "coco"], labels=labels, thresholds={"semantic": 0.9},
-                            progress=progress)
+        audit_id = c.submit(
+            split,
+            corpora=["laion", "coco"],
+            labels=labels,
+            thresholds={"semantic": 0.9},
+            progress=progress,
+        )
     assert audit_id == 7
     request = server.requests[0]
     assert request.headers["authorization"] == "Bearer s3cret"
@@ -121,7 +133,10 @@ def test_archive_is_uploaded_as_is(tmp_path: Path) -> None:
 def test_manifest_is_refused_in_server_mode(tmp_path: Path) -> None:
     manifest = tmp_path / "test.csv"
     manifest.write_text("path\n1.jpg\n")
-    with client(FakeServer()) as c, pytest.raises(UsageError, match="uploads a folder or a zip/tar archive"):
+    with (
+        client(FakeServer()) as c,
+        pytest.raises(UsageError, match="uploads a folder or a zip/tar archive"),
+    ):
         c.submit(manifest, corpora=["laion"])
 
 
@@ -145,26 +160,42 @@ def test_wait_polls_until_done_and_reports_progress() -> None:
 
 def test_failed_audit_is_a_server_error_with_the_reason() -> None:
     server = FakeServer([{"status": "failed", "progress": 0.3, "error": "index missing"}])
-    with client(server) as c, pytest.raises(ServerError, match="audit 7 failed on the server: index missing"):
+    with (
+        client(server) as c,
+        pytest.raises(ServerError, match="audit 7 failed on the server: index missing"),
+    ):
         c.wait(7, sleep=lambda _s: None)
 
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(401, AuthError), (403, AuthError), (404, NotFoundError), (413, UploadTooLargeError), (422, InputError),
-     (500, ServerError), (503, ServerError)],
+    [
+        (401, AuthError),
+        (403, AuthError),
+        (404, NotFoundError),
+        (413, UploadTooLargeError),
+        (422, InputError),
+        (500, ServerError),
+        (503, ServerError),
+    ],
 )
-def test_status_codes_map_to_errors_with_the_server_message(status: int, error: type[Exception]) -> None:
+def test_status_codes_map_to_errors_with_the_server_message(
+    status: int, error: type[Exception]
+) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, json={"error": {"code": "x", "message": "corpus 'nope' does not exist"}})
+        return httpx.Response(
+            status, json={"error": {"code": "x", "message": "corpus 'nope' does not exist"}}
+        )
 
     with client(handler) as c, pytest.raises(error, match="corpus 'nope' does not exist"):
         c.status(7)
 
 
 def test_non_json_error_body_is_quoted() -> None:
-    with client(lambda r: httpx.Response(502, text="Bad Gateway from nginx")) as c, \
-            pytest.raises(ServerError, match=r"502.*Bad Gateway from nginx"):
+    with (
+        client(lambda r: httpx.Response(502, text="Bad Gateway from nginx")) as c,
+        pytest.raises(ServerError, match=r"502.*Bad Gateway from nginx"),
+    ):
         c.report(7)
 
 
@@ -172,7 +203,10 @@ def test_connection_failure_is_a_server_error() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    with client(handler) as c, pytest.raises(ServerError, match=r"cannot reach the splitaudit server at http://sa\.test"):
+    with (
+        client(handler) as c,
+        pytest.raises(ServerError, match=r"cannot reach the splitaudit server at http://sa\.test"),
+    ):
         c.status(7)
 
 
@@ -191,8 +225,10 @@ def test_wait_retries_a_few_transport_failures() -> None:
 
 
 def test_report_that_is_not_a_report_is_a_server_error() -> None:
-    with client(lambda r: httpx.Response(200, json={"hello": 1})) as c, \
-            pytest.raises(ServerError, match="not a splitaudit report"):
+    with (
+        client(lambda r: httpx.Response(200, json={"hello": 1})) as c,
+        pytest.raises(ServerError, match="not a splitaudit report"),
+    ):
         c.report(7)
 
 

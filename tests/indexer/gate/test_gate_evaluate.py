@@ -11,27 +11,54 @@ from indexer.gate.evaluate import apply_gate, evaluate
 from indexer.gate.policy import Policy
 
 
-def match(kind: str, corpus_key: str | None = "c/1.jpg", *, mid: int = 1, verdict: str | None = None,
-          corpus: str = "laion", sha: str | None = None) -> dict[str, Any]:
+def match(
+    kind: str,
+    corpus_key: str | None = "c/1.jpg",
+    *,
+    mid: int = 1,
+    verdict: str | None = None,
+    corpus: str = "laion",
+    sha: str | None = None,
+) -> dict[str, Any]:
     """A report match as audit_report() writes it."""
-    return {"id": mid, "kind": kind, "corpus": corpus, "corpus_key": corpus_key, "uri": f"/c/{corpus_key}",
-            "cosine": 0.97 if kind != "label_leak" else None, "hamming": 2 if kind in ("exact", "near") else None,
-            "evidence": {}, "sha256": sha,
-            "review": {"verdict": verdict, "note": "checked", "reviewer": "ann", "at": None} if verdict else None}
+    return {
+        "id": mid,
+        "kind": kind,
+        "corpus": corpus,
+        "corpus_key": corpus_key,
+        "uri": f"/c/{corpus_key}",
+        "cosine": 0.97 if kind != "label_leak" else None,
+        "hamming": 2 if kind in ("exact", "near") else None,
+        "evidence": {},
+        "sha256": sha,
+        "review": {"verdict": verdict, "note": "checked", "reviewer": "ann", "at": None}
+        if verdict
+        else None,
+    }
 
 
 def item(key: str, *matches: dict[str, Any], sha: str | None = None) -> dict[str, Any]:
     kinds = [m["kind"] for m in matches]
-    return {"key": key, "label": "cat", "sha256": sha or f"sha-{key}", "pixel_digest": f"px-{key}",
-            "verdict": kinds[0] if kinds else "clean", "matches": list(matches)}
+    return {
+        "key": key,
+        "label": "cat",
+        "sha256": sha or f"sha-{key}",
+        "pixel_digest": f"px-{key}",
+        "verdict": kinds[0] if kinds else "clean",
+        "matches": list(matches),
+    }
 
 
 def report(*items: dict[str, Any], failed: int = 0, semantic: str = "ok") -> dict[str, Any]:
     fails = [{"key": f"bad{i}.jpg", "reason": "cannot identify image"} for i in range(failed)]
-    return {"schema": "splitaudit.report/v1", "corpora": ["laion"],
-            "summary": {"items": len(items) + failed, "readable": len(items), "failed": failed},
-            "model": {"semantic": semantic, "reason": "no weights" if semantic != "ok" else None},
-            "items": list(items), "failed": fails}
+    return {
+        "schema": "splitaudit.report/v1",
+        "corpora": ["laion"],
+        "summary": {"items": len(items) + failed, "readable": len(items), "failed": failed},
+        "model": {"semantic": semantic, "reason": "no weights" if semantic != "ok" else None},
+        "items": list(items),
+        "failed": fails,
+    }
 
 
 def clean(n: int) -> list[dict[str, Any]]:
@@ -46,8 +73,16 @@ def test_clean_report_passes() -> None:
 
 
 def test_counts_images_per_tier_not_pairs() -> None:
-    r = report(item("a.jpg", match("near", mid=1), match("near", "c/2.jpg", mid=2), match("label_leak", mid=3)),
-               item("b.jpg", match("semantic", mid=4)), *clean(2))
+    r = report(
+        item(
+            "a.jpg",
+            match("near", mid=1),
+            match("near", "c/2.jpg", mid=2),
+            match("label_leak", mid=3),
+        ),
+        item("b.jpg", match("semantic", mid=4)),
+        *clean(2),
+    )
     result = evaluate(r, Policy())
     assert result.counts == {"exact": 0, "near": 1, "semantic": 1, "label_leak": 1}
     assert result.flagged_keys == ("a.jpg",)  # semantic is not in the default fail_on
@@ -90,7 +125,9 @@ def test_not_duplicate_review_suppresses_the_match() -> None:
     result = evaluate(r, Policy())
     assert result.passed
     assert result.counts["near"] == 0
-    assert [(s.key, s.match_id, s.by, s.note) for s in result.suppressed] == [("a.jpg", 7, "review", "checked")]
+    assert [(s.key, s.match_id, s.by, s.note) for s in result.suppressed] == [
+        ("a.jpg", 7, "review", "checked")
+    ]
 
 
 @pytest.mark.parametrize("verdict", ["duplicate", "unsure"])
@@ -101,14 +138,23 @@ def test_other_review_verdicts_still_count(verdict: str) -> None:
 
 
 def test_one_suppressed_match_leaves_the_others_counted() -> None:
-    r = report(item("a.jpg", match("near", verdict="not_duplicate", mid=1), match("exact", "c/9.jpg", mid=2)))
+    r = report(
+        item(
+            "a.jpg", match("near", verdict="not_duplicate", mid=1), match("exact", "c/9.jpg", mid=2)
+        )
+    )
     result = evaluate(r, Policy())
     assert not result.passed
     assert result.counts == {"exact": 1, "near": 0, "semantic": 0, "label_leak": 0}
 
 
 def entry(**kw: Any) -> BaselineEntry:
-    base: dict[str, Any] = {"test_sha256": "sha-a.jpg", "corpus": "laion", "corpus_key": "c/1.jpg", "kind": "near"}
+    base: dict[str, Any] = {
+        "test_sha256": "sha-a.jpg",
+        "corpus": "laion",
+        "corpus_key": "c/1.jpg",
+        "kind": "near",
+    }
     return BaselineEntry(**{**base, **kw})
 
 
@@ -122,13 +168,17 @@ def test_baseline_suppresses_the_same_content_and_corpus_item() -> None:
 
 def test_baseline_matches_by_pixel_digest_or_corpus_sha() -> None:
     r = report(item("a.jpg", match("near", corpus_key="moved.jpg", sha="corpus-sha")))
-    by_pixels = entry(test_sha256=None, test_pixel_digest="px-a.jpg", corpus_key=None, corpus_sha256="corpus-sha")
+    by_pixels = entry(
+        test_sha256=None, test_pixel_digest="px-a.jpg", corpus_key=None, corpus_sha256="corpus-sha"
+    )
     assert evaluate(r, Policy(), Baseline(entries=(by_pixels,))).passed
 
 
 def test_visual_baseline_entry_covers_other_visual_tiers_but_not_label_leak() -> None:
     r = report(item("a.jpg", match("exact", mid=1), match("label_leak", mid=2)))
-    result = evaluate(r, Policy(fail_on=("exact", "label_leak")), Baseline(entries=(entry(kind="near"),)))
+    result = evaluate(
+        r, Policy(fail_on=("exact", "label_leak")), Baseline(entries=(entry(kind="near"),))
+    )
     assert [s.kind for s in result.suppressed] == ["exact"]
     assert not result.passed and result.counts["label_leak"] == 1
 
@@ -173,8 +223,12 @@ def test_skipped_semantic_tier_is_an_error_only_when_it_fails_the_gate() -> None
 
 
 def test_apply_gate_annotates_items_and_matches_without_touching_the_input() -> None:
-    r = report(item("a.jpg", match("near", mid=1), match("exact", "c/2.jpg", mid=2, verdict="not_duplicate")),
-               item("b.jpg", match("near", mid=3)))
+    r = report(
+        item(
+            "a.jpg", match("near", mid=1), match("exact", "c/2.jpg", mid=2, verdict="not_duplicate")
+        ),
+        item("b.jpg", match("near", mid=3)),
+    )
     result = evaluate(r, Policy(), Baseline(entries=(entry(test_sha256="sha-b.jpg"),)))
     gated = apply_gate(r, result)
     a, b = gated["items"]

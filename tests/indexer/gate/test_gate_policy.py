@@ -44,7 +44,9 @@ def test_parse_tiers_canonical_order(given: str | list[str], expected: tuple[str
 
 
 def test_unknown_tier_is_a_usage_error_naming_the_choices() -> None:
-    with pytest.raises(UsageError, match=r"unknown tier 'nearr'.*exact, near, semantic, label_leak"):
+    with pytest.raises(
+        UsageError, match=r"unknown tier 'nearr'.*exact, near, semantic, label_leak"
+    ):
         parse_tiers("exact,nearr")
 
 
@@ -62,7 +64,10 @@ def test_bad_count_is_refused(bad: object) -> None:
 
 def test_threshold_options() -> None:
     assert parse_threshold_options(["phash_hamming=6", "semantic = 0.9", "near-cosine=0.97"]) == {
-        "phash_hamming": 6.0, "semantic_cosine": 0.9, "near_cosine": 0.97}
+        "phash_hamming": 6.0,
+        "semantic_cosine": 0.9,
+        "near_cosine": 0.97,
+    }
     with pytest.raises(UsageError, match="NAME=VALUE"):
         parse_threshold_options(["semantic"])
     with pytest.raises(UsageError, match="must be a number"):
@@ -153,8 +158,9 @@ def test_cli_flags_override_the_file_key_by_key(tmp_path: Path) -> None:
         'fail_on = ["exact"]\nmax_rate = 0.1\nmax_count = 4\n[thresholds]\nsemantic_cosine = 0.9\nphash_hamming = 6\n'
     )
     base = load_policy(tmp_path)
-    p = base.with_overrides(fail_on="exact,near,semantic", max_rate=None, max_count=0,
-                            thresholds={"semantic": 0.95})
+    p = base.with_overrides(
+        fail_on="exact,near,semantic", max_rate=None, max_count=0, thresholds={"semantic": 0.95}
+    )
     assert p.fail_on == ("exact", "near", "semantic")
     assert p.max_rate == 0.1  # not given on the command line: the file's value stays
     assert p.max_count == 0
@@ -164,6 +170,9 @@ def test_cli_flags_override_the_file_key_by_key(tmp_path: Path) -> None:
 
 def test_describe_and_to_dict() -> None:
     p = Policy(fail_on=("exact",), max_rate=0.05, max_count=3, thresholds={"semantic_cosine": 0.9})
-    assert p.describe() == "fail on exact; max rate 0.05 (5.00%); max count 3; thresholds semantic_cosine=0.9"
+    assert (
+        p.describe()
+        == "fail on exact; max rate 0.05 (5.00%); max count 3; thresholds semantic_cosine=0.9"
+    )
     assert p.to_dict()["fail_on"] == ["exact"]
     assert Policy().to_dict()["max_rate"] == 0.0

@@ -15,7 +15,9 @@ from indexer.sources.archive import extract_archive
 
 def make_tree(root: Path) -> Path:
     (root / "a" / "b").mkdir(parents=True)
-    (root / "a" / "b" / "deep.jpg").write_bytes(os.urandom(3 * 1024 * 1024 + 17))  # spans several chunks
+    (root / "a" / "b" / "deep.jpg").write_bytes(
+        os.urandom(3 * 1024 * 1024 + 17)
+    )  # spans several chunks
     (root / "a" / "one.png").write_bytes(b"\x89PNG small")
     (root / "labels.csv").write_text("key,label\na/one.png,x\n")
     (root / ".hidden.jpg").write_bytes(b"no")
@@ -58,7 +60,9 @@ def test_zip_round_trips_and_reports_progress(tmp_path: Path) -> None:
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         assert zf.testzip() is None
         assert zf.read("a/b/deep.jpg") == (root / "a" / "b" / "deep.jpg").read_bytes()
-        assert zf.getinfo("a/b/deep.jpg").compress_type == zipfile.ZIP_STORED  # images are not recompressed
+        assert (
+            zf.getinfo("a/b/deep.jpg").compress_type == zipfile.ZIP_STORED
+        )  # images are not recompressed
         assert zf.getinfo("labels.csv").compress_type == zipfile.ZIP_DEFLATED
 
 

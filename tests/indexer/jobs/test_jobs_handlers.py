@@ -36,9 +36,21 @@ def test_index_job_reads_only_files_under_the_allowed_roots(ws: Workspace, tmp_p
     secret = tmp_path / "secret.jpg"
     photo(2, (64, 48)).save(secret)
     manifest = root / "corpus.jsonl"
-    manifest.write_text(json.dumps({"path": "inside.jpg"}) + "\n" + json.dumps({"path": str(secret)}) + "\n")
-    job = ClaimedJob(id=1, kind="index", owner="t", attempts=1, params={
-        "corpus": "web", "sources": [str(manifest)], "no_embed": True, "allowed_roots": [str(root)]})
+    manifest.write_text(
+        json.dumps({"path": "inside.jpg"}) + "\n" + json.dumps({"path": str(secret)}) + "\n"
+    )
+    job = ClaimedJob(
+        id=1,
+        kind="index",
+        owner="t",
+        attempts=1,
+        params={
+            "corpus": "web",
+            "sources": [str(manifest)],
+            "no_embed": True,
+            "allowed_roots": [str(root)],
+        },
+    )
     outcome = run_index_job(ws, job, _progress)
     assert outcome.result is not None
     assert (outcome.result["indexed"], outcome.result["failed"]) == (1, 1)
@@ -50,7 +62,9 @@ def test_index_job_reads_only_files_under_the_allowed_roots(ws: Workspace, tmp_p
 
 
 def test_index_job_without_sources_is_an_input_error(ws: Workspace) -> None:
-    job = ClaimedJob(id=1, kind="index", owner="t", attempts=1, params={"corpus": "web", "sources": []})
+    job = ClaimedJob(
+        id=1, kind="index", owner="t", attempts=1, params={"corpus": "web", "sources": []}
+    )
     with pytest.raises(InputError, match="names no corpus or no sources"):
         run_index_job(ws, job, _progress)
 
@@ -65,7 +79,15 @@ def test_audit_id_from_params_or_from_the_audit_row(ws: Workspace) -> None:
         s.add(audit)
         s.flush()
         ids = (job.id, audit.id)
-    assert audit_id_of(ws, ClaimedJob(id=ids[0], kind="audit", owner="t", attempts=1, params={})) == ids[1]
-    assert audit_id_of(ws, ClaimedJob(id=999, kind="audit", owner="t", attempts=1, params={"audit_id": 7})) == 7
+    assert (
+        audit_id_of(ws, ClaimedJob(id=ids[0], kind="audit", owner="t", attempts=1, params={}))
+        == ids[1]
+    )
+    assert (
+        audit_id_of(
+            ws, ClaimedJob(id=999, kind="audit", owner="t", attempts=1, params={"audit_id": 7})
+        )
+        == 7
+    )
     with pytest.raises(NotFoundError, match="job 999 has no audit"):
         audit_id_of(ws, ClaimedJob(id=999, kind="audit", owner="t", attempts=1, params={}))

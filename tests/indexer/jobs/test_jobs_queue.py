@@ -32,7 +32,9 @@ def _workspace(tmp_path: Path) -> Workspace:
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     engine = make_engine(url)
     Base.metadata.create_all(engine)
-    return Workspace(home=tmp_path, database_url=url, engine=engine, sessions=make_session_factory(engine))
+    return Workspace(
+        home=tmp_path, database_url=url, engine=engine, sessions=make_session_factory(engine)
+    )
 
 
 @pytest.fixture
@@ -54,7 +56,11 @@ def _job(ws: Workspace, job_id: int) -> Job:
 
 def _expire(ws: Workspace, job_id: int) -> None:
     with transaction(ws.sessions) as s:
-        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utc_now() - timedelta(seconds=5)))
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(lease_expires_at=utc_now() - timedelta(seconds=5))
+        )
 
 
 def test_claim_takes_oldest_queued_job_and_sets_lease(ws: Workspace) -> None:
@@ -86,9 +92,17 @@ def test_expired_lease_is_claimed_again_and_old_owner_loses_it(ws: Workspace) ->
     assert taken is not None and taken.id == job_id and taken.attempts == 2
     assert heartbeat(ws.sessions, job_id=job_id, owner="dead") is False
     assert complete(ws.sessions, job_id=job_id, owner="dead") is False
-    assert heartbeat(ws.sessions, job_id=job_id, owner="other", progress=0.25, message="a quarter") is True
+    assert (
+        heartbeat(ws.sessions, job_id=job_id, owner="other", progress=0.25, message="a quarter")
+        is True
+    )
     row = _job(ws, job_id)
-    assert (row.status, row.lease_owner, row.progress, row.message) == ("running", "other", 0.25, "a quarter")
+    assert (row.status, row.lease_owner, row.progress, row.message) == (
+        "running",
+        "other",
+        0.25,
+        "a quarter",
+    )
 
 
 def test_requeue_expired_puts_running_jobs_back(ws: Workspace) -> None:
@@ -135,7 +149,9 @@ def test_get_job_unknown_raises_not_found(ws: Workspace) -> None:
         get_job(s, job_id=42)
 
 
-def _claim_all(ws_url: str, owner: str, claims: list[tuple[str, int]], barrier: threading.Barrier) -> None:
+def _claim_all(
+    ws_url: str, owner: str, claims: list[tuple[str, int]], barrier: threading.Barrier
+) -> None:
     engine = make_engine(ws_url) if ws_url.startswith("sqlite") else create_engine(ws_url)
     sessions = make_session_factory(engine)
     barrier.wait()
@@ -149,7 +165,10 @@ def _claim_all(ws_url: str, owner: str, claims: list[tuple[str, int]], barrier: 
 def _race(url: str, workers: int) -> list[tuple[str, int]]:
     claims: list[tuple[str, int]] = []
     barrier = threading.Barrier(workers)
-    threads = [threading.Thread(target=_claim_all, args=(url, f"w{i}", claims, barrier)) for i in range(workers)]
+    threads = [
+        threading.Thread(target=_claim_all, args=(url, f"w{i}", claims, barrier))
+        for i in range(workers)
+    ]
     for t in threads:
         t.start()
     for t in threads:

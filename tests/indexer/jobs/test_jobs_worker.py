@@ -23,7 +23,9 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     engine = make_engine(url)
     Base.metadata.create_all(engine)
-    workspace = Workspace(home=tmp_path, database_url=url, engine=engine, sessions=make_session_factory(engine))
+    workspace = Workspace(
+        home=tmp_path, database_url=url, engine=engine, sessions=make_session_factory(engine)
+    )
     yield workspace
     workspace.close()
 
@@ -45,14 +47,21 @@ def test_run_once_records_progress_and_result(ws: Workspace) -> None:
     def handler(w: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
         progress(0.5, "half way")
         row = _job(w, job.id)
-        seen.update(status=row.status, progress=row.progress, message=row.message, params=job.params)
+        seen.update(
+            status=row.status, progress=row.progress, message=row.message, params=job.params
+        )
         return JobOutcome(message="all good", result={"n": 7})
 
     worker = Worker(ws, {"audit": handler}, owner="t", progress_interval_s=0.0)
     assert worker.run_once() is True
     assert seen == {"status": "running", "progress": 0.5, "message": "half way", "params": {"x": 1}}
     row = _job(ws, job_id)
-    assert (row.status, row.progress, row.message, row.params["result"]) == ("done", 1.0, "all good", {"n": 7})
+    assert (row.status, row.progress, row.message, row.params["result"]) == (
+        "done",
+        1.0,
+        "all good",
+        {"n": 7},
+    )
     assert worker.run_once() is False
 
 

@@ -27,13 +27,18 @@ def _shard(tmp_path: Path, url: str | None) -> tuple[Workspace, dict, ShardDesc]
     ws = Workspace.open(tmp_path / "home", url)
     with transaction(ws.sessions) as s:
         corpus = ensure_corpus(s, name="c", model_id="m", dim=3)
-        corpus_id, shard_id = corpus.id, ensure_shard(s, corpus=corpus, source=str(root), name="a").id
+        corpus_id, shard_id = (
+            corpus.id,
+            ensure_shard(s, corpus=corpus, source=str(root), name="a").id,
+        )
     src = FolderSource(root)
     desc = next(iter(src.shards()))
     extracted = [extract_record(r, keep_image=False) for r in src.records(desc)]
     plain = prepare_batch(extracted)
     batch = PreparedBatch(items=plain.items, vectors=[[1.0, 0.0, 0.0]] * len(plain.items))  # type: ignore[arg-type]
-    common = dict(corpus_id=corpus_id, shard_id=shard_id, corpus_dir=ws.corpus_dir("c"), batches=[batch])
+    common = dict(
+        corpus_id=corpus_id, shard_id=shard_id, corpus_dir=ws.corpus_dir("c"), batches=[batch]
+    )
     return ws, common, desc
 
 

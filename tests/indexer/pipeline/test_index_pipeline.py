@@ -66,8 +66,9 @@ def test_embedded_corpus_vectors_match_db_ids(tmp_path: Path, tiny_model_spec: s
     root = _corpus(tmp_path / "corpus", {"a": range(0, 9)})
     ws = Workspace.open(tmp_path / "home")
     embedder = load_embedder(tiny_model_spec)
-    index_sources(ws, "c", [FolderSource(root)], embedder=embedder, batch_size=4,
-                  model_spec=tiny_model_spec)
+    index_sources(
+        ws, "c", [FolderSource(root)], embedder=embedder, batch_size=4, model_spec=tiny_model_spec
+    )
     index = open_corpus_index(ws, "c")
     assert index.floats is not None and index.floats.count == 9
     with ws.sessions() as s:

@@ -30,7 +30,10 @@ def _state(ws: Workspace) -> tuple[dict[str, tuple], dict[str, np.ndarray], list
     with ws.sessions() as s:
         items = {i.key: i for i in s.scalars(select(Item))}
         failed = sorted(s.scalars(select(FailedItem.key)).all())
-    rows = {k: (i.sha256, i.pixel_digest, i.phash, i.dhash, i.label, i.width, i.uri) for k, i in items.items()}
+    rows = {
+        k: (i.sha256, i.pixel_digest, i.phash, i.dhash, i.label, i.width, i.uri)
+        for k, i in items.items()
+    }
     vectors = {k: index.floats.index.reconstruct(i.id) for k, i in items.items()}
     assert index.hashes.count == len(items) == index.floats.count
     return rows, vectors, failed
@@ -45,14 +48,37 @@ def test_ray_executor_equals_local(tmp_path: Path, tiny_model_spec: str) -> None
     root = _corpus(tmp_path / "corpus")
     embedder = load_embedder(tiny_model_spec)
     local = Workspace.open(tmp_path / "local")
-    index_sources(local, "c", [FolderSource(root)], embedder=embedder, batch_size=4, model_spec=tiny_model_spec)
+    index_sources(
+        local,
+        "c",
+        [FolderSource(root)],
+        embedder=embedder,
+        batch_size=4,
+        model_spec=tiny_model_spec,
+    )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         remote = Workspace.open(tmp_path / "ray")
-        summary = index_sources(remote, "c", [FolderSource(root)], embedder=embedder, batch_size=4,
-                                model_spec=tiny_model_spec, executor="ray", workers=2)
-        again = index_sources(remote, "c", [FolderSource(root)], embedder=embedder, batch_size=4,
-                              model_spec=tiny_model_spec, executor="ray", workers=2)
+        summary = index_sources(
+            remote,
+            "c",
+            [FolderSource(root)],
+            embedder=embedder,
+            batch_size=4,
+            model_spec=tiny_model_spec,
+            executor="ray",
+            workers=2,
+        )
+        again = index_sources(
+            remote,
+            "c",
+            [FolderSource(root)],
+            embedder=embedder,
+            batch_size=4,
+            model_spec=tiny_model_spec,
+            executor="ray",
+            workers=2,
+        )
     finally:
         ray.shutdown()
     assert (summary.indexed, summary.failed, summary.shards_done) == (12, 1, 3)

@@ -22,21 +22,34 @@ def _flip(rng: np.random.Generator, value: int, n: int) -> int:
 
 
 @pytest.mark.parametrize("max_candidates", [8_000_000, 50])
-def test_matches_brute_force_on_skewed_hashes(monkeypatch: pytest.MonkeyPatch, max_candidates: int) -> None:
-    monkeypatch.setattr(hamming_mih, "_MAX_CANDIDATES", max_candidates)  # also the chunk-splitting path
+def test_matches_brute_force_on_skewed_hashes(
+    monkeypatch: pytest.MonkeyPatch, max_candidates: int
+) -> None:
+    monkeypatch.setattr(
+        hamming_mih, "_MAX_CANDIDATES", max_candidates
+    )  # also the chunk-splitting path
     rng = np.random.default_rng(0)
     # near-duplicate families + exact repeats, like real pHashes of a crawl
     bases = rng.integers(0, 2**64 - 1, 60, dtype=np.uint64)
-    codes = np.array([_flip(rng, int(bases[i % 60]), int(rng.integers(0, 12))) for i in range(3000)],
-                     dtype=np.uint64)
+    codes = np.array(
+        [_flip(rng, int(bases[i % 60]), int(rng.integers(0, 12))) for i in range(3000)],
+        dtype=np.uint64,
+    )
     codes[:50] = codes[0]
     ids = np.arange(10, 3010, dtype=np.int64) * 3
     mih = MultiIndexHash(codes, ids)
-    queries = [int(codes[0]), int(bases[5]), _flip(rng, int(bases[7]), 6), int(rng.integers(0, 2**63))]
+    queries = [
+        int(codes[0]),
+        int(bases[5]),
+        _flip(rng, int(bases[7]), 6),
+        int(rng.integers(0, 2**63)),
+    ]
     for radius in range(MAX_EXACT_RADIUS + 1):
         found = mih.search_radius(np.array(queries, np.uint64), radius)
         for q, (got_ids, got_d) in zip(queries, found, strict=True):
-            assert dict(zip(got_ids.tolist(), got_d.tolist(), strict=True)) == _brute(codes, ids, q, radius)
+            assert dict(zip(got_ids.tolist(), got_d.tolist(), strict=True)) == _brute(
+                codes, ids, q, radius
+            )
             assert len(set(got_ids.tolist())) == len(got_ids)
 
 

@@ -26,7 +26,9 @@ SMALL = IndexPolicy(flat_max=1000, hash_flat_max=500, calibration_queries=200)
 
 def clustered(rng: np.random.Generator, n: int, centers: np.ndarray) -> np.ndarray:
     """Unit vectors around random centres (embeddings have neighbourhoods; uniform noise has none)."""
-    x = centers[rng.integers(0, len(centers), n)] + 0.6 * rng.standard_normal((n, DIM)) / np.sqrt(DIM)
+    x = centers[rng.integers(0, len(centers), n)] + 0.6 * rng.standard_normal((n, DIM)) / np.sqrt(
+        DIM
+    )
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -50,18 +52,31 @@ class Corpus_:
             vecs = clustered(self.rng, m, self.centers)
             hashes = self.rng.integers(-(2**63), 2**63 - 1, m, dtype=np.int64)
             with transaction(self.ws.sessions) as s:
-                items = [Item(corpus_id=self.corpus_id, shard_id=self.shard_id, key=uuid.uuid4().hex,
-                              phash=int(h), has_embedding=True) for h in hashes]
+                items = [
+                    Item(
+                        corpus_id=self.corpus_id,
+                        shard_id=self.shard_id,
+                        key=uuid.uuid4().hex,
+                        phash=int(h),
+                        has_embedding=True,
+                    )
+                    for h in hashes
+                ]
                 s.add_all(items)
                 s.flush()
                 ids = np.array([it.id for it in items], np.int64)
                 name = uuid.uuid4().hex
                 write_batch(batch_path(self.dir, name), ids, vecs)
                 s.add(VectorBatch(corpus_id=self.corpus_id, name=name, count=m))
-                s.execute(update(Corpus).where(Corpus.id == self.corpus_id)
-                          .values(generation=Corpus.generation + 1))
+                s.execute(
+                    update(Corpus)
+                    .where(Corpus.id == self.corpus_id)
+                    .values(generation=Corpus.generation + 1)
+                )
             self.vectors.update(zip(ids.tolist(), vecs, strict=True))
-            self.hashes.update(zip(ids.tolist(), (int(h) & (2**64 - 1) for h in hashes), strict=True))
+            self.hashes.update(
+                zip(ids.tolist(), (int(h) & (2**64 - 1) for h in hashes), strict=True)
+            )
 
     @property
     def dir(self) -> Path:
@@ -102,7 +117,9 @@ def test_flat_below_threshold_then_ivf_rebuild_records_recall(corpus: Corpus_) -
     ids, base = corpus.matrix()
     some = ids[[0, 1000, 2399]]
     for item_id in some.tolist():
-        np.testing.assert_allclose(floats.index.reconstruct(item_id), corpus.vectors[item_id], atol=2e-3)
+        np.testing.assert_allclose(
+            floats.index.reconstruct(item_id), corpus.vectors[item_id], atol=2e-3
+        )
     scores, found = floats.search(base[[0, 1000, 2399]], 3)
     assert found[:, 0].tolist() == some.tolist() and np.all(scores[:, 0] > 0.99)
 
@@ -139,7 +156,9 @@ def test_ivf_grows_incrementally_then_rebuilds_when_outgrown(corpus: Corpus_) ->
 @pytest.mark.parametrize("storage", ["fp16", "sq8", "fp32"])
 def test_list_by_list_search_equals_faiss_search(corpus: Corpus_, storage: str) -> None:
     corpus.add(2000)
-    floats = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=100, storage=storage)).floats  # type: ignore[arg-type]
+    floats = corpus.sync(
+        IndexPolicy(flat_max=1000, calibration_queries=100, storage=storage)
+    ).floats  # type: ignore[arg-type]
     assert floats is not None
     queries = clustered(np.random.default_rng(4), 1500, corpus.centers)  # enough to batch by list
     assert len(queries) * floats.index.nprobe >= 64 * floats.index.nlist
@@ -174,10 +193,14 @@ def test_up_to_date_index_is_served_memory_mapped(corpus: Corpus_) -> None:
     q = clustered(np.random.default_rng(5), 20, corpus.centers)
     assert np.array_equal(built.search(q, 5)[1], served.search(q, 5)[1])
     item_id = next(iter(corpus.vectors))
-    np.testing.assert_allclose(served.index.reconstruct(item_id), corpus.vectors[item_id], atol=2e-3)
+    np.testing.assert_allclose(
+        served.index.reconstruct(item_id), corpus.vectors[item_id], atol=2e-3
+    )
     no_mmap = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=200, mmap=False)).floats
     assert no_mmap is not None
-    assert isinstance(faiss.downcast_InvertedLists(no_mmap.index.invlists), faiss.ArrayInvertedLists)
+    assert isinstance(
+        faiss.downcast_InvertedLists(no_mmap.index.invlists), faiss.ArrayInvertedLists
+    )
 
 
 def test_flat_memory_mapped_search_equals_exact(corpus: Corpus_) -> None:
@@ -215,9 +238,15 @@ def test_hash_index_switches_to_multi_index_hashing_with_recorded_recall(corpus:
     item_ids = sorted(corpus.hashes)
     for radius in (0, 4, 8, 11, 20):
         item = item_ids[rng.integers(len(item_ids))]
-        q = corpus.hashes[item] ^ sum(1 << int(b) for b in rng.choice(64, min(radius, 9), replace=False))
+        q = corpus.hashes[item] ^ sum(
+            1 << int(b) for b in rng.choice(64, min(radius, 9), replace=False)
+        )
         ids, dists = hashes.search_radius(np.array([q], np.uint64), radius)[0]
-        brute = {i: bin(h ^ q).count("1") for i, h in corpus.hashes.items() if bin(h ^ q).count("1") <= radius}
+        brute = {
+            i: bin(h ^ q).count("1")
+            for i, h in corpus.hashes.items()
+            if bin(h ^ q).count("1") <= radius
+        }
         assert dict(zip(ids.tolist(), dists.tolist(), strict=True)) == brute
     reloaded = corpus.sync().hashes
     assert reloaded.mih is not None and reloaded.count == 800
