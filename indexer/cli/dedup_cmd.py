@@ -17,7 +17,6 @@ from indexer.errors import IndexUnavailableError, UsageError
 from indexer.workspace import Workspace
 
 TEMP_CORPUS = "dedup"
-INTEGER_THRESHOLDS = ("phash_hamming", "candidate_hamming", "small_side")
 
 
 def _progress_bar(desc: str) -> tqdm:
@@ -195,11 +194,7 @@ def dedup(
         raise UsageError(
             "give either --corpus NAME (an indexed corpus) or SOURCE... to index on the fly"
         )
-    # Bit counts and pixel sizes are integers (``phash_hamming=6`` parses as 6.0).
-    th: dict[str, Any] = {
-        k: int(v) if k in INTEGER_THRESHOLDS and float(v).is_integer() else v
-        for k, v in parse_threshold_options(thresholds).items()
-    }
+    th: dict[str, Any] = dict(parse_threshold_options(thresholds))
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
     if corpus:
         if not home.is_dir():

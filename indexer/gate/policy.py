@@ -195,7 +195,7 @@ def parse_tiers(value: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def parse_threshold_options(values: Iterable[str]) -> dict[str, float]:
-    """``["phash_hamming=6", "semantic=0.9"]`` -> ``{"phash_hamming": 6.0, "semantic_cosine": 0.9}``."""
+    """``["phash_hamming=6", "semantic=0.9"]`` -> ``{"phash_hamming": 6, "semantic_cosine": 0.9}``."""
     out: dict[str, float] = {}
     for raw in values:
         name, sep, number = raw.partition("=")
@@ -204,8 +204,18 @@ def parse_threshold_options(values: Iterable[str]) -> dict[str, float]:
             raise UsageError(
                 f"--threshold takes NAME=VALUE (e.g. semantic_cosine=0.9), got {raw!r}"
             )
-        out[THRESHOLD_ALIASES.get(name, name)] = _number(number.strip(), f"--threshold {name}")
+        out[THRESHOLD_ALIASES.get(name, name)] = _threshold(number.strip(), f"--threshold {name}")
     return out
+
+
+def _threshold(value: Any, what: str) -> float:
+    """A threshold from CLI text or TOML: whole numbers stay ``int`` (bit counts and pixel sizes
+    must be whole; ``Thresholds`` refuses ``6.0`` for them), anything else a finite float."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lstrip("+-").isdigit():
+        return int(value)
+    return _number(value, what)
 
 
 def _number(value: Any, what: str) -> float:
@@ -296,7 +306,7 @@ def policy_from_mapping(
             max_count=max_count,
             max_unreadable=table.get("max_unreadable"),
             max_unreadable_rate=table.get("max_unreadable_rate"),
-            thresholds={str(k): _number(v, f"threshold {k}") for k, v in thresholds.items()},
+            thresholds={str(k): _threshold(v, f"threshold {k}") for k, v in thresholds.items()},
             baseline=(base_dir / baseline if base_dir else Path(baseline)) if baseline else None,
             source=source,
         )

@@ -176,3 +176,21 @@ def test_describe_and_to_dict() -> None:
     )
     assert p.to_dict()["fail_on"] == ["exact"]
     assert Policy().to_dict()["max_rate"] == 0.0
+
+
+def test_cli_threshold_integers_stay_integers_and_build_thresholds() -> None:
+    from indexer.audit.thresholds import Thresholds
+
+    parsed = parse_threshold_options(["phash_hamming=6", "small_side=48", "semantic=0.75"])
+    assert parsed == {"phash_hamming": 6, "small_side": 48, "semantic_cosine": 0.75}
+    assert isinstance(parsed["phash_hamming"], int)
+    th = Thresholds.from_mapping(parsed)
+    assert (th.phash_hamming, th.small_side, th.semantic_cosine) == (6, 48, 0.75)
+
+
+def test_policy_file_integer_thresholds_build_thresholds(tmp_path: Path) -> None:
+    from indexer.audit.thresholds import Thresholds
+
+    (tmp_path / "splitaudit.toml").write_text("[thresholds]\nphash_hamming = 6\nsmall_side = 40\n")
+    th = Thresholds.from_mapping(load_policy(tmp_path).thresholds)
+    assert (th.phash_hamming, th.small_side) == (6, 40)
