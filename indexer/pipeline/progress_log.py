@@ -127,7 +127,11 @@ def count_folder_images(sources: Sequence[object]) -> int | None:
 
 def try_count_images(sources: Sequence[object]) -> int | None:
     """``count_folder_images``, or None when a source cannot be read: the count is only a hint,
-    and the run itself reports what is unreadable."""
+    and the run itself reports what is unreadable.
+
+    An audit calls it before its first read of a split: every count is a footer or header read
+    or a name walk, far cheaper than decoding the images (a manifest's line scan is cached and
+    reused by its ``shards``)."""
     import tarfile
 
     from indexer.errors import SplitauditError
