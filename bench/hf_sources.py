@@ -8,10 +8,11 @@ embedder's cost is the same whatever the source):
 - throughput: the same ``--n`` JPEG photos (256x192) indexed from a folder of files and from
   one Parquet file in the ``datasets`` layout (Image struct column, row groups of 500), each
   into a fresh home, one process; ratio Parquet / folder;
-- memory: peak RSS (``ru_maxrss``) of a fresh process indexing a Parquet dataset of
+- memory: peak RSS (``VmHWM``, else ``ru_maxrss``) of a fresh process indexing a Parquet dataset of
   ``--rss-n`` small (32x32, CIFAR-sized) images, against the same with 4x fewer images; the
   ratio should stay near 1 (memory is bounded by a row group, not the dataset). The current
-  RSS of that process just before indexing (imports done) is printed as the baseline.
+  RSS of that process just before indexing (imports done) is printed as the baseline. The
+  same two runs give the time per image, big over small: near 1 when indexing scales linearly.
 """
 
 from __future__ import annotations
@@ -113,6 +114,15 @@ def _index(spec: str, home: Path) -> tuple[int, float, float]:
 
 
 def _rss_mb() -> float:
+    """Peak RSS of this process in MB: ``VmHWM`` where Linux has it, since ``ru_maxrss`` survives
+    fork + exec (the child would report the bench parent's peak when that is higher)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -213,6 +223,11 @@ def main() -> None:
             f"  ratio peak {args.rss_n} / {small_n}: {big['peak_mb'] / small['peak_mb']:.2f}x; "
             f"growth over baseline: {(big['peak_mb'] - big['before_mb']):.0f} MB vs "
             f"{(small['peak_mb'] - small['before_mb']):.0f} MB"
+        )
+        per_image = (big["seconds"] / big["indexed"]) / (small["seconds"] / small["indexed"])
+        print(
+            f"  time per image {args.rss_n} / {small_n}: {per_image:.2f}x "
+            "(1.00 = linear; wall clock, so load from other processes shows here too)"
         )
 
 

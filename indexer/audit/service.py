@@ -31,6 +31,7 @@ from indexer.embed.protocol import Embedder
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.jobs.queue import enqueue, mark_done, mark_failed, mark_running
 from indexer.pipeline.index import open_corpus_index
+from indexer.pipeline.progress_log import try_count_images
 from indexer.sources.record import Source
 from indexer.workspace import Workspace
 
@@ -222,13 +223,16 @@ def execute_audit(
     report(0.02, "reading split")
     # API submissions record the roots they were checked against; re-check them row by row now.
     source = open_split(split_source, allowed_roots=params.get("allowed_roots"))
+    if not split_count:  # first read of this split: a cheap count (metadata, a walk) if any
+        split_count = try_count_images([source]) or 0
     seen = 0
 
     def on_items(n: int) -> None:
         nonlocal seen
         seen += n
         frac = 0.05 + 0.55 * (min(seen / split_count, 1.0) if split_count else 0.0)
-        report(frac, f"read {seen} split images")
+        of = f"/{split_count}" if split_count else ""
+        report(frac, f"read {seen}{of} split images")
 
     state = ingest_split(
         ws, split_id, source, embedders=embedders, workers=workers, progress=on_items

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tarfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from typing import TypeVar
 import click
 from tqdm import tqdm
 
+from indexer.errors import SplitauditError
 from indexer.pipeline.progress_log import DEFAULT_INTERVAL_S, ProgressLog
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -55,8 +57,8 @@ def _count_beside(
     def run() -> None:
         try:
             total = count_total()
-        except OSError:
-            return  # the walk is only a hint: the run reports unreadable files itself
+        except (OSError, tarfile.TarError, SplitauditError):
+            return  # the count is only a hint: the run reports unreadable files itself
         if total:
             set_total(total)
 

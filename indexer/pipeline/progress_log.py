@@ -99,8 +99,8 @@ class ProgressLog:
 def count_folder_images(sources: Sequence[object]) -> int | None:
     """The images the sources will yield (the total for progress lines); None when one cannot tell cheaply.
 
-    A source may say itself through a ``count_hint() -> int | None`` method (e.g. from Parquet
-    metadata); a folder source is counted by a cheap walk (names only, symlinked folders not
+    A source may say itself through a ``count_hint() -> int | None`` method (Parquet/Arrow
+    metadata, a manifest's line scan, an archive's member list, tar headers); a folder source is counted by a cheap walk (names only, symlinked folders not
     followed, hidden entries skipped). Meant to run beside the indexing, never before it.
     """
     from indexer.sources._layout import is_hidden, is_image_name
@@ -123,3 +123,20 @@ def count_folder_images(sources: Sequence[object]) -> int | None:
         else:
             return None
     return total
+
+
+def try_count_images(sources: Sequence[object]) -> int | None:
+    """``count_folder_images``, or None when a source cannot be read: the count is only a hint,
+    and the run itself reports what is unreadable.
+
+    An audit calls it before its first read of a split: every count is a footer or header read
+    or a name walk, far cheaper than decoding the images (a manifest's line scan is cached and
+    reused by its ``shards``)."""
+    import tarfile
+
+    from indexer.errors import SplitauditError
+
+    try:
+        return count_folder_images(sources)
+    except (OSError, tarfile.TarError, SplitauditError):
+        return None

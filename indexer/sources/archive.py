@@ -314,6 +314,10 @@ class ArchiveSource:
                     files[name] = Locator.tar_member(self.uri, member)
         return files
 
+    def count_hint(self) -> int:
+        """The image members (the progress total), from the member list read when opened."""
+        return sum(1 for _ in self._members())
+
     def shards(self) -> Iterator[Shard]:
         """The single shard (named after the archive); fingerprint = size + mtime."""
         st = self.path.stat()

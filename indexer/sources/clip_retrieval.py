@@ -124,6 +124,10 @@ class PrecomputedEmbeddingSource:
             raise InputError(f"{shard.name!r} is not a shard of {self.uri}")
         return files
 
+    def count_hint(self) -> int:
+        """The metadata rows of every shard (the progress total), from the Parquet footers."""
+        return sum(_parquet_rows(pq) for _npy, pq in self._shards.values())
+
     def shards(self) -> Iterator[Shard]:
         """One shard per npy file; fingerprint = sizes + mtimes of the npy and its parquet."""
         for name, (npy, pq) in self._shards.items():

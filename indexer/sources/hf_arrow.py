@@ -116,6 +116,18 @@ class HFArrowSource:
     def _name(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    def count_hint(self) -> int:
+        """The rows of every Arrow file (the progress total): memory-mapped, so only the record
+        batch headers are read, never the image bytes."""
+        total = 0
+        for f in self.files:
+            try:
+                with open_arrow(str(f)) as reader:
+                    total += sum(batch.num_rows for batch in reader)
+            except Exception as exc:  # pyarrow raises ArrowInvalid / OSError variants
+                raise InputError(f"{f}: not a readable Arrow file ({exc})") from exc
+        return total
+
     def shards(self) -> Iterator[Shard]:
         """One shard per Arrow file; fingerprint = size + mtime + image column."""
         for f in self.files:

@@ -232,6 +232,11 @@ class ManifestSource:
         self._index()
         return self._rows
 
+    def count_hint(self) -> int:
+        """The data rows (the progress total): the Parquet footer, else the line scan that
+        ``shards`` needs anyway (cached, so indexing does not scan twice)."""
+        return self.row_count()
+
     # -- Source protocol -----------------------------------------------------------------------
 
     def shards(self) -> Iterator[Shard]:

@@ -158,6 +158,19 @@ class WebDatasetSource:
                 raise _compressed_error(t)
         self._tars = {t.relative_to(base).as_posix(): t for t in tars}
 
+    def count_hint(self) -> int:
+        """The samples of every tar (the progress total): a scan of the member headers only
+        (an uncompressed tar is seeked over, no image or sidecar is read)."""
+        total = 0
+        for path in self._tars.values():
+            with tarfile.open(path, "r:") as tf:
+                last: str | None = None
+                for member in iter_members(tf):
+                    parsed = split_member_name(member.name) if member.isfile() else None
+                    if parsed is not None and parsed[0] != last:
+                        total, last = total + 1, parsed[0]
+        return total
+
     def shards(self) -> Iterator[Shard]:
         """One shard per tar; fingerprint = the tar's size + mtime."""
         for name, path in self._tars.items():

@@ -86,3 +86,19 @@ def test_split_location_of_a_dataset_keeps_its_image_column(tmp_path: Path) -> N
 
     assert [r.read_bytes() for r in records] == [jpeg(photo(2))]
     assert split_location(tmp_path / "two.parquet") == str((tmp_path / "two.parquet").resolve())
+
+
+def test_the_first_read_of_a_parquet_split_reports_done_of_total(tmp_path: Path) -> None:
+    ws = _home_with_corpus(tmp_path)
+    split = tmp_path / "split" / "data" / "test-00000-of-00001.parquet"
+    split.parent.mkdir(parents=True)
+    pq.write_table(
+        pa.table({"image": [jpeg(photo(i, (96, 64))) for i in range(5)]}),
+        split,
+        row_group_size=2,
+    )
+    audit_id = submit_audit(ws, split_uri=str(tmp_path / "split"), name="s", corpora=["c"])
+    messages: list[str] = []
+    run_audit(ws, audit_id, progress=lambda _fraction, message: messages.append(message))
+    reads = [m for m in messages if m.startswith("read ")]
+    assert reads and reads[-1] == "read 5/5 split images", messages

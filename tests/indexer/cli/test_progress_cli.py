@@ -6,10 +6,12 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import photo
+from helpers.hf_layout import HFRows, jpeg, write_parquet
 
 from indexer.pipeline.progress_log import ProgressLog, format_duration
 
@@ -59,11 +61,12 @@ def test_fractional_progress_extrapolates_the_eta() -> None:
     assert format_duration(59.6) == "1m00s"
 
 
-def _index(tmp_path: Path, *extra: str) -> str:
+def _index(tmp_path: Path, *extra: str, source: Path | None = None) -> str:
     corpus = tmp_path / "corpus"
     corpus.mkdir(exist_ok=True)
     for seed in range(8):
         photo(seed, (64, 48)).save(corpus / f"img{seed}.png")
+    source = source or corpus
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
     # The slowed source: each batch of one image takes 0.3 s.
     env.update(
@@ -77,7 +80,7 @@ def _index(tmp_path: Path, *extra: str) -> str:
                 "-m",
                 "indexer.cli.main",
                 "index",
-                str(corpus),
+                str(source),
                 "--corpus",
                 "ref",
                 "--home",
@@ -108,6 +111,38 @@ def test_index_logs_periodic_lines_when_stderr_is_a_file(tmp_path: Path) -> None
     assert counts == sorted(counts) and counts[-1] == 8
     assert any("ETA" in line for line in lines[:-1])  # the folder's image count gives the total
     assert "\r" not in "".join(lines)  # no progress bar redraws in a log
+
+
+def _parquet_dataset(tmp_path: Path) -> Path:
+    rows = HFRows(
+        images=[jpeg(photo(seed, (64, 48))) for seed in range(8)],
+        labels=[seed % 2 for seed in range(8)],
+        captions=[f"picture {seed}" for seed in range(8)],
+        names=("cat", "dog"),
+    )
+    write_parquet(tmp_path / "hf" / "data" / "test-00000-of-00001.parquet", rows)
+    return tmp_path / "hf"
+
+
+def _csv_manifest(tmp_path: Path) -> Path:
+    lines = ["path,label", *(f"corpus/img{seed}.png,cat" for seed in range(8))]
+    (tmp_path / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return tmp_path / "manifest.csv"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_source", [_parquet_dataset, _csv_manifest])
+def test_parquet_and_manifest_lines_show_the_total_and_eta(
+    tmp_path: Path, make_source: Callable[[Path], Path]
+) -> None:
+    lines = [
+        line
+        for line in _index(tmp_path, source=make_source(tmp_path)).splitlines()
+        if "indexing ref" in line
+    ]
+    assert len(lines) >= 3, lines
+    assert all(LINE.match(line) for line in lines), lines  # every line says n/8
+    assert any("ETA" in line for line in lines[:-1]), lines
 
 
 @pytest.mark.slow
