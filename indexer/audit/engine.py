@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -359,9 +360,8 @@ def split_duplicates(
 
     for values, flag in ((state.sha256, "sha_equal"), (state.pixel, "pixel_equal")):
         for rows in _rows_by_value(values).values():
-            for a in range(len(rows)):
-                for b in range(a + 1, len(rows)):
-                    setattr(pair(rows[a], rows[b]), flag, True)
+            for a, b in combinations(rows, 2):
+                setattr(pair(a, b), flag, True)
     n = len(state)
     if n > 1:
         k = min(TOP_K + 1, n)  # each row finds itself first
