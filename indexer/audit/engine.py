@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,16 @@ from indexer.db.queries import in_chunks
 from indexer.features.decode import decode_image
 from indexer.kinds import MatchKind
 from indexer.sources.record import Locator
+from indexer.store.binary_index import BinaryStore
 from indexer.store.corpus_index import CorpusIndex
 
 log = logging.getLogger(__name__)
 TOP_K = 10
 THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
+PairOf = Callable[[int, int], "Pair"]  # the evidence record of (query row, candidate id)
+VectorSearch = Callable[
+    [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
+]
 
 
 @dataclass
@@ -113,9 +119,9 @@ def match_corpus(
         if not has_vectors
         else state.min_side < getattr(thresholds, "small_side", 96)
     )
-    _hash_pairs(index, state, thresholds, pair, knn_rows)
+    _hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
-        _vector_pairs(index, vectors, thresholds, pair)
+        _vector_pairs(index.floats.search, vectors, thresholds, pair)
         _fill_cosines(index, vectors, pairs.values())
     _fill_min_sides(session, state, pairs.values())
     geometric = GeometricTier()
@@ -123,16 +129,29 @@ def match_corpus(
     geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
-        if p.sha_equal or p.pixel_equal:
-            p.kind = "exact"
-        else:
-            geo = None if p.geometry is None else p.geometry.support
-            p.kind = thresholds.classify(p.hamming, p.cosine, p.verify, p.min_side, geo)
-            if p.kind == "near":
-                p.rules = thresholds.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
+        _classify(p, thresholds)
         if p.kind is not None:
             out.pairs.append(p)
     return out
+
+
+def _classify(p: Pair, th: Thresholds) -> None:
+    """Set the kind of a pair from its evidence (``None``: not a duplicate), with the near rules."""
+    if p.sha_equal or p.pixel_equal:
+        p.kind = MatchKind.EXACT
+        return
+    geo = None if p.geometry is None else p.geometry.support
+    p.kind = th.classify(p.hamming, p.cosine, p.verify, p.min_side, geo)
+    if p.kind == MatchKind.NEAR:
+        p.rules = th.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
+
+
+def _rows_by_value(values: Sequence[str]) -> dict[str, list[int]]:
+    """The query rows holding each digest value."""
+    rows: dict[str, list[int]] = defaultdict(list)
+    for i, v in enumerate(values):
+        rows[v].append(i)
+    return rows
 
 
 def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) -> None:
@@ -151,15 +170,13 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
         p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
 
 
-def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any) -> None:
+def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: PairOf) -> None:
     """SHA-256 / pixel-digest equality through the DB indexes (no corpus-sized Python sets)."""
     for column, values, flag in (
         (Item.sha256, state.sha256, "sha_equal"),
         (Item.pixel_digest, state.pixel, "pixel_equal"),
     ):
-        rows_by_value: dict[str, list[int]] = defaultdict(list)
-        for i, v in enumerate(values):
-            rows_by_value[v].append(i)
+        rows_by_value = _rows_by_value(values)
         for chunk in in_chunks(list(rows_by_value)):
             found = session.execute(
                 select(Item.id, column).where(Item.corpus_id == corpus_id, column.in_(chunk))
@@ -170,11 +187,12 @@ def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: Any)
 
 
 def _hash_pairs(
-    index: CorpusIndex,
+    store: BinaryStore,
     state: SplitState,
     th: Thresholds,
-    pair: Any,
+    pair: PairOf,
     knn_rows: npt.NDArray[np.bool_],
+    k: int = TOP_K,
 ) -> None:
     """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
 
@@ -188,12 +206,12 @@ def _hash_pairs(
             p.hamming, p.mirrored = int(dist), mirrored
 
     for hashes, mirrored in ((state.phash, False), (state.phash_mirror, True)):
-        for row, (ids, dists) in enumerate(index.hashes.search_radius(hashes, th.phash_hamming)):
+        for row, (ids, dists) in enumerate(store.search_radius(hashes, th.phash_hamming)):
             for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
                 note(row, item_id, dist, mirrored)
         rows = np.flatnonzero(knn_rows)
         if th.candidate_hamming > th.phash_hamming and len(rows):
-            knn_d, knn_i = index.hashes.search_knn(hashes[rows], TOP_K)
+            knn_d, knn_i = store.search_knn(hashes[rows], k)
             for n, row in enumerate(rows.tolist()):
                 for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
                     if item_id >= 0 and dist <= th.candidate_hamming:
@@ -201,14 +219,18 @@ def _hash_pairs(
 
 
 def _vector_pairs(
-    index: CorpusIndex, vectors: npt.NDArray[np.float32], th: Thresholds, pair: Any
+    search: VectorSearch,
+    vectors: npt.NDArray[np.float32],
+    th: Thresholds,
+    pair: PairOf,
+    k: int = TOP_K,
 ) -> None:
-    assert index.floats is not None
+    """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses."""
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
     # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
     chunk = 16_384
     for start in range(0, len(vectors), chunk):
-        scores, ids = index.floats.search(vectors[start : start + chunk], TOP_K)
+        scores, ids = search(vectors[start : start + chunk], k)
         for r in range(len(ids)):
             for score, item_id in zip(scores[r].tolist(), ids[r].tolist(), strict=True):
                 if item_id >= 0 and score >= floor:
@@ -319,72 +341,58 @@ def _load(locator: dict[str, Any] | None) -> Image.Image | None:
 def split_duplicates(
     state: SplitState, vectors: npt.NDArray[np.float32] | None, th: Thresholds
 ) -> list[DuplicatePair]:
-    """Pairs of split rows (i < j) that duplicate each other."""
-    import faiss
+    """Pairs of split rows (i < j) that duplicate each other.
 
-    from indexer.store.binary_index import hashes_to_bytes
-
-    found: dict[tuple[int, int], dict[str, Any]] = {}
-    for values in (state.sha256, state.pixel):
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, v in enumerate(values):
-            groups[v].append(i)
-        for rows in groups.values():
-            for a in range(len(rows)):
-                for b in range(a + 1, len(rows)):
-                    found.setdefault((rows[a], rows[b]), {})["exact"] = True
-    n = len(state)
-    if n > 1:
-        bindex = faiss.IndexBinaryFlat(64)
-        bindex.add(hashes_to_bytes(state.phash))
-        k = min(TOP_K + 1, n)
-        for hashes in (state.phash, state.phash_mirror):
-            # Near radius exhaustively; verification candidates only among the k nearest.
-            lims, dists, ids = bindex.range_search(hashes_to_bytes(hashes), th.phash_hamming + 1)
-            hits = [
-                zip(
-                    ids[lims[i] : lims[i + 1]].tolist(),
-                    dists[lims[i] : lims[i + 1]].tolist(),
-                    strict=True,
-                )
-                for i in range(n)
-            ]
-            knn_d, knn_i = bindex.search(hashes_to_bytes(hashes), k)
-            for i in range(n):
-                cands = list(hits[i]) + [
-                    (j, d)
-                    for j, d in zip(knn_i[i].tolist(), knn_d[i].tolist(), strict=True)
-                    if j >= 0 and d <= th.candidate_hamming
-                ]
-                for j, d in cands:
-                    if i != j:
-                        key = (min(i, j), max(i, j))
-                        ev = found.setdefault(key, {})
-                        ev["hamming"] = min(int(d), ev.get("hamming", 64))
-        if vectors is not None and len(vectors) == n:
-            findex = faiss.IndexFlatIP(vectors.shape[1])
-            findex.add(np.ascontiguousarray(vectors))
-            floor = min(th.semantic_cosine, th.candidate_cosine)
-            sims, ids = findex.search(np.ascontiguousarray(vectors), min(TOP_K + 1, n))
-            for i in range(n):
-                for j, c in zip(ids[i].tolist(), sims[i].tolist(), strict=True):
-                    if j >= 0 and i != j and c >= floor:
-                        found.setdefault((min(i, j), max(i, j)), {})["cosine"] = float(c)
+    The corpus candidate search of ``match_corpus``, with the split as its own corpus (exact
+    indexes over its rows, every row a hash k-NN query); verified on the stored thumbnails.
+    """
     from indexer.audit.verify import verify_score
 
+    pairs: dict[tuple[int, int], Pair] = {}
+
+    def pair(row: int, other: int) -> Pair:
+        key = (min(row, other), max(row, other))
+        if row == other:
+            return Pair(row=row, item_id=other)  # a row found against itself: dropped
+        if key not in pairs:
+            pairs[key] = Pair(row=key[0], item_id=key[1])
+        return pairs[key]
+
+    for values, flag in ((state.sha256, "sha_equal"), (state.pixel, "pixel_equal")):
+        for rows in _rows_by_value(values).values():
+            for a, b in combinations(rows, 2):
+                setattr(pair(a, b), flag, True)
+    n = len(state)
+    if n > 1:
+        k = min(TOP_K + 1, n)  # each row finds itself first
+        store = BinaryStore.create()
+        store.add(np.arange(n, dtype=np.int64), state.phash)
+        _hash_pairs(store, state, th, pair, np.ones(n, bool), k)
+        if vectors is not None and len(vectors) == n:
+            _vector_pairs(_exact_search(vectors), vectors, th, pair, k)
     out: list[DuplicatePair] = []
-    for (i, j), ev in sorted(found.items()):
-        if ev.get("exact"):
-            out.append(DuplicatePair(i, j, MatchKind.EXACT, ev.get("cosine"), ev.get("hamming")))
-            continue
-        side = int(min(state.min_side[i], state.min_side[j]))
-        ham, cos = ev.get("hamming"), ev.get("cosine")
-        verify = (
-            verify_score(state.thumbs[i], state.thumbs[j])
-            if th.needs_verify(ham, cos, side)
-            else None
-        )
-        kind = th.classify(ham, cos, verify, side)
-        if kind is not None:
-            out.append(DuplicatePair(i, j, kind, cos, ham))
+    for (i, j), p in sorted(pairs.items()):
+        if not (p.sha_equal or p.pixel_equal):
+            p.min_side = int(min(state.min_side[i], state.min_side[j]))
+            if th.needs_verify(p.hamming, p.cosine, p.min_side):
+                p.verify = verify_score(state.thumbs[i], state.thumbs[j])
+        _classify(p, th)
+        if p.kind is not None:
+            out.append(DuplicatePair(i, j, p.kind, p.cosine, p.hamming))
     return out
+
+
+def _exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:
+    """Inner-product search over ``vectors`` themselves (ids are row positions)."""
+    import faiss
+
+    flat = faiss.IndexFlatIP(vectors.shape[1])
+    flat.add(np.ascontiguousarray(vectors))
+
+    def search(
+        queries: npt.NDArray[np.float32], k: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        scores, ids = flat.search(np.ascontiguousarray(queries), k)
+        return scores, ids.astype(np.int64)
+
+    return search

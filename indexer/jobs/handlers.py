@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 
 from indexer.db.models import Audit, Corpus
+from indexer.embed.protocol import Embedder
 from indexer.errors import InputError, NotFoundError
 from indexer.jobs.queue import ClaimedJob
 from indexer.jobs.worker import Handler, JobOutcome, ProgressFn
@@ -32,6 +33,21 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
     return found
 
 
+def _load_embedder(ws: Workspace, spec: str, *, device: str, backend: str) -> Embedder:
+    """The worker's embedder for ``spec`` on its device and inference backend."""
+    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
+    from indexer.embed.device import resolve_device
+
+    resolved = resolve_device(device)
+    return load_embedder_on_backend(
+        spec,
+        backend=backend,
+        cache_dir=export_cache_dir(ws.home),
+        device=resolved.device,
+        batch_size=resolved.embed_batch,
+    )
+
+
 def run_audit_job(
     ws: Workspace,
     job: ClaimedJob,
@@ -42,18 +58,9 @@ def run_audit_job(
 ) -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
     from indexer.audit.service import execute_audit
-    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
-    from indexer.embed.device import resolve_device
 
-    def factory(spec: str) -> Any:
-        resolved = resolve_device(device)
-        return load_embedder_on_backend(
-            spec,
-            backend=backend,
-            cache_dir=export_cache_dir(ws.home),
-            device=resolved.device,
-            batch_size=resolved.embed_batch,
-        )
+    def factory(spec: str) -> Embedder:
+        return _load_embedder(ws, spec, device=device, backend=backend)
 
     audit_id = audit_id_of(ws, job)
     execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
@@ -73,8 +80,6 @@ def run_index_job(
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
     those roots become failed items instead of being read.
     """
-    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
-    from indexer.embed.device import resolve_device
     from indexer.embed.loader import DEFAULT_MODEL_SPEC
     from indexer.pipeline.index import index_sources
     from indexer.sources.open import open_source
@@ -91,17 +96,9 @@ def run_index_job(
             model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
         model_spec = model_spec or DEFAULT_MODEL_SPEC
     sources = [_restricted(open_source(p), params.get("allowed_roots")) for p in paths]
-    if no_embed:
-        embedder = None
-    else:
-        resolved = resolve_device(device)
-        embedder = load_embedder_on_backend(
-            str(model_spec),
-            backend=backend,
-            cache_dir=export_cache_dir(ws.home),
-            device=resolved.device,
-            batch_size=resolved.embed_batch,
-        )
+    embedder = (
+        None if no_embed else _load_embedder(ws, str(model_spec), device=device, backend=backend)
+    )
     done = 0
 
     def count(n: int) -> None:

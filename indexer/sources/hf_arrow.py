@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from indexer.errors import InputError
-from indexer.sources._layout import digest
 from indexer.sources.hf_cells import open_arrow
 from indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema, batch_records
+from indexer.sources.hf_files import HFFileShards
 from indexer.sources.hf_parquet import IMAGE_COLUMN_MARK
 from indexer.sources.record import Record, Shard
 
@@ -56,7 +56,7 @@ def _dataset_files(folder: Path) -> list[Path]:
     return sorted(f for f in folder.glob("*.arrow") if not f.name.startswith("cache-"))
 
 
-class HFArrowSource:
+class HFArrowSource(HFFileShards):
     """Rows of a ``save_to_disk`` folder (a ``Dataset``, or a ``DatasetDict`` with one folder per
     split) or of one ``.arrow`` file; one shard per Arrow file (``test/data-00000-of-00001.arrow``).
 
@@ -113,9 +113,6 @@ class HFArrowSource:
             features=hf_features(schema) or features,
         )
 
-    def _name(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
-
     def count_hint(self) -> int:
         """The rows of every Arrow file (the progress total): memory-mapped, so only the record
         batch headers are read, never the image bytes."""
@@ -128,20 +125,9 @@ class HFArrowSource:
                 raise InputError(f"{f}: not a readable Arrow file ({exc})") from exc
         return total
 
-    def shards(self) -> Iterator[Shard]:
-        """One shard per Arrow file; fingerprint = size + mtime + image column."""
-        for f in self.files:
-            st = f.stat()
-            yield Shard(
-                self.uri, self._name(f), digest(st.st_size, st.st_mtime_ns, self.image_column or "")
-            )
-
     def records(self, shard: Shard) -> Iterator[Record]:
         """Records of one Arrow file, one record batch at a time (memory-mapped)."""
-        path = self.root / shard.name
-        layout = self._layouts.get(str(path))
-        if layout is None:
-            raise InputError(f"{shard.name!r} is not a file of {self.uri}")
+        path, layout = self._shard_file(shard)
         file_row = 0
         try:
             with open_arrow(str(path)) as reader:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from indexer.errors import InputError
-from indexer.sources._layout import digest, is_hidden, is_image_name
+from indexer.sources._layout import is_hidden, is_image_name
 from indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema
+from indexer.sources.hf_files import HFFileShards
 from indexer.sources.record import Record, Shard
 
 GLOB_CHARS = frozenset("*?[")
@@ -64,7 +65,7 @@ def parquet_layout(path: Path, *, image_column: str | None) -> HFLayout:
         return analyze_schema(pf.schema_arrow, where=str(path), image_column=image_column)
 
 
-class HFParquetSource:
+class HFParquetSource(HFFileShards):
     """Rows of Hugging Face Parquet files; one shard per file, named by its path under the root.
 
     ``spec`` is a Parquet file, a folder (every ``*.parquet`` below it: ``data/test-*.parquet``
@@ -106,9 +107,6 @@ class HFParquetSource:
         self.uri = location + (f"{IMAGE_COLUMN_MARK}{image_column}" if image_column else "")
         self._layouts = {str(f): parquet_layout(f, image_column=image_column) for f in files}
 
-    def _name(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
-
     def count_hint(self) -> int:
         """The rows of every file, from the Parquet footers (no data read): the progress total."""
         total = 0
@@ -117,20 +115,9 @@ class HFParquetSource:
                 total += int(pf.metadata.num_rows)
         return total
 
-    def shards(self) -> Iterator[Shard]:
-        """One shard per file; fingerprint = size + mtime + image column."""
-        for f in self.files:
-            st = f.stat()
-            yield Shard(
-                self.uri, self._name(f), digest(st.st_size, st.st_mtime_ns, self.image_column or "")
-            )
-
     def records(self, shard: Shard) -> Iterator[Record]:
         """Records of one file, one row group in memory at a time."""
-        path = self.root / shard.name
-        layout = self._layouts.get(str(path))
-        if layout is None:
-            raise InputError(f"{shard.name!r} is not a file of {self.uri}")
+        path, layout = self._shard_file(shard)
         from indexer.sources.hf_features import batch_records
 
         file_row = 0

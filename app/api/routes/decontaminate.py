@@ -37,15 +37,8 @@ def audit_blocklist(
     require_done(session, audit_id=audit_id)
     rows = blocklist_rows(audit_report(session, audit_id), tiers)
     if fmt == "txt":
-        return Response(
-            "".join(f"{r['corpus']}/{r['key']}\n" for r in rows),
-            media_type="text/plain; charset=utf-8",
-        )
-    return Response(
-        render_csv(rows, BLOCKLIST_COLUMNS),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}-blocklist.csv"'},
-    )
+        return _text("".join(f"{r['corpus']}/{r['key']}\n" for r in rows))
+    return _csv(render_csv(rows, BLOCKLIST_COLUMNS), f"audit-{audit_id}-blocklist.csv")
 
 
 @router.get(
@@ -68,9 +61,18 @@ def audit_clean_split(
     require_done(session, audit_id=audit_id)
     rows = clean_split_rows(audit_report(session, audit_id), tiers)
     if fmt == "txt":
-        return Response(render_keys(rows), media_type="text/plain; charset=utf-8")
+        return _text(render_keys(rows))
+    return _csv(render_csv(rows, CLEAN_COLUMNS), f"audit-{audit_id}-clean.csv")
+
+
+def _text(body: str) -> Response:
+    return Response(body, media_type="text/plain; charset=utf-8")
+
+
+def _csv(body: str, filename: str) -> Response:
+    """A CSV body shown inline, saved as ``filename``."""
     return Response(
-        render_csv(rows, CLEAN_COLUMNS),
+        body,
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'inline; filename="audit-{audit_id}-clean.csv"'},
+        headers={"Content-Disposition": f'inline; filename="{filename}"'},
     )

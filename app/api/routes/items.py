@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -21,22 +21,27 @@ SizeQuery = Annotated[int, Query(ge=16, le=1024, description="Longest side in pi
 
 def _thumbnail(
     request: Request,
+    item: Item | SplitItem,
     *,
-    locator: dict[str, Any],
-    sha256: str | None,
-    pixel_digest: str | None,
     what: str,
     size: int,
     private: bool,
     allowed_roots: list[str] | None = None,
 ) -> Response:
+    """``item``'s image at ``size`` px (304 when the caller's ETag still holds)."""
+    locator = dict(item.locator or {})
+    sha256, pixel_digest = item.sha256, item.pixel_digest
     etag = thumbnail_etag(sha256, locator, size)
     cache = f"{'private' if private else 'public'}, max-age=86400"
     headers = {"ETag": etag, "Cache-Control": cache}
     if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers=headers)
     data = read_original(
-        locator, what=what, sha256=sha256, pixel_digest=pixel_digest, allowed_roots=allowed_roots
+        locator,
+        what=f"{what} ({item.key})",
+        sha256=sha256,
+        pixel_digest=pixel_digest,
+        allowed_roots=allowed_roots,
     )
     thumb = render_thumbnail(data, size)
     return Response(thumb.data, media_type=thumb.media_type, headers=headers)
@@ -59,10 +64,8 @@ def corpus_item_thumbnail(
         raise NotFoundError(f"corpus item {item_id} does not exist")
     return _thumbnail(
         request,
-        locator=dict(item.locator or {}),
-        sha256=item.sha256,
-        pixel_digest=item.pixel_digest,
-        what=f"corpus item {item_id} ({item.key})",
+        item,
+        what=f"corpus item {item_id}",
         size=size,
         private=settings.read_requires_token,
     )
@@ -86,10 +89,8 @@ def split_item_thumbnail(
         raise NotFoundError(f"split item {item_id} does not exist")
     return _thumbnail(
         request,
-        locator=dict(item.locator or {}),
-        sha256=item.sha256,
-        pixel_digest=item.pixel_digest,
-        what=f"split item {item_id} ({item.key})",
+        item,
+        what=f"split item {item_id}",
         size=size,
         private=settings.read_requires_token,
         allowed_roots=split_allowed_roots(session, item.split_id),
