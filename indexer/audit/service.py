@@ -184,9 +184,8 @@ def run_audit(
         execute_audit(
             ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory
         )
-    except (
-        Exception
-    ) as exc:  # not BaseException: an interrupted run stays as it is, to be run again
+    except Exception as exc:
+        # Not BaseException: an interrupted run stays as it is, to be run again.
         if job_id is not None:
             mark_failed(ws.sessions, job_id=job_id, error=str(exc) or type(exc).__name__)
         raise
