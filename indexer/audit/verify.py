@@ -28,7 +28,10 @@ Tiny-ImageNet / CIFAR copy cut tighter) cannot be searched by shrinking the quer
 would leave less than a window. For those scales (``ZOOM_IN``) the reference is enlarged
 instead (32 px -> 40-53 px), band-passed, and the query's central window is slid over every
 position of it (one batched FFT correlation per query for all candidates); ``r`` is the best
-of both searches, and the same ambiguity normalisation applies.
+of both searches, and the same ambiguity normalisation applies. It costs most of the
+verifier's time, so callers pass ``zoom_in`` to run it only where it is needed: the audit
+runs it on small pairs and pairs without a cosine, where the geometric match
+(``indexer.audit.geometry``), which finds crops on large pairs, never runs.
 
 Scores lie in [-1, 1]; 1 = the best alignment is perfect. Brightness, contrast, colour
 balance and JPEG quality barely move it (the correlation ignores gain and offset).
