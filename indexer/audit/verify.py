@@ -45,7 +45,6 @@ found (the reverse direction tolerates borders up to ~5% a side).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -70,12 +69,6 @@ _RESAMPLE = Image.Resampling.BILINEAR
 _EPS = 1e-6
 
 ImageOrThumbnail = Image.Image | npt.NDArray[np.uint8]
-
-# The verifier's matrix products are tiny (53 x 53 blurs, 576-long windows): a threaded BLAS
-# spends longer handing them between threads than computing them (8x slower on a busy 2-core
-# machine), so ``verify_scores`` runs them on one BLAS thread. The limit is process-wide
-# while it holds; the lock keeps concurrent callers from restoring each other's settings.
-_SINGLE_THREAD_BLAS = threading.Lock()
 
 
 def _gray(image: Image.Image) -> Image.Image:
@@ -374,17 +367,6 @@ def verify_scores(
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)
-    from threadpoolctl import threadpool_limits
-
-    with _SINGLE_THREAD_BLAS, threadpool_limits(limits=1, user_api="blas"):
-        return _verify_scores(query, candidates, zoom_in)
-
-
-def _verify_scores(
-    query: ImageOrThumbnail,
-    candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
-    zoom_in: bool | npt.ArrayLike,
-) -> npt.NDArray[np.float32]:
     rows = _zoom_rows(zoom_in, len(candidates))
     references = prepare_references(candidates, zoom_in)
     variants = query_variants(query)

@@ -207,19 +207,3 @@ def test_zoom_in_asked_of_references_prepared_without_it_is_refused() -> None:
     prepared = prepare_references(references, zoom_in=False)
     with pytest.raises(ValueError, match="prepare_references"):
         verify_scores(query, prepared, zoom_in=True)
-
-
-def test_concurrent_calls_score_as_one_and_leave_blas_threads_as_they_were() -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from threadpoolctl import threadpool_info
-
-    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    query, references = _astronaut_crop_and_tiles(0.7)
-    alone = verify_scores(query, references)
-    with ThreadPoolExecutor(4) as pool:
-        together = list(pool.map(lambda _: verify_scores(query, references), range(8)))
-    for scores in together:
-        np.testing.assert_allclose(scores, alone, atol=1e-6)
-    after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    assert after == before
