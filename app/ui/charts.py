@@ -244,14 +244,25 @@ def _tick_text(value: float, digits: int) -> str:
     return text or "0"
 
 
+# What each cosine threshold does, as its line's label (``n`` its name, ``v`` its value).
+COSINE_MARKERS = {
+    "semantic_cosine": "{n} ≥ {v:g}",
+    "near_cosine": "{n} ≥ {v:g}: geometric check forced",
+    "candidate_cosine": "{n} ≥ {v:g}",
+}
+
+
 def cosine_histogram(
     counts: Mapping[tuple[int, str], int], thresholds: Mapping[str, Any]
 ) -> Histogram:
-    """Cosine similarities of visual matches, with the cosine thresholds marked."""
-    names = ("semantic_cosine", "near_cosine", "candidate_cosine")
+    """Cosine similarities of visual matches, with the cosine thresholds marked.
+
+    Cosine alone never makes a pair near, so ``near_cosine`` is not drawn as a "near" line:
+    it is labelled for what it does, the cosine from which the geometric match always runs.
+    """
     marks = [
-        (float(thresholds[n]) * 100, n, f"{n} ≥ {float(thresholds[n]):g}")
-        for n in names
+        (float(thresholds[n]) * 100, n, label.format(n=n, v=float(thresholds[n])))
+        for n, label in COSINE_MARKERS.items()
         if n in thresholds
     ]
     lowest = min([u for u, _k in counts] + [m[0] for m in marks] + [90.0])

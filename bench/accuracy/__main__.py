@@ -84,11 +84,11 @@ def main() -> None:
     query_table = compute_table(dataset, queries, args.model, root)
     corpus_table = compute_table(dataset, corpus, args.model, root)
     probe_table = compute_table(dataset, probes, args.model, root)
-    scores = compute_pair_scores(dataset, queries, query_table, corpus_table)
-    pairs = Pairs.build(queries, corpus)
     thresholds = thresholds_for_model(corpus_table.model_id)
     if args.thresholds:
         thresholds = Thresholds.from_mapping(args.thresholds, base=thresholds)
+    scores = compute_pair_scores(dataset, queries, query_table, corpus_table, thresholds)
+    pairs = Pairs.build(queries, corpus)
 
     scores = compute_geometry(dataset, queries, corpus, scores, thresholds)
     halves = probe_geometry(dataset, probes)

@@ -18,7 +18,7 @@ from PIL import Image
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
 from indexer.audit import verify
 from indexer.audit.engine import TOP_K
-from indexer.audit.geometric_tier import GeometricTier, shortlist
+from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from indexer.audit.geometry import geometric_match
 from indexer.audit.thresholds import Thresholds
 from indexer.features.decode import decode_image
@@ -150,9 +150,14 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
 
 
 def compute_pair_scores(
-    dataset: Dataset, queries: list[Item], query_table: ImageTable, corpus_table: ImageTable
+    dataset: Dataset,
+    queries: list[Item],
+    query_table: ImageTable,
+    corpus_table: ImageTable,
+    thresholds: Thresholds,
 ) -> PairScores:
-    """Every (query, corpus) score; verification is run on all pairs so its curve is complete."""
+    """Every (query, corpus) score; verification is run on all pairs so its curve is complete,
+    its zoom-in search on the pairs the engine runs it on (``zoom_in_mask``)."""
     phash = np.minimum(
         _hamming_matrix(query_table.phash, corpus_table.phash),
         _hamming_matrix(query_table.phash_mirror, corpus_table.phash),
@@ -164,14 +169,15 @@ def compute_pair_scores(
     started = time.perf_counter()
     references = verify.prepare_references(corpus_table.thumbnail)
     elapsed = time.perf_counter() - started
+    min_side = np.minimum(query_table.min_side[:, None], corpus_table.min_side[None, :])
     # The engine's call: the query's <=256 px decode against the candidates' stored thumbnails.
     for i, item in enumerate(queries):
         _, image = extract_features(dataset.path(item).read_bytes(), keep_image=True)
         assert image is not None
         started = time.perf_counter()
-        scores[i] = verify.verify_scores(image, references)
+        zoom = zoom_in_mask(cosine[i].tolist(), min_side[i].tolist(), thresholds)
+        scores[i] = verify.verify_scores(image, references, zoom)
         elapsed += time.perf_counter() - started
-    min_side = np.minimum(query_table.min_side[:, None], corpus_table.min_side[None, :])
     return PairScores(
         phash, dhash, cosine, imagededup, scores, min_side, scores.size / max(elapsed, 1e-9)
     )

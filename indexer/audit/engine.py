@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from indexer.audit.found import DuplicatePair
-from indexer.audit.geometric_tier import GeometricTier, shortlist
+from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from indexer.audit.geometry import GeometricMatch
 from indexer.audit.ingest import SplitState
 from indexer.audit.thresholds import Thresholds
@@ -297,7 +297,8 @@ def _verify_candidates(
                 thumbs.append(thumb)
                 kept.append(p)
         if thumbs:
-            for p, score in zip(kept, verify_scores(query, np.stack(thumbs)).tolist(), strict=True):
+            zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
+            for p, score in zip(kept, verify_scores(query, np.stack(thumbs), zoom), strict=True):
                 p.verify = float(score)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [

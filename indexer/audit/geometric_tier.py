@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from PIL import Image
 
 from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_keypoints
@@ -47,6 +48,21 @@ def shortlist(
     return [
         i for n, i in enumerate(ranked) if n < cap or float(cosines[i] or 0.0) >= th.near_cosine
     ]
+
+
+def zoom_in_mask(
+    cosines: Sequence[float | None], min_sides: Sequence[int | None], th: Thresholds
+) -> list[bool]:
+    """Which of one test image's verification candidates need the verifier's zoom-in search.
+
+    The zoom-in search (a crop showing 60-80% of the corpus image's side) costs most of the
+    verifier's time, and on a large pair the geometric match finds such crops anyway (and
+    heavier ones). It is kept where the geometric match never runs: small pairs (either
+    image below ``small_side``) and pairs without a cosine (no embedding nominates them).
+    """
+    small = th.small_mask(np.asarray([np.nan if s is None else s for s in min_sides], float))
+    no_cosine = [c is None or c != c for c in cosines]  # c != c: NaN
+    return [bool(s) or n for s, n in zip(small.tolist(), no_cosine, strict=True)]
 
 
 class KeypointCache:

@@ -28,7 +28,10 @@ Tiny-ImageNet / CIFAR copy cut tighter) cannot be searched by shrinking the quer
 would leave less than a window. For those scales (``ZOOM_IN``) the reference is enlarged
 instead (32 px -> 40-53 px), band-passed, and the query's central window is slid over every
 position of it (one batched FFT correlation per query for all candidates); ``r`` is the best
-of both searches, and the same ambiguity normalisation applies.
+of both searches, and the same ambiguity normalisation applies. It costs most of the
+verifier's time, so callers pass ``zoom_in`` to run it only where it is needed: the audit
+runs it on small pairs and pairs without a cosine, where the geometric match
+(``indexer.audit.geometry``), which finds crops on large pairs, never runs.
 
 Scores lie in [-1, 1]; 1 = the best alignment is perfect. Brightness, contrast, colour
 balance and JPEG quality barely move it (the correlation ignores gain and offset).
@@ -163,6 +166,12 @@ class ZoomedReferences:
             best = np.maximum(best, scores.reshape(len(best), -1).max(axis=1))
         return best
 
+    def take(self, rows: npt.NDArray[np.intp]) -> ZoomedReferences:
+        """The zoomed references at ``rows`` (positions in this object), in that order."""
+        return ZoomedReferences(
+            tuple(s[rows] for s in self.spectra), tuple(v[rows] for v in self.inverse_norms)
+        )
+
 
 def _fft_size(n: int) -> int:
     """The smallest FFT size >= n that factors into small primes (53 px -> 54)."""
@@ -215,16 +224,43 @@ class References:
 
     vectors: npt.NDArray[np.float32]  # (n, WINDOW**2) normalised central windows
     ambiguity: npt.NDArray[np.float32]  # (n,) centre window vs itself moved AMBIGUITY_SHIFT px
-    zoomed: ZoomedReferences
+    zoomed: ZoomedReferences | None  # the zoom-in search's references, for zoom_rows only
+    zoom_rows: npt.NDArray[np.intp]  # which references ``zoomed`` holds, in its order
 
     def __len__(self) -> int:
         return len(self.vectors)
 
+    def zoomed_at(self, rows: npt.NDArray[np.intp]) -> ZoomedReferences:
+        """The zoom-in search's references for ``rows`` (they must have been prepared)."""
+        if self.zoomed is not None and np.array_equal(rows, self.zoom_rows):
+            return self.zoomed
+        position = np.full(len(self), -1, np.intp)
+        position[self.zoom_rows] = np.arange(len(self.zoom_rows))
+        picked = position[rows]
+        if self.zoomed is None or (picked < 0).any():
+            raise ValueError(
+                "the zoom-in search was asked for references prepared without it: pass the "
+                "same zoom_in to prepare_references as to verify_scores"
+            )
+        return self.zoomed.take(picked)
+
+
+def _zoom_rows(zoom_in: bool | npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
+    """Indices of the candidates the zoom-in search covers (a bool or an (n,) bool mask)."""
+    wanted = np.broadcast_to(np.asarray(zoom_in, dtype=bool), (n,))
+    return np.flatnonzero(wanted).astype(np.intp)
+
 
 def prepare_references(
     candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
+    zoom_in: bool | npt.ArrayLike = True,
 ) -> References:
-    """Prepare candidates: PIL images, 32x32 uint8 thumbnails, or an (n, 32, 32) uint8 stack."""
+    """Prepare candidates: PIL images, 32x32 uint8 thumbnails, or an (n, 32, 32) uint8 stack.
+
+    ``zoom_in`` (one bool, or one per candidate) says which candidates the zoom-in search
+    may run on; preparing it costs three resizes and FFTs per candidate, so leave out the
+    pairs that do not need it (``indexer.audit.geometric_tier.zoom_in_mask``).
+    """
     if isinstance(candidates, References):
         return candidates
     if isinstance(candidates, np.ndarray) and candidates.ndim == 3:
@@ -240,7 +276,10 @@ def prepare_references(
 
     vectors = window(0, 0)
     shifted = [np.einsum("ij,ij->i", vectors, window(dx, dy)) for dx, dy in _ring(AMBIGUITY_SHIFT)]
-    return References(vectors, np.max(shifted, axis=0).astype(np.float32), _zoomed(thumbs))
+    ambiguity = np.max(shifted, axis=0).astype(np.float32)
+    rows = _zoom_rows(zoom_in, len(thumbs))
+    zoomed = _zoomed(thumbs[rows]) if len(rows) else None
+    return References(vectors, ambiguity, zoomed, rows)
 
 
 @dataclass(frozen=True)
@@ -257,12 +296,18 @@ class QueryVariants:
     ambiguity: float
     template: npt.NDArray[np.float32]  # (WINDOW, WINDOW) normalised scale-1 centre window
 
-    def correlations(self, references: References) -> npt.NDArray[np.float32]:
-        """Best correlation over all variants, per reference: shape (n_references,)."""
+    def correlations(
+        self, references: References, zoom_rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.float32]:
+        """Best correlation over all variants, per reference: shape (n_references,); the
+        zoom-in search runs on the references at ``zoom_rows`` only."""
         raw = self.windows @ references.vectors.T
         best: npt.NDArray[np.float32] = (raw * self.inverse_norms[:, None]).max(axis=0)
-        templates = np.stack([self.template, self.template[:, ::-1]])
-        return np.maximum(best, references.zoomed.correlations(templates))
+        if len(zoom_rows):
+            templates = np.stack([self.template, self.template[:, ::-1]])
+            zoomed = references.zoomed_at(zoom_rows).correlations(templates)
+            best[zoom_rows] = np.maximum(best[zoom_rows], zoomed)
+        return best
 
 
 def _search_area(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -309,17 +354,23 @@ def query_variants(image: ImageOrThumbnail) -> QueryVariants:
 def verify_scores(
     query: ImageOrThumbnail,
     candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
+    zoom_in: bool | npt.ArrayLike = True,
 ) -> npt.NDArray[np.float32]:
     """Verification score in [-1, 1] of ``query`` against each candidate (order kept).
 
     Candidates may be PIL images, 32x32 uint8 thumbnails from ``verify_thumbnail``, a
-    stacked ``(n, 32, 32)`` array, or ``prepare_references(...)`` reused across queries.
+    stacked ``(n, 32, 32)`` array, or ``prepare_references(...)`` reused across queries
+    (prepared with a ``zoom_in`` covering this call's). ``zoom_in`` (one bool, or one per
+    candidate) selects the pairs the zoom-in search runs on: it costs most of the time, and
+    on large pairs the geometric match finds crops better (``zoom_in_mask`` in
+    ``indexer.audit.geometric_tier``).
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)
-    references = prepare_references(candidates)
+    rows = _zoom_rows(zoom_in, len(candidates))
+    references = prepare_references(candidates, zoom_in)
     variants = query_variants(query)
-    best = variants.correlations(references)
+    best = variants.correlations(references, rows)
     ambiguity = np.maximum(references.ambiguity, variants.ambiguity)
     scores = (best - ambiguity) / np.maximum(1.0 - ambiguity, _EPS)
     out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32)

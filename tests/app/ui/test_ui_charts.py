@@ -80,3 +80,10 @@ def test_hamming_histogram_line_sits_after_the_threshold_bin() -> None:
 def test_empty_histogram_has_no_bars_and_no_y_ticks() -> None:
     hist = cosine_histogram(Counter(), THRESHOLDS)
     assert hist.bars == () and hist.y_ticks == () and hist.total == 0
+
+
+def test_near_cosine_line_is_labelled_as_the_forced_geometric_check() -> None:
+    hist = cosine_histogram(Counter({(97, "near"): 2}), THRESHOLDS)
+    texts = {m.name: m.text for m in hist.markers}
+    assert texts["near_cosine"] == "near_cosine ≥ 0.95: geometric check forced"
+    assert texts["semantic_cosine"].startswith("semantic_cosine ≥ ")

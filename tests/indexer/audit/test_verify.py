@@ -168,3 +168,42 @@ def test_lowres_zoom_in_crop_verifies_and_other_tiles_do_not(fraction: float) ->
     scores = verify_scores(query, references)
     assert scores[0] >= 0.7
     assert scores[1:].max() < 0.6
+
+
+def _astronaut_crop_and_tiles(fraction: float) -> tuple[Image.Image, list[Image.Image]]:
+    """A 32 px query showing ``fraction`` of the first of four 32 px tiles of one photo."""
+    from indexer.demo import sample_photo
+
+    scene = sample_photo("astronaut")
+    tiles = [(96.0 + c * 160, 96.0, 256.0 + c * 160, 256.0) for c in range(2)]
+    references = [scene.resize((32, 32), Image.Resampling.LANCZOS, box=t) for t in tiles]
+    x0, y0, x1, _ = tiles[0]
+    side = (x1 - x0) * fraction
+    box = (x0, y0, x0 + side, y0 + side)
+    return scene.resize((32, 32), Image.Resampling.LANCZOS, box=box), references
+
+
+def test_zoom_in_search_runs_only_on_the_candidates_asked_for() -> None:
+    query, references = _astronaut_crop_and_tiles(0.6)
+    everywhere = verify_scores(query, references)
+    only_second = verify_scores(query, references, zoom_in=[False, True])
+    assert everywhere[0] >= 0.7
+    assert only_second[0] < 0.7  # the 60% crop needs the zoom-in search to verify
+    assert only_second[1] == pytest.approx(everywhere[1], abs=1e-6)
+    nowhere = verify_scores(query, references, zoom_in=False)
+    assert nowhere[0] == pytest.approx(only_second[0], abs=1e-6)
+
+
+def test_prepared_references_serve_any_subset_of_their_zoom_in_rows() -> None:
+    query, references = _astronaut_crop_and_tiles(0.7)
+    thumbs = np.stack([verify_thumbnail(r) for r in references])
+    direct = verify_scores(query, thumbs, zoom_in=[True, False])
+    reused = verify_scores(query, prepare_references(thumbs), zoom_in=[True, False])
+    np.testing.assert_allclose(reused, direct, atol=1e-6)
+
+
+def test_zoom_in_asked_of_references_prepared_without_it_is_refused() -> None:
+    query, references = _astronaut_crop_and_tiles(0.7)
+    prepared = prepare_references(references, zoom_in=False)
+    with pytest.raises(ValueError, match="prepare_references"):
+        verify_scores(query, prepared, zoom_in=True)
