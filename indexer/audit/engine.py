@@ -46,6 +46,7 @@ class Pair:
     item_id: int
     sha_equal: bool = False
     pixel_equal: bool = False
+    stream_equal: bool = False
     hamming: int | None = None
     mirrored: bool = False
     cosine: float | None = None
@@ -55,6 +56,11 @@ class Pair:
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
+    @property
+    def digest_equal(self) -> bool:
+        """Same file, same decoded pixels, or same JPEG coded data: an exact copy."""
+        return self.sha_equal or self.pixel_equal or self.stream_equal
+
     def evidence(self) -> dict[str, Any]:
         """What the report shows as the reason for this match."""
         ev: dict[str, Any] = {}
@@ -62,6 +68,8 @@ class Pair:
             ev["sha256_equal"] = True
         if self.pixel_equal:
             ev["pixel_digest_equal"] = True
+        if self.stream_equal:
+            ev["stream_digest_equal"] = True
         if self.hamming is not None:
             ev["phash_hamming"] = self.hamming
             if self.mirrored:
@@ -137,7 +145,7 @@ def match_corpus(
 
 def _classify(p: Pair, th: Thresholds) -> None:
     """Set the kind of a pair from its evidence (``None``: not a duplicate), with the near rules."""
-    if p.sha_equal or p.pixel_equal:
+    if p.digest_equal:
         p.kind = MatchKind.EXACT
         return
     geo = None if p.geometry is None else p.geometry.support
@@ -146,11 +154,12 @@ def _classify(p: Pair, th: Thresholds) -> None:
         p.rules = th.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
 
 
-def _rows_by_value(values: Sequence[str]) -> dict[str, list[int]]:
-    """The query rows holding each digest value."""
+def _rows_by_value(values: Sequence[str | None]) -> dict[str, list[int]]:
+    """The query rows holding each digest value (a missing digest, None or "", matches nothing)."""
     rows: dict[str, list[int]] = defaultdict(list)
     for i, v in enumerate(values):
-        rows[v].append(i)
+        if v:
+            rows[v].append(i)
     return rows
 
 
@@ -171,10 +180,11 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
 
 
 def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: PairOf) -> None:
-    """SHA-256 / pixel-digest equality through the DB indexes (no corpus-sized Python sets)."""
+    """SHA-256 / pixel-digest / stream-digest equality through the DB indexes (no corpus-sized Python sets)."""
     for column, values, flag in (
         (Item.sha256, state.sha256, "sha_equal"),
         (Item.pixel_digest, state.pixel, "pixel_equal"),
+        (Item.stream_digest, state.stream, "stream_equal"),
     ):
         rows_by_value = _rows_by_value(values)
         for chunk in in_chunks(list(rows_by_value)):
@@ -266,7 +276,7 @@ def _verify_candidates(
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for p in pairs:
-        if p.sha_equal or p.pixel_equal:
+        if p.digest_equal:
             continue
         if th.needs_verify(p.hamming, p.cosine, p.min_side):
             todo[p.row].append(p)
@@ -359,7 +369,11 @@ def split_duplicates(
             pairs[key] = Pair(row=key[0], item_id=key[1])
         return pairs[key]
 
-    for values, flag in ((state.sha256, "sha_equal"), (state.pixel, "pixel_equal")):
+    for values, flag in (
+        (state.sha256, "sha_equal"),
+        (state.pixel, "pixel_equal"),
+        (state.stream, "stream_equal"),
+    ):
         for rows in _rows_by_value(values).values():
             for a, b in combinations(rows, 2):
                 setattr(pair(a, b), flag, True)
@@ -373,7 +387,7 @@ def split_duplicates(
             _vector_pairs(_exact_search(vectors), vectors, th, pair, k)
     out: list[DuplicatePair] = []
     for (i, j), p in sorted(pairs.items()):
-        if not (p.sha_equal or p.pixel_equal):
+        if not p.digest_equal:
             p.min_side = int(min(state.min_side[i], state.min_side[j]))
             if th.needs_verify(p.hamming, p.cosine, p.min_side):
                 p.verify = verify_score(state.thumbs[i], state.thumbs[j])

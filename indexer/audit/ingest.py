@@ -38,7 +38,8 @@ class SplitState:
     keys: list[str]
     labels: list[str | None]
     sha256: list[str]
-    pixel: list[str]
+    pixel: list[str | None]
+    stream: list[str | None]  # JPEG stream digests (None: not a JPEG, or unparsable)
     phash: npt.NDArray[np.uint64]
     phash_mirror: npt.NDArray[np.uint64]
     min_side: npt.NDArray[np.int32]
@@ -77,7 +78,8 @@ def ingest_split(
     keys: list[str] = []
     labels: list[str | None] = []
     sha: list[str] = []
-    pix: list[str] = []
+    pix: list[str | None] = []
+    stream: list[str | None] = []
     ph: list[int] = []
     phm: list[int] = []
     sides: list[int] = []
@@ -99,6 +101,7 @@ def ingest_split(
                 labels.append(labels_override.get(e.record.key, e.record.label))
                 sha.append(f.sha256)
                 pix.append(f.pixel_digest)
+                stream.append(f.stream_digest)
                 ph.append(f.phash)
                 phm.append(f.phash_mirror)
                 sides.append(min(f.width, f.height))
@@ -121,6 +124,7 @@ def ingest_split(
         labels=labels,
         sha256=sha,
         pixel=pix,
+        stream=stream,
         phash=np.asarray(ph, np.uint64),
         phash_mirror=np.asarray(phm, np.uint64),
         min_side=np.asarray(sides, np.int32),
@@ -184,6 +188,7 @@ def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str])
     )
     if f is not None:
         row.sha256, row.pixel_digest = f.sha256, f.pixel_digest
+        row.stream_digest = f.stream_digest
         row.phash = Hash64(f.phash).to_signed()
         row.phash_mirror = Hash64(f.phash_mirror).to_signed()
         row.dhash = Hash64(f.dhash).to_signed()

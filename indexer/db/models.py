@@ -92,6 +92,7 @@ class Item(Base):
         UniqueConstraint("shard_id", "key"),
         Index("ix_item_corpus_sha256", "corpus_id", "sha256"),
         Index("ix_item_corpus_pixel_digest", "corpus_id", "pixel_digest"),
+        Index("ix_item_corpus_stream_digest", "corpus_id", "stream_digest"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
@@ -103,6 +104,7 @@ class Item(Base):
     url: Mapped[str | None] = mapped_column(Text)
     sha256: Mapped[str | None] = mapped_column(String(64))
     pixel_digest: Mapped[str | None] = mapped_column(String(64))
+    stream_digest: Mapped[str | None] = mapped_column(String(64))  # JPEG coded data, no metadata
     # 64-bit hashes stored as signed int64 (two's complement of the unsigned value).
     phash: Mapped[int | None] = mapped_column(BigInteger)
     dhash: Mapped[int | None] = mapped_column(BigInteger)
@@ -180,6 +182,7 @@ class SplitItem(Base):
     caption: Mapped[str | None] = mapped_column(Text)
     sha256: Mapped[str | None] = mapped_column(String(64))
     pixel_digest: Mapped[str | None] = mapped_column(String(64))
+    stream_digest: Mapped[str | None] = mapped_column(String(64))  # JPEG coded data, no metadata
     phash: Mapped[int | None] = mapped_column(BigInteger)
     phash_mirror: Mapped[int | None] = mapped_column(BigInteger)
     dhash: Mapped[int | None] = mapped_column(BigInteger)

@@ -13,7 +13,7 @@ Two things differ from a split:
   from the true mirrored hash only where the median moves: 4 bits typically, <= 10 for 99%
   of photos). Such a hit is a candidate the verifier (which searches mirrored alignments)
   confirms, or a pHash near match like the audit's mirrored pHash;
-* an item that is an exact copy (same SHA-256 or pixel digest) of an item with a smaller id
+* an item that is an exact copy (same SHA-256, pixel or stream digest) of an item with a smaller id
   is not queried: its copy finds the same neighbours, and a blank placeholder repeated
   10,000 times would otherwise cost 10,000^2 pairs. Its cluster link is the exact edge.
 """
@@ -76,8 +76,8 @@ class Chunk:
 
 
 def exact_groups(session: Session, corpus_id: int) -> Iterator[list[int]]:
-    """Item ids sharing a SHA-256, then those sharing a pixel digest (groups of >= 2, ids sorted)."""
-    for column in (Item.sha256, Item.pixel_digest):
+    """Item ids sharing a SHA-256, a pixel digest, then a stream digest (groups >= 2, ids sorted)."""
+    for column in (Item.sha256, Item.pixel_digest, Item.stream_digest):
         dup_values = (
             select(column)
             .where(Item.corpus_id == corpus_id, column.is_not(None))
@@ -142,10 +142,12 @@ def chunk_state(
 
     Returns the state and the positions in ``ids`` its rows come from.
     """
-    rows: dict[int, tuple[str | None, str | None, int, int | None, int | None, str]] = {}
+    rows: dict[
+        int, tuple[str | None, str | None, int, int | None, int | None, str, str | None]
+    ] = {}
     wanted = [i for i in ids if i not in skip]
     for chunk in in_chunks(wanted):
-        for item_id, sha, pixel, phash, w, h, key in session.execute(
+        for item_id, sha, pixel, phash, w, h, key, stream in session.execute(
             select(
                 Item.id,
                 Item.sha256,
@@ -154,9 +156,10 @@ def chunk_state(
                 Item.width,
                 Item.height,
                 Item.key,
+                Item.stream_digest,
             ).where(Item.id.in_(chunk), Item.phash.is_not(None))
         ):
-            rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key)
+            rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key, stream)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
     picked = [rows[int(ids[n])] for n in positions]
     hashes = signed_to_unsigned([r[2] for r in picked]) if picked else np.zeros(0, np.uint64)
@@ -168,6 +171,7 @@ def chunk_state(
         # A missing digest must match nothing: "" is never stored as a digest.
         sha256=[r[0] or "" for r in picked],
         pixel=[r[1] or "" for r in picked],
+        stream=[r[6] or "" for r in picked],
         phash=np.asarray(hashes, np.uint64),
         phash_mirror=np.asarray(hashes, np.uint64) ^ MIRROR_MASK,
         min_side=np.asarray(sides, np.int32),

@@ -17,11 +17,21 @@
   CMYK / 1-bit / L / YCbCr go through Pillow's converters.
 
 ``pixel_digest`` is the hex SHA-256 of mode, size and raw RGB pixels of that oriented
-decode *before* the final resize. For JPEG this is the DCT-scaled decode, for every other
-format the full-resolution one. Metadata-only edits and lossless re-encodes between
+decode *before* the final resize. For JPEG this is the decode at the fixed 256 request, for
+every other format the full-resolution one. Metadata-only edits and lossless re-encodes between
 non-JPEG formats (PNG -> lossless WebP, BMP -> PNG, ...) therefore keep the digest, while a
 JPEG and its lossless PNG copy get different digests (different decode scales) yet hash
 at Hamming ~0, so the near tier catches that pair.
+
+``stream_digest`` (JPEG only, ``indexer.features.jpeg_stream``) digests the coded image data
+without metadata segments, without decoding: it is the same whatever scale a run decodes at.
+
+Decode at need: ``decode_image(data, hashes_only=True)`` is for runs that compute hashes
+and nothing else. A JPEG is then decoded at the smallest DCT scale pHash / dHash need
+(``draft("RGB", (32, 32))``: both sides stay >= 32 px). Where that scale differs from the
+256 request's, the pixels differ from an embedding run's, so no pixel digest is computed
+(``None``): the stream digest is that image's exact key. Where the scales coincide (JPEGs under
+64 px on a side) the pixels and the pixel digest are the same as an embedding run's.
 
 ``decoded`` is that RGB decode; perceptual hashes are computed from it (they shrink to
 32x32 themselves, so an intermediate resize would only cost time). ``image`` is the
@@ -46,11 +56,14 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from indexer.errors import ImageDecodeError
+from indexer.features.jpeg_stream import jpeg_stream_digest
 from indexer.features.textfields import extract_text_fields
 
 logger = logging.getLogger(__name__)
 
 DRAFT_SIZE = (256, 256)  # fixed JPEG DCT-scale request; see module docstring
+HASH_DRAFT_SIZE = (32, 32)  # the smallest scale pHash / dHash need (hash-only runs)
+_DCT_SCALES = (8, 4, 2, 1)  # libjpeg's reductions, in the order Pillow's draft tries them
 MAX_SHORT_SIDE = 256
 _RESAMPLE = Image.Resampling.LANCZOS
 _REDUCING_GAP = 3.0  # box-reduce first for big non-JPEG images; visually equal, much faster
@@ -84,7 +97,8 @@ class DecodedImage:
     width: int
     height: int
     format: str
-    pixel_digest: str
+    pixel_digest: str | None
+    stream_digest: str | None = None
     text_fields: dict[str, str] = field(default_factory=dict)
 
     @cached_property
@@ -99,15 +113,19 @@ def _open_formats() -> tuple[str, ...]:
     return tuple(fmt for fmt in SUPPORTED_FORMATS if fmt in Image.OPEN)
 
 
-def decode_image(data: bytes) -> DecodedImage:
-    """Decode image bytes once; raise ``ImageDecodeError`` with a reason if they are unusable."""
+def decode_image(data: bytes, *, hashes_only: bool = False) -> DecodedImage:
+    """Decode image bytes once; raise ``ImageDecodeError`` with a reason if they are unusable.
+
+    ``hashes_only`` decodes a JPEG at the smallest scale the perceptual hashes need (see the
+    module docstring): ``pixel_digest`` is then ``None`` unless that scale is the 256 request's.
+    """
     if not data:
         raise ImageDecodeError("empty file (0 bytes): not an image")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            decoded = _decode(data)
+            decoded = _decode(data, hashes_only=hashes_only)
         except ImageDecodeError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -137,7 +155,13 @@ def _describe_failure(exc: Exception) -> str:
     return f"corrupt image: {type(exc).__name__}: {message}"
 
 
-def _decode(data: bytes) -> DecodedImage:
+def draft_scale(width: int, height: int, request: tuple[int, int]) -> int:
+    """The DCT reduction Pillow's ``draft`` picks for ``request`` (largest keeping both sides)."""
+    fits = min(width // request[0], height // request[1])
+    return next(s for s in _DCT_SCALES if fits >= s or s == 1)
+
+
+def _decode(data: bytes, *, hashes_only: bool) -> DecodedImage:
     opened = Image.open(io.BytesIO(data), formats=_open_formats())
     width, height = opened.size
     limit = Image.MAX_IMAGE_PIXELS
@@ -147,8 +171,16 @@ def _decode(data: bytes) -> DecodedImage:
             f"decompression bomb refused: {width}x{height} = {width * height} pixels exceeds "
             f"the limit of {limit} (PIL.Image.MAX_IMAGE_PIXELS)"
         )
-    if opened.format in _JPEG_FORMATS:
-        opened.draft("RGB", DRAFT_SIZE)
+    is_jpeg = opened.format in _JPEG_FORMATS
+    digest_pixels = True
+    if is_jpeg:
+        request = DRAFT_SIZE
+        if hashes_only and draft_scale(width, height, HASH_DRAFT_SIZE) != draft_scale(
+            width, height, DRAFT_SIZE
+        ):
+            request, digest_pixels = HASH_DRAFT_SIZE, False
+        if opened.draft("RGB", request) is None:  # no reduction possible: full decode either way
+            digest_pixels = True
     opened.load()
 
     text_fields = extract_text_fields(opened)
@@ -169,7 +201,8 @@ def _decode(data: bytes) -> DecodedImage:
         width=width,
         height=height,
         format=opened.format or "unknown",
-        pixel_digest=pixel_digest(rgb),
+        pixel_digest=pixel_digest(rgb) if digest_pixels else None,
+        stream_digest=jpeg_stream_digest(data, orientation) if is_jpeg else None,
         text_fields=text_fields,
     )
 

@@ -11,14 +11,18 @@ from indexer.features.types import ImageFeatures
 
 
 def extract_features(
-    data: bytes, *, keep_image: bool = False
+    data: bytes, *, keep_image: bool = False, hashes_only: bool = False
 ) -> tuple[ImageFeatures, Image.Image | None]:
     """Exact, pixel and perceptual features of image bytes, plus the <=256 px RGB image if asked.
 
     Raises ``ImageDecodeError`` (with the reason) when the bytes are not a usable image.
     The returned image is what the embedder should consume, so embedding needs no second decode.
+    ``hashes_only`` (runs that embed nothing) decodes a JPEG at the smallest scale the hashes
+    need; its ``pixel_digest`` may then be ``None`` (see ``indexer.features.decode``).
     """
-    decoded = decode_image(data)
+    if keep_image and hashes_only:
+        raise ValueError("keep_image needs the embedding decode, not hashes_only")
+    decoded = decode_image(data, hashes_only=hashes_only)
     hashes = perceptual_hashes(decoded.decoded)
     features = ImageFeatures(
         sha256=sha256_bytes(data),
@@ -29,6 +33,7 @@ def extract_features(
         width=decoded.width,
         height=decoded.height,
         format=decoded.format,
+        stream_digest=decoded.stream_digest,
         text_fields=decoded.text_fields,
     )
     return features, decoded.image if keep_image else None

@@ -31,7 +31,11 @@ class Extracted:
 
 
 def extract_record(record: Record, *, keep_image: bool) -> Extracted:
-    """Read and decode one record; every problem becomes ``error``, never an exception."""
+    """Read and decode one record; every problem becomes ``error``, never an exception.
+
+    Without ``keep_image`` nothing is embedded, so the decode is at need: JPEGs are decoded at
+    the smallest scale the hashes use (``extract_features(hashes_only=True)``).
+    """
     if record.error:
         return Extracted(record, error=record.error)
     try:
@@ -39,7 +43,7 @@ def extract_record(record: Record, *, keep_image: bool) -> Extracted:
     except OSError as exc:
         return Extracted(record, error=f"cannot read {record.locator.uri()}: {exc.strerror or exc}")
     try:
-        features, image = extract_features(data, keep_image=keep_image)
+        features, image = extract_features(data, keep_image=keep_image, hashes_only=not keep_image)
     except ImageDecodeError as exc:
         return Extracted(record, error=str(exc))
     except Exception as exc:  # a decoder bug must not kill a million-image run

@@ -75,6 +75,7 @@ def item_row(
         has_embedding=has_embedding,
         sha256=None,
         pixel_digest=None,
+        stream_digest=None,
         phash=None,
         dhash=None,
         width=None,
@@ -87,6 +88,7 @@ def item_row(
         row.update(
             sha256=f.sha256,
             pixel_digest=f.pixel_digest,
+            stream_digest=f.stream_digest,
             phash=Hash64(f.phash).to_signed(),
             dhash=Hash64(f.dhash).to_signed(),
             width=f.width,
