@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# The newest revision in migrations/versions (tests/indexer/db pins it to Alembic's head). A
+# database already there is opened without importing Alembic or running its environment.
+HEAD_REVISION = "0003"
 
 # A checkout (or editable install) has them at the top level; an installed wheel carries them
 # as data files under ``<prefix>/share/splitaudit/migrations`` (see pyproject.toml).
@@ -20,6 +28,8 @@ MIGRATIONS_DIR = (
 
 def alembic_config(url: str) -> Config:
     """An Alembic config pointing at this project's ``migrations/`` and ``url``."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -29,4 +39,16 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Upgrade the database at ``url`` to ``revision`` (idempotent)."""
+    from alembic import command
+
     command.upgrade(alembic_config(url), revision)
+
+
+def at_head(engine: Engine) -> bool:
+    """Whether the database already carries ``HEAD_REVISION`` (no migration to run)."""
+    try:
+        with engine.connect() as conn:
+            versions = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except SQLAlchemyError:  # no version table yet: a new database
+        return False
+    return list(versions) == [HEAD_REVISION]

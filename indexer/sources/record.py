@@ -12,6 +12,26 @@ from typing import Any, Literal, Protocol
 LocatorKind = Literal["file", "tar", "zip", "url", "parquet", "arrow", "none"]
 
 
+_CHUNK = 1 << 20
+
+
+def read_capped(fh: Any, max_bytes: int) -> bytes:
+    """All of ``fh``, or its first ``max_bytes + 1`` bytes (so the caller sees it is too big).
+
+    ``fh.read(max_bytes + 1)`` would be shorter to write, but file and HTTP readers allocate
+    (and HTTP zero-fills) a buffer of the requested size: 512 MiB per image by default.
+    """
+    parts: list[bytes] = []
+    left = max_bytes + 1
+    while left > 0:
+        part = fh.read(min(_CHUNK, left))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class Locator:
     """Where an image's bytes live.
@@ -51,7 +71,7 @@ class Locator:
         if self.kind == "file":
             assert self.path is not None
             with open(self.path, "rb") as fh:
-                return fh.read(max_bytes + 1)[: max_bytes + 1]
+                return read_capped(fh, max_bytes)
         if self.kind == "tar":
             assert self.path is not None and self.offset is not None and self.size is not None
             with open(self.path, "rb") as fh:
@@ -65,13 +85,13 @@ class Locator:
             from indexer.sources.member_names import open_zip
 
             with open_zip(self.path) as zf, zf.open(self.member) as fh:
-                return fh.read(max_bytes + 1)
+                return read_capped(fh, max_bytes)
         if self.kind == "url":
             assert self.url is not None
             if not self.url.startswith(("http://", "https://")):
                 raise OSError(f"unsupported URL scheme: {self.url}")
             with urllib.request.urlopen(self.url, timeout=timeout) as resp:
-                return bytes(resp.read(max_bytes + 1))
+                return read_capped(resp, max_bytes)
         if self.kind in ("parquet", "arrow"):
             from indexer.sources.hf_cells import read_cell  # lazy: pyarrow is heavy to import
 

@@ -46,3 +46,28 @@ def test_upgrade_is_idempotent_and_creates_all_tables(tmp_path: Path) -> None:
 def test_postgres_migrations_match_models(pg_url: str) -> None:
     upgrade(pg_url)
     assert _diff(pg_url) == []
+
+
+def test_head_revision_constant_is_alembics_head(tmp_path: Path) -> None:
+    """Adding a migration without bumping HEAD_REVISION would open new databases un-migrated."""
+    from alembic.script import ScriptDirectory
+
+    from indexer.db.migrate import HEAD_REVISION, alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config(sqlite_url(tmp_path)))
+    assert script.get_heads() == [HEAD_REVISION]
+
+
+def test_at_head_only_after_a_full_upgrade(tmp_path: Path) -> None:
+    from indexer.db.migrate import at_head
+
+    url = sqlite_url(tmp_path)
+    engine = make_engine(url)
+    try:
+        assert not at_head(engine)  # new, empty database
+        upgrade(url, "0002")
+        assert not at_head(engine)  # behind: Workspace.open must still migrate
+        upgrade(url)
+        assert at_head(engine)
+    finally:
+        engine.dispose()
