@@ -1,23 +1,53 @@
-"""``splitaudit`` entry point: the command group and its subcommands."""
+"""``splitaudit`` entry point: the command group and its subcommands.
+
+Subcommands are imported when they are run (or listed by ``--help``), not at start-up: a
+command then pays only for its own imports (``splitaudit index`` never imports the gate,
+the report writers or the server).
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import click
 
 from indexer import __version__
-from indexer.cli.audit_cmd import audit
-from indexer.cli.baseline_cmd import baseline
-from indexer.cli.db_cmd import db
-from indexer.cli.dedup_cmd import dedup
-from indexer.cli.demo_cmd import demo
-from indexer.cli.index_cmd import index
-from indexer.cli.models_cmd import models
-from indexer.cli.serve_cmd import serve, worker
+
+# name -> "module:attribute", in the order --help lists them.
+COMMANDS = {
+    "index": "indexer.cli.index_cmd:index",
+    "audit": "indexer.cli.audit_cmd:audit",
+    "dedup": "indexer.cli.dedup_cmd:dedup",
+    "demo": "indexer.cli.demo_cmd:demo",
+    "baseline": "indexer.cli.baseline_cmd:baseline",
+    "serve": "indexer.cli.serve_cmd:serve",
+    "worker": "indexer.cli.serve_cmd:worker",
+    "models": "indexer.cli.models_cmd:models",
+    "db": "indexer.cli.db_cmd:db",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *sorted(set(self.commands) - set(COMMANDS))]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="splitaudit")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def cli(verbose: int) -> None:
@@ -28,10 +58,6 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-
-
-for command in (index, audit, dedup, demo, baseline, serve, worker, models, db):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -16,7 +16,10 @@ from indexer.cli.main import cli
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = []
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         out.append((*prefix, name))
         if isinstance(cmd, click.Group):
             out.extend(_commands(cmd, (*prefix, name)))
@@ -36,7 +39,9 @@ def test_every_command_has_help_text(command: tuple[str, ...]) -> None:
     cmd: click.Command = cli
     for part in command:
         assert isinstance(cmd, click.Group)
-        cmd = cmd.commands[part]
+        found = cmd.get_command(click.Context(cmd), part)
+        assert found is not None
+        cmd = found
     assert (cmd.help or "").strip(), f"{' '.join(command)} has no help text"
 
 
