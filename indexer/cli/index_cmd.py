@@ -16,6 +16,7 @@ from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import handle_errors, home_option, open_workspace
 from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import counting_progress, progress_options
+from indexer.cli.workers_option import resolve_workers, workers_option
 from indexer.errors import ModelUnavailableError, UsageError
 from indexer.pipeline.index import IndexSummary, index_sources
 from indexer.pipeline.progress_log import count_folder_images
@@ -64,13 +65,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
     help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
     "bytes, when its type does not tell (default: the Image struct or binary column).",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 256),
-    default=1,
-    show_default=True,
-    help="Processes for reading, decoding and hashing (Ray: actors).",
-)
+@workers_option
 @click.option(
     "--batch-size",
     type=click.IntRange(1, 4096),
@@ -124,7 +119,7 @@ def index(
     precomputed_model: str | None,
     shards_dir: Path | None,
     image_column: str | None,
-    workers: int,
+    workers: int | str,
     batch_size: int | None,
     device: str,
     executor: str,
@@ -160,6 +155,8 @@ def index(
         backend=backend,
         home=home,
     )
+    on_gpu = resolved is not None and resolved.device != "cpu"
+    processes = resolve_workers(workers, decode_bound=embedder is None or on_gpu)
     ws = open_workspace(home)
     try:
         with counting_progress(
@@ -173,7 +170,7 @@ def index(
                 corpus_name,
                 opened,
                 embedder=embedder,
-                workers=workers,
+                workers=processes,
                 batch_size=batch_size,
                 progress=_progress(done),
                 model_spec=None if embedder is None else model_spec,

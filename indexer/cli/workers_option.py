@@ -1,0 +1,53 @@
+"""``--workers N|auto``: how many processes read, decode and hash images."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+MAX_WORKERS = 256
+AUTO_CAP = 32  # beyond this the DB writer in the main process is the bottleneck
+
+
+class WorkersType(click.ParamType):
+    """A process count 1..256, or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            count = int(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a number of processes or 'auto'", param, ctx)
+        if not 1 <= count <= MAX_WORKERS:
+            self.fail(f"{count} is not in 1..{MAX_WORKERS}", param, ctx)
+        return count
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def resolve_workers(value: int | str, *, decode_bound: bool) -> int:
+    """``auto``: one process per usable CPU when decoding is the work (hash-only runs, or the
+    forward pass runs on a GPU), else 1 (a CPU forward pass already uses every core)."""
+    if value != "auto":
+        return int(value)
+    return min(usable_cpus(), AUTO_CAP) if decode_bound else 1
+
+
+workers_option = click.option(
+    "--workers",
+    type=WorkersType(),
+    default="auto",
+    show_default=True,
+    help="Processes for reading, decoding and hashing (Ray: actors). auto: one per CPU when "
+    "nothing is embedded on this CPU (--no-embed, precomputed embeddings, a GPU), else 1.",
+)

@@ -1,0 +1,50 @@
+"""``--workers N|auto``: parsing, and what auto resolves to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from conftest import photo
+
+from indexer.cli.main import cli
+from indexer.cli.workers_option import AUTO_CAP, WorkersType, resolve_workers, usable_cpus
+
+
+@pytest.mark.parametrize(("raw", "parsed"), [("auto", "auto"), ("1", 1), ("12", 12), (3, 3)])
+def test_parses_counts_and_auto(raw: object, parsed: object) -> None:
+    assert WorkersType().convert(raw, None, None) == parsed
+
+
+@pytest.mark.parametrize("raw", ["0", "257", "-1", "many", "2.5"])
+def test_refuses_anything_else(raw: str) -> None:
+    with pytest.raises(click.BadParameter):
+        WorkersType().convert(raw, None, None)
+
+
+def test_auto_uses_every_cpu_only_when_decoding_is_the_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert resolve_workers(5, decode_bound=True) == 5
+    assert resolve_workers(5, decode_bound=False) == 5  # an explicit count is kept
+    assert resolve_workers("auto", decode_bound=False) == 1
+    assert resolve_workers("auto", decode_bound=True) == min(usable_cpus(), AUTO_CAP)
+    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 96)
+    assert resolve_workers("auto", decode_bound=True) == AUTO_CAP
+
+
+def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(3):
+        photo(i, (64, 48)).save(folder / f"{i}.jpg")
+    home = str(tmp_path / "home")
+    bad = CliRunner().invoke(cli, ["index", str(folder), "--corpus", "c", "--home", home,
+                                   "--no-embed", "--workers", "0"])  # fmt: skip
+    assert bad.exit_code == 2 and "--workers" in bad.output
+    ok = CliRunner().invoke(cli, ["index", str(folder), "--corpus", "c", "--home", home,
+                                  "--no-embed"])  # fmt: skip
+    assert ok.exit_code == 0, ok.output
+    assert "indexed 3," in ok.output
