@@ -1,21 +1,26 @@
 """Hashing throughput of ``extract_features`` against imagededup and the JPEG decode floor.
 
-Run: ``.venv/bin/python -m bench.hashing [--n 1000] [--dir bench/.cache/photos]``
+Run: ``.venv/bin/python -m bench.hashing [--n 1000] [--dir bench/.cache/photos]
+[--baseline-tree PATH]``
 
 All figures come from one run on the same files (see ``bench.photos``):
 
-- ours: read bytes + ``extract_features`` (SHA-256, pixel digest, pHash, dHash, mirrored
-  pHash, EXIF/PNG text), one process;
-- floor: ``Image.open; draft("RGB", (256, 256)); load()`` only, one process;
-- imagededup: ``PHash().encode_images(image_dir=..., num_enc_workers=0)``, one worker;
-- pool: ours in a 2-process pool (workers warmed up first) vs one process;
-- floor at the smallest DCT scale: ``draft("RGB", (32, 32))``, what pHash / dHash / the 32 px
-  thumbnail alone would need (the pixel digest pins the 256 request, see docs/indexing.md);
+- floor: ``Image.open; draft("RGB", (256, 256)); load()`` only (what an embedding run decodes);
+- floor at the smallest DCT scale: ``draft("RGB", (32, 32))``, what pHash / dHash need and
+  what a hash-only run decodes (decode at need, ``extract_features(hashes_only=True)``);
+- ours, embedding decode: read bytes + ``extract_features`` (SHA-256, pixel digest, stream
+  digest, pHash, dHash, mirrored pHash, EXIF/PNG text), one process;
+- ours, hash-only decode: the same with ``hashes_only=True`` (what ``index --no-embed`` runs);
+- imagededup: ``PHash().encode_images(image_dir=...)`` with ``num_enc_workers=0`` (one worker)
+  and with its default (one worker per CPU);
+- pool: ours (hash-only) in a 2-process pool (workers warmed up first) vs one process;
 - cli: the whole ``splitaudit index --no-embed`` process (fresh home each run) with
-  ``--workers 1`` and ``--workers 2``, runs alternated, best of ``--cli-rounds``.
+  ``--workers 1``, ``--workers 2`` and the default ``auto``, runs alternated, best of
+  ``--cli-rounds``; with ``--baseline-tree`` also the same command from another checkout (e.g.
+  a worktree of the previous release) in the same rounds, for a before/after ratio.
 
-Targets (issue "Indexer"): ours >= 8x imagededup, >= 70% of the floor, 2 workers >= 1.7x one;
-(issue 13): whole-process --no-embed >= 5x imagededup, --workers 2 >= 1.8x --workers 1.
+Targets (issue 13): whole-process --no-embed >= 80% of the smallest-scale floor and >= 5x
+imagededup; --workers 2 >= 1.8x --workers 1.
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def _ours(path: Path) -> int:
     return features.phash
 
 
+def _ours_hashes_only(path: Path) -> int:
+    features, _ = extract_features(path.read_bytes(), hashes_only=True)
+    return features.phash
+
+
 def _floor(path: Path) -> int:
     with Image.open(path) as im:
         im.draft("RGB", (256, 256))
@@ -75,34 +85,37 @@ def _floor_smallest(path: Path) -> int:
         return im.width
 
 
-def _cli_seconds(folder: Path, workers: int) -> float:
-    """Wall seconds of one whole ``splitaudit index --no-embed`` process into a fresh home."""
+def _cli_seconds(folder: Path, workers: str, tree: Path | None = None) -> float:
+    """Wall seconds of one whole ``splitaudit index --no-embed`` process into a fresh home.
+
+    ``tree``: run that checkout's code instead of this one (``PYTHONPATH``, same interpreter).
+    """
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     with tempfile.TemporaryDirectory(prefix="bench-hashing-") as home:
-        cmd = [
-            sys.executable,
-            "-m",
-            "indexer.cli.main",
-            "index",
-            str(folder),
-            "--corpus",
-            "c",
-            "--home",
-            home,
-            "--no-embed",
-            "--workers",
-            str(workers),
-        ]
+        cmd = [sys.executable, "-m", "indexer.cli.main", "index", str(folder), "--corpus", "c"]
+        cmd += ["--home", home, "--no-embed", "--workers", workers]
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
         return time.perf_counter() - start
 
 
-def _cli_rates(folder: Path, count: int, rounds: int) -> dict[int, float]:
-    """Best whole-process img/s for --workers 1 and 2, runs alternated."""
-    best: dict[int, float] = {1: 0.0, 2: 0.0}
+def _cli_rates(folder: Path, count: int, rounds: int, baseline: Path | None) -> dict[str, float]:
+    """Best whole-process img/s per variant, variants alternated within each round."""
+    variants: dict[str, tuple[str, Path | None]] = {
+        "1": ("1", None),
+        "2": ("2", None),
+        "auto": ("auto", None),
+    }
+    if baseline is not None:
+        variants |= {"baseline 1": ("1", baseline), "baseline 2": ("2", baseline)}
+    best = dict.fromkeys(variants, 0.0)
     for _ in range(rounds):
-        for workers in (1, 2):
-            best[workers] = max(best[workers], count / _cli_seconds(folder, workers))
+        for name, (workers, tree) in variants.items():
+            best[name] = max(best[name], count / _cli_seconds(folder, workers, tree))
     return best
 
 
@@ -129,6 +142,7 @@ class PoolRate:
 
 
 def _pool_rate(paths: Sequence[Path], workers: int, repeat: int) -> PoolRate:
+    """Ours (hash-only decode) over ``paths`` in a pool of ``workers`` processes."""
     chunk = max(1, len(paths) // (workers * 16))
     warm = list(paths[: workers * 8])
     rates = []
@@ -136,10 +150,10 @@ def _pool_rate(paths: Sequence[Path], workers: int, repeat: int) -> PoolRate:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     with ProcessPoolExecutor(workers) as pool:
-        list(pool.map(_ours, warm, chunksize=1))  # start and warm the workers
+        list(pool.map(_ours_hashes_only, warm, chunksize=1))  # start and warm the workers
         for _ in range(repeat):
             start = time.perf_counter()
-            list(pool.map(_ours, paths, chunksize=chunk))
+            list(pool.map(_ours_hashes_only, paths, chunksize=chunk))
             rates.append(len(paths) / (time.perf_counter() - start))
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -153,14 +167,16 @@ def _cpu_with_children() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def _imagededup_rate(folder: Path, count: int) -> Rate:
+def _imagededup_rate(folder: Path, count: int, workers: int | None = 0) -> Rate:
+    """imagededup PHash over ``folder``; ``workers=None``: its default (one per CPU)."""
     from imagededup.methods import PHash
 
     hasher = PHash(verbose=False)
     # num_enc_workers=0 still hashes in a one-process multiprocessing.Pool: count the
     # CPU time of that (joined) child too.
+    kwargs = {} if workers is None else {"num_enc_workers": workers}
     wall, cpu = time.perf_counter(), _cpu_with_children()
-    encodings = hasher.encode_images(image_dir=str(folder), num_enc_workers=0)
+    encodings = hasher.encode_images(image_dir=str(folder), **kwargs)
     wall, cpu = time.perf_counter() - wall, _cpu_with_children() - cpu
     if len(encodings) != count:
         print(f"  note: imagededup encoded {len(encodings)} files, expected {count}")
@@ -178,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--skip-cli", action="store_true", help="leave out the whole-process runs")
     parser.add_argument(
         "--cli-rounds", type=int, default=2, help="alternated whole-process runs per variant"
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="a checkout (e.g. `git worktree add --detach /tmp/base v0.2.0`) whose CLI is run "
+        "in the same rounds, for before/after ratios",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -199,51 +221,71 @@ def main(argv: Sequence[str] | None = None) -> None:
     _run_serial(_floor, paths)  # warm the page cache and Pillow's plugins
     floor = _best_rate(_floor, paths, args.repeat)
     smallest = _best_rate(_floor_smallest, paths, args.repeat)
-    ours = _best_rate(_ours, paths, args.repeat)
+    ours_embed = _best_rate(_ours, paths, args.repeat)
+    ours = _best_rate(_ours_hashes_only, paths, args.repeat)
     pool2 = _pool_rate(paths, 2, args.repeat)
-    dedup = None if args.skip_imagededup else _imagededup_rate(folder, len(paths))
-    cli = None if args.skip_cli else _cli_rates(folder, len(paths), args.cli_rounds)
+    dedup = dedup_default = None
+    if not args.skip_imagededup:
+        dedup = _imagededup_rate(folder, len(paths))
+        dedup_default = _imagededup_rate(folder, len(paths), workers=None)
+    cli = None
+    if not args.skip_cli:
+        cli = _cli_rates(folder, len(paths), args.cli_rounds, args.baseline_tree)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average after the run: {load} (on {os.cpu_count()} cpus)")
-    print(f"decode floor (open+draft+load)  {floor}")
+    print(f"decode floor, 256 request       {floor}")
     print(f"decode floor, smallest scale    {smallest}")
-    print(f"ours, 1 process                 {ours}")
+    print(f"ours, embedding decode          {ours_embed}")
+    print(f"ours, hash-only decode          {ours}")
     print(
         f"ours, 2-process pool            {pool2.wall:8.1f} img/s wall  "
         f"(workers got {pool2.cores:.2f} cores; {pool2.cpu_per_image * 1e3:.2f} ms CPU/image "
         f"vs {1e3 / ours.cpu:.2f} ms in-process)"
     )
-    if dedup is not None:
-        print(f"imagededup PHash, 1 process     {dedup}")
-    print("ratios, wall / cpu (target):")
-    if dedup is not None:
-        print(
-            f"  ours / imagededup   {ours.wall / dedup.wall:6.2f}x / {ours.cpu / dedup.cpu:5.2f}x"
-            "  (>= 8x)"
-        )
-        print(
-            f"  floor / imagededup  {floor.wall / dedup.wall:6.2f}x / {floor.cpu / dedup.cpu:5.2f}x"
-            "  (the ceiling for the line above)"
-        )
+    if dedup is not None and dedup_default is not None:
+        print(f"imagededup PHash, 1 worker      {dedup}")
+        print(f"imagededup PHash, default       {dedup_default.wall:8.1f} img/s wall")
+    print("ratios, wall / cpu:")
     print(
-        f"  ours / floor        {ours.wall / floor.wall:6.1%} / {ours.cpu / floor.cpu:5.1%}  (>= 70%)"
+        f"  hash-only / embedding decode  {ours.wall / ours_embed.wall:6.2f}x / "
+        f"{ours.cpu / ours_embed.cpu:5.2f}x  (decode at need)"
     )
-    print(f"  2 workers / 1       {pool2.wall / ours.wall:6.2f}x wall  (>= 1.7x)")
-    print(f"  ours / smallest-scale floor {ours.cpu / smallest.cpu:6.1%} cpu")
-    if cli is not None:
+    print(
+        f"  ours / smallest-scale floor   {ours.wall / smallest.wall:6.1%} / {ours.cpu / smallest.cpu:5.1%}"
+    )
+    if dedup is not None:
         print(
-            f"whole process `index --no-embed`: --workers 1 {cli[1]:7.1f} img/s, --workers 2 {cli[2]:7.1f} img/s"
+            f"  ours / imagededup             {ours.wall / dedup.wall:6.2f}x / "
+            f"{ours.cpu / dedup.cpu:5.2f}x  (one process each)"
         )
-        print(f"  --workers 2 / 1     {cli[2] / cli[1]:6.2f}x wall  (>= 1.8x)")
-        print(f"  --workers 1 / smallest-scale floor {cli[1] / smallest.wall:6.1%} wall  (>= 80%)")
-        if dedup is not None:
-            print(f"  --workers 1 / imagededup {cli[1] / dedup.wall:6.2f}x wall  (>= 5x)")
+        print(
+            f"  smallest floor / imagededup   {smallest.wall / dedup.wall:6.2f}x / "
+            f"{smallest.cpu / dedup.cpu:5.2f}x  (the ceiling for one process)"
+        )
+    print(f"  2-process pool / 1            {pool2.wall / ours.wall:6.2f}x wall")
     projected = 2 / (pool2.cpu_per_image * ours.cpu)
     print(
-        f"  2 workers / 1       {projected:6.2f}x with 2 free cores (projected from CPU/image; "
-        "equals the wall ratio on an idle machine)"
+        f"  2-process pool / 1            {projected:6.2f}x with 2 free cores (projected from "
+        "CPU/image; equals the wall ratio on an idle machine)"
     )
+    if cli is None:
+        return
+    print("whole process `splitaudit index --no-embed` (img/s wall, best of rounds):")
+    for name, rate in cli.items():
+        print(f"  --workers {name:<12} {rate:7.1f}")
+    print(f"  --workers 2 / 1               {cli['2'] / cli['1']:6.2f}x  (>= 1.8x)")
+    print(f"  --workers 1 / smallest floor  {cli['1'] / smallest.wall:6.1%}  (>= 80%)")
+    if dedup is not None and dedup_default is not None:
+        print(f"  --workers 1 / imagededup 1    {cli['1'] / dedup.wall:6.2f}x  (>= 5x)")
+        print(f"  --workers 2 / imagededup 1    {cli['2'] / dedup.wall:6.2f}x")
+        print(
+            f"  --workers auto / imagededup default {cli['auto'] / dedup_default.wall:6.2f}x "
+            "(each tool's default)"
+        )
+    if "baseline 1" in cli:
+        print(f"  --workers 1 / baseline        {cli['1'] / cli['baseline 1']:6.2f}x")
+        print(f"  --workers 2 / baseline        {cli['2'] / cli['baseline 2']:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from indexer.db.engine import make_engine, make_session_factory, sqlite_url
-from indexer.db.migrate import at_head, upgrade
+from indexer.db.migrate import at_head, create_new_sqlite, upgrade
 from indexer.errors import UsageError
 
 DEFAULT_HOME = Path(".splitaudit")
@@ -48,7 +48,7 @@ class Workspace:
             raise UsageError(f"cannot create home folder {home}: {exc.strerror}") from exc
         url = database_url or sqlite_url(home)
         engine = make_engine(url)  # validates the URL before migrations touch anything
-        if migrate and not at_head(engine):
+        if migrate and not at_head(engine) and not create_new_sqlite(engine):
             upgrade(url)
         return cls(
             home=home, database_url=url, engine=engine, sessions=make_session_factory(engine)

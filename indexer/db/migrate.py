@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Column, Engine, MetaData, PrimaryKeyConstraint, String, Table, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
 if TYPE_CHECKING:
@@ -52,3 +52,29 @@ def at_head(engine: Engine) -> bool:
     except SQLAlchemyError:  # no version table yet: a new database
         return False
     return list(versions) == [HEAD_REVISION]
+
+
+def create_new_sqlite(engine: Engine) -> bool:
+    """Build a new, empty SQLite database at head in one transaction; False if it is not empty.
+
+    The same schema the migrations build (tests/indexer/db pins it), stamped with
+    ``HEAD_REVISION`` as Alembic's ``stamp`` would, in ~0.04 s instead of running every
+    migration (~0.3 s): the first command of a new workspace starts that much sooner.
+    """
+    from indexer.db.models import Base
+
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.begin() as conn:
+        if inspect(conn).get_table_names():
+            return False
+        Base.metadata.create_all(conn)
+        version = Table(
+            "alembic_version",
+            MetaData(),
+            Column("version_num", String(32), nullable=False),
+            PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+        )
+        version.create(conn)
+        conn.execute(version.insert().values(version_num=HEAD_REVISION))
+    return True

@@ -71,3 +71,45 @@ def test_at_head_only_after_a_full_upgrade(tmp_path: Path) -> None:
         assert at_head(engine)
     finally:
         engine.dispose()
+
+
+def test_a_new_sqlite_database_is_built_at_head_like_the_migrations_build_it(
+    tmp_path: Path,
+) -> None:
+    from alembic.runtime.migration import MigrationContext as Ctx
+
+    from indexer.db.migrate import HEAD_REVISION, at_head, create_new_sqlite
+    from indexer.workspace import Workspace
+
+    ws = Workspace.open(tmp_path / "fast")  # takes the create_new_sqlite path
+    try:
+        assert at_head(ws.engine)
+        with ws.engine.connect() as conn:
+            assert Ctx.configure(conn).get_current_revision() == HEAD_REVISION
+        assert _diff(ws.database_url) == []  # same tables, columns, indexes as the models
+        assert not create_new_sqlite(ws.engine)  # never twice: the database is not empty
+    finally:
+        ws.close()
+    migrated = sqlite_url(tmp_path)
+    upgrade(migrated)
+    engines = [make_engine(ws.database_url), make_engine(migrated)]
+    try:
+        shapes = []
+        for engine in engines:
+            insp = inspect(engine)
+            shapes.append(
+                {
+                    t: (
+                        sorted(c["name"] for c in insp.get_columns(t)),
+                        sorted(str(i["name"]) for i in insp.get_indexes(t)),
+                        sorted(str(u["name"]) for u in insp.get_unique_constraints(t)),
+                        sorted(str(f["referred_table"]) for f in insp.get_foreign_keys(t)),
+                    )
+                    for t in insp.get_table_names()
+                }
+            )
+        assert shapes[0] == shapes[1]
+    finally:
+        for engine in engines:
+            engine.dispose()
+    upgrade(ws.database_url)  # Alembic agrees it has nothing to do
