@@ -30,7 +30,13 @@ _MAX_EOCD_SEARCH = 22 + 65535
 
 def has_surrogates(text: str) -> bool:
     """True when ``text`` carries undecodable bytes as lone surrogates."""
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
+    if text.isascii():  # the common case, answered in C
+        return False
+    try:
+        text.encode("utf-8")  # any lone surrogate fails here, also in C
+    except UnicodeEncodeError:
+        return any("\udc80" <= ch <= "\udcff" for ch in text)
+    return False
 
 
 def escape_undecodable(text: str) -> str:

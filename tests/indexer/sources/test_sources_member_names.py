@@ -139,3 +139,20 @@ def test_indexing_non_utf8_file_names_stores_escaped_keys(tmp_path: Path) -> Non
     finally:
         ws.close()
     assert (summary.indexed, summary.failed) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain/ascii.jpg", False),
+        ("café/ünïcode-名前.jpg", False),
+        (b"caf\xe9.jpg".decode("utf-8", "surrogateescape"), True),
+        ("lone \ud800 high surrogate", False),  # not an escaped byte: left alone
+        ("", False),
+    ],
+)
+def test_has_surrogates_fast_paths_agree_with_the_definition(text: str, expected: bool) -> None:
+    from indexer.sources.member_names import has_surrogates
+
+    assert has_surrogates(text) is expected
+    assert expected == any("\udc80" <= ch <= "\udcff" for ch in text)
