@@ -88,17 +88,24 @@ def _floor_smallest(path: Path) -> int:
 def _cli_seconds(folder: Path, workers: str, tree: Path | None = None) -> float:
     """Wall seconds of one whole ``splitaudit index --no-embed`` process into a fresh home.
 
-    ``tree``: run that checkout's code instead of this one (``PYTHONPATH``, same interpreter).
+    ``tree``: run that checkout's code instead of this one (``PYTHONPATH`` and working folder:
+    ``python -m`` puts the working folder first on ``sys.path``; same interpreter).
     """
     env = dict(os.environ)
     if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+        env["PYTHONPATH"] = str(tree.resolve())
     with tempfile.TemporaryDirectory(prefix="bench-hashing-") as home:
-        cmd = [sys.executable, "-m", "indexer.cli.main", "index", str(folder), "--corpus", "c"]
+        cmd = [sys.executable, "-m", "indexer.cli.main", "index", str(folder.resolve())]
+        cmd += ["--corpus", "c"]
         cmd += ["--home", home, "--no-embed", "--workers", workers]
         start = time.perf_counter()
         subprocess.run(
-            cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+            cmd,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=None if tree is None else tree.resolve(),
         )
         return time.perf_counter() - start
 
