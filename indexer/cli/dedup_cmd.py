@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from indexer.cli.common import handle_errors, home_option, open_workspace
 from indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
+from indexer.cli.workers_option import resolve_workers, workers_option
 from indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
 from indexer.errors import IndexUnavailableError, UsageError
 from indexer.workspace import Workspace
@@ -51,7 +52,12 @@ def _run(
 
 
 def _index_temporary(
-    ws: Workspace, sources: Sequence[str], *, model_spec: str, no_embed: bool, workers: int
+    ws: Workspace,
+    sources: Sequence[str],
+    *,
+    model_spec: str,
+    no_embed: bool,
+    workers: int | str,
 ) -> None:
     """Index folder / manifest / split sources into the temporary corpus."""
     from indexer.pipeline.index import index_sources
@@ -69,7 +75,7 @@ def _index_temporary(
             TEMP_CORPUS,
             opened,
             embedder=embedder,
-            workers=workers,
+            workers=resolve_workers(workers, decode_bound=embedder is None),
             progress=bar.update,
             model_spec=None if embedder is None else model_spec,
         )
@@ -159,13 +165,7 @@ def _summary_line(report: dict[str, Any]) -> str:
     help="Embedding model for SOURCE... indexed on the fly.",
 )
 @click.option("--no-embed", is_flag=True, help="Index SOURCE... with hashes only (no embeddings).")
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 256),
-    default=1,
-    show_default=True,
-    help="Processes reading SOURCE... indexed on the fly.",
-)
+@workers_option
 @handle_errors
 def dedup(
     sources: tuple[str, ...],
@@ -180,7 +180,7 @@ def dedup(
     drop_list: Path | None,
     model_spec: str,
     no_embed: bool,
-    workers: int,
+    workers: int | str,
 ) -> None:
     """Find exact and near duplicates within a corpus and choose one member of each cluster to keep.
 
