@@ -44,7 +44,8 @@ fd.run(verbose=False, overwrite=True)
 
 
 def _vit_b32_random() -> Any:
-    """open_clip ViT-B-32 with its real config and random weights (timing only)."""
+    """open_clip ViT-B-32 with its real config and random weights (timing only), loaded as
+    ``load_embedder`` loads a model (eval, channels-last weights)."""
     import open_clip
     import torch
 
@@ -52,7 +53,7 @@ def _vit_b32_random() -> Any:
 
     torch.manual_seed(0)
     model, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32", pretrained=None)
-    model.eval()
+    model.eval().to(memory_format=torch.channels_last)
     return OpenClipEmbedder(
         model.encode_image, preprocess, model_id="bench:ViT-B-32:random-weights", dim=512
     )
@@ -64,49 +65,116 @@ def _efficientnet() -> Any:
     return load_embedder("efficientnet-lite0")
 
 
+Run = Callable[[], np.ndarray]
+
+
+def _variants(
+    eager: Any, batches: list[Any], arrays: list[np.ndarray], cache: Path, threads: int
+) -> dict[str, Run]:
+    """Eager torch, each backend as ``accelerate`` runs it, and the variants it was chosen over.
+
+    ``batches`` are the preprocessed tensors as the torch backend gets them (channels-last),
+    ``arrays`` the same as contiguous numpy arrays, as the exported backends get them.
+    """
+    import onnxruntime
+
+    from indexer.embed.backends import onnx as ort_backend
+    from indexer.embed.backends import openvino as ov_backend
+    from indexer.embed.backends.exported import (
+        WHOLE_RECIPE,
+        ExportedEmbedder,
+        _tower_module,
+        accelerate,
+        export_onnx,
+        export_tower,
+    )
+
+    def over(fn: Callable[[np.ndarray], np.ndarray]) -> Run:
+        return lambda: np.concatenate([fn(a) for a in arrays])
+
+    runs: dict[str, Run] = {
+        "torch": lambda: np.concatenate([eager.embed_tensor(b) for b in batches])
+    }
+    entries: dict[str, Path] = {}
+    for backend in ("onnxruntime", "openvino"):
+        fast = accelerate(eager, backend, cache_dir=cache)
+        if isinstance(fast, ExportedEmbedder):
+            runs[backend] = over(fast.embed_array)
+            (entries[backend],) = (
+                p for p in (cache / backend).iterdir() if p.is_dir() and p.name[0] != "."
+            )
+    if "onnxruntime" in entries:  # the setting before: idle workers spin
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = onnxruntime.InferenceSession(
+            str(entries["onnxruntime"] / ort_backend.MODEL_FILE), options
+        )
+        runs["ort spinning"] = over(lambda a: session.run(None, {"pixels": a})[0])
+    if "openvino" in entries:
+        streams = ov_backend.stream_count(threads, eager.batch_size)
+        if streams > 1:  # the setting before: one request on every thread
+            one = ov_backend.OpenVinoRunner(entries["openvino"], threads=threads, streams=1)
+            runs["ov 1 stream"] = over(one)
+        if export_tower(eager.encode_image)[1] != WHOLE_RECIPE:  # the export before: whole
+            folder = cache / "whole-openvino"
+            if not folder.is_dir():
+                folder.mkdir(parents=True)
+                tower = _tower_module(eager.encode_image)
+                assert tower is not None
+                export_onnx(tower, arrays[0].shape[1:], folder / "export.onnx")
+                ov_backend.build(folder / "export.onnx", folder)
+            whole = ov_backend.OpenVinoRunner(folder, threads=threads, streams=streams)
+            runs["ov whole tower"] = over(whole)
+    return runs
+
+
 def forward_table(n: int, rounds: int, cache: Path) -> None:
-    """Print forward images/s per model, thread count and backend, with agreement."""
+    """Print forward images/s per model, thread count and variant, with agreement vs eager."""
     import torch
 
     from bench.embedding import make_images
-    from indexer.embed.backends.exported import ExportedEmbedder, accelerate, min_cosine
+    from indexer.embed.backends.exported import min_cosine
 
     images = make_images(n, 256, 640)
     for label, factory in (
         ("efficientnet-lite0", _efficientnet),
         ("ViT-B-32 (random weights)", _vit_b32_random),
     ):
+        eager = factory()
+        batches = [eager.preprocess(images[i : i + 32]) for i in range(0, n, 32)]
+        arrays = [np.ascontiguousarray(b.numpy()) for b in batches]
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            eager = factory()
-            batches = [eager.preprocess(images[i : i + 32]) for i in range(0, n, 32)]
-            arrays = [b.contiguous().numpy() for b in batches]
-            runs: dict[str, Callable[[], np.ndarray]] = {
-                "torch": lambda e=eager, bs=batches: np.concatenate([e.embed_tensor(b) for b in bs])
-            }
-            for backend in BACKENDS[1:]:
-                fast = accelerate(eager, backend, cache_dir=cache)
-                if isinstance(fast, ExportedEmbedder):
-                    runs[backend] = lambda f=fast, xs=arrays: np.concatenate(
-                        [f.embed_array(a) for a in xs]
-                    )
+            runs = _variants(
+                eager, batches, arrays, cache / f"{label.split()[0]}-{threads}", threads
+            )
             reference = runs["torch"]()
             agreement = {name: min_cosine(fn(), reference) for name, fn in runs.items()}
             times: dict[str, list[float]] = {name: [] for name in runs}
+            cpu: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(rounds):
                 for name, fn in runs.items():
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     fn()
                     times[name].append(time.perf_counter() - start)
+                    cpu[name].append(time.process_time() - start_cpu)
             base = statistics.median(times["torch"])
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
             print(
-                f"{label}, {threads} thread(s), batch 32, {n} images, median of {rounds} interleaved rounds"
+                f"{label}, {threads} thread(s), batch 32, {n} images, median of {rounds} "
+                f"interleaved rounds (load average {load})"
             )
+            base_cpu = statistics.median(cpu["torch"])
             for name in runs:
                 med = statistics.median(times[name])
+                best = min(times["torch"]) / min(times[name])
+                med_cpu = statistics.median(cpu[name])
                 print(
-                    f"  {name:<12} {n / med:7.1f} img/s  {base / med:5.2f}x eager  "
-                    f"min cosine vs eager {agreement[name]:.6f}"
+                    f"  {name:<15} {n / med:6.1f} img/s  {base / med:5.2f}x eager "
+                    f"(fastest rounds {best:5.2f}x; CPU time {base_cpu / med_cpu:5.2f}x)  "
+                    f"min cosine vs eager {agreement[name]:.6f}",
+                    flush=True,
                 )
 
 
