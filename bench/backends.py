@@ -7,8 +7,15 @@ All figures come from one run:
 
 - forward: images/s of the image tower alone on preprocessed batches of 32, for
   ``efficientnet-lite0`` (real weights) and ``ViT-B-32`` (its real open_clip config, **random
-  weights: for timing only**), with 1 and 2 threads; rounds interleave the backends so machine
-  noise hits all of them alike; the lowest cosine vs eager torch over every image is printed;
+  weights: for timing only**, loaded channels-last as ``load_embedder`` does), with 1 and 2
+  threads; rounds interleave the variants so machine noise hits all of them alike; the ratio
+  to eager torch by median wall time, by fastest rounds, and by CPU time (process time: at 1
+  thread the least disturbed by other processes) and the lowest cosine vs eager torch over
+  every image are printed. Variants: ``torch`` (what ``--backend torch`` runs),
+  ``onnxruntime`` and ``openvino`` (exactly what ``accelerate`` runs), and the settings they
+  were chosen over: ``ort spinning`` (ONNX Runtime workers spinning, its default),
+  ``ov 1 stream`` (one request on all threads) and ``ov whole tower`` (ViT exported whole, not
+  with its last block on the class token only, ``indexer/embed/backends/cls_tower.py``);
 - cli: ``splitaudit index --model efficientnet-lite0 --backend B`` on the same ``--cli-n``
   JPEGs (``bench.photos``) for each backend, each in a fresh home (the export cache is
   pre-built, as a second run finds it), wall img/s and peak RSS of the process; plus fastdup
@@ -16,6 +23,14 @@ All figures come from one run:
 
 Targets (issue 13): CLI index with efficientnet-lite0 >= 2.5x today's (torch) img/s;
 ViT-B-32 forward >= 1.5x eager.
+
+What decided the backend settings (figures in docs/indexing.md): OpenVINO is the fastest for
+both families, so ``auto`` stays OpenVINO first for every model. ViT-B-32 is matrix products:
+at 1 thread OpenVINO spends ~92% of its time in FullyConnected at ~90 GFLOP per CPU-second,
+eager torch (MKL) runs the same products at 93-100, and the best f32 rate measured for these
+shapes on this CPU (AMD EPYC Zen 4, 2 cores) is ~107; 1.5x eager would need ~109 sustained
+over the whole tower, above that ceiling, so float32 cannot reach 1.5x on one thread. With
+2 threads the streams (no per-layer synchronisation) take it past 1.5x on this busy machine.
 """
 
 from __future__ import annotations
