@@ -7,8 +7,15 @@ All figures come from one run:
 
 - forward: images/s of the image tower alone on preprocessed batches of 32, for
   ``efficientnet-lite0`` (real weights) and ``ViT-B-32`` (its real open_clip config, **random
-  weights: for timing only**), with 1 and 2 threads; rounds interleave the backends so machine
-  noise hits all of them alike; the lowest cosine vs eager torch over every image is printed;
+  weights: for timing only**, loaded channels-last as ``load_embedder`` does), with 1 and 2
+  threads; rounds interleave the variants so machine noise hits all of them alike; the ratio
+  to eager torch by median wall time, by fastest rounds, and by CPU time (process time: at 1
+  thread the least disturbed by other processes) and the lowest cosine vs eager torch over
+  every image are printed. Variants: ``torch`` (what ``--backend torch`` runs),
+  ``onnxruntime`` and ``openvino`` (exactly what ``accelerate`` runs), and the settings they
+  were chosen over: ``ort spinning`` (ONNX Runtime workers spinning, its default),
+  ``ov 1 stream`` (one request on all threads) and ``ov whole tower`` (ViT exported whole, not
+  with its last block on the class token only, ``indexer/embed/backends/cls_tower.py``);
 - cli: ``splitaudit index --model efficientnet-lite0 --backend B`` on the same ``--cli-n``
   JPEGs (``bench.photos``) for each backend, each in a fresh home (the export cache is
   pre-built, as a second run finds it), wall img/s and peak RSS of the process; plus fastdup
@@ -16,6 +23,14 @@ All figures come from one run:
 
 Targets (issue 13): CLI index with efficientnet-lite0 >= 2.5x today's (torch) img/s;
 ViT-B-32 forward >= 1.5x eager.
+
+What decided the backend settings (figures in docs/indexing.md): OpenVINO is the fastest for
+both families, so ``auto`` stays OpenVINO first for every model. ViT-B-32 is matrix products:
+at 1 thread OpenVINO spends ~92% of its time in FullyConnected at ~90 GFLOP per CPU-second,
+eager torch (MKL) runs the same products at 93-100, and the best f32 rate measured for these
+shapes on this CPU (AMD EPYC Zen 4, 2 cores) is ~107; 1.5x eager would need ~109 sustained
+over the whole tower, above that ceiling, so float32 cannot reach 1.5x on one thread. With
+2 threads the streams (no per-layer synchronisation) take it past 1.5x on this busy machine.
 """
 
 from __future__ import annotations
@@ -44,7 +59,8 @@ fd.run(verbose=False, overwrite=True)
 
 
 def _vit_b32_random() -> Any:
-    """open_clip ViT-B-32 with its real config and random weights (timing only)."""
+    """open_clip ViT-B-32 with its real config and random weights (timing only), loaded as
+    ``load_embedder`` loads a model (eval, channels-last weights)."""
     import open_clip
     import torch
 
@@ -52,7 +68,7 @@ def _vit_b32_random() -> Any:
 
     torch.manual_seed(0)
     model, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32", pretrained=None)
-    model.eval()
+    model.eval().to(memory_format=torch.channels_last)
     return OpenClipEmbedder(
         model.encode_image, preprocess, model_id="bench:ViT-B-32:random-weights", dim=512
     )
@@ -64,49 +80,116 @@ def _efficientnet() -> Any:
     return load_embedder("efficientnet-lite0")
 
 
+Run = Callable[[], np.ndarray]
+
+
+def _variants(
+    eager: Any, batches: list[Any], arrays: list[np.ndarray], cache: Path, threads: int
+) -> dict[str, Run]:
+    """Eager torch, each backend as ``accelerate`` runs it, and the variants it was chosen over.
+
+    ``batches`` are the preprocessed tensors as the torch backend gets them (channels-last),
+    ``arrays`` the same as contiguous numpy arrays, as the exported backends get them.
+    """
+    import onnxruntime
+
+    from indexer.embed.backends import onnx as ort_backend
+    from indexer.embed.backends import openvino as ov_backend
+    from indexer.embed.backends.exported import (
+        WHOLE_RECIPE,
+        ExportedEmbedder,
+        _tower_module,
+        accelerate,
+        export_onnx,
+        export_tower,
+    )
+
+    def over(fn: Callable[[np.ndarray], np.ndarray]) -> Run:
+        return lambda: np.concatenate([fn(a) for a in arrays])
+
+    runs: dict[str, Run] = {
+        "torch": lambda: np.concatenate([eager.embed_tensor(b) for b in batches])
+    }
+    entries: dict[str, Path] = {}
+    for backend in ("onnxruntime", "openvino"):
+        fast = accelerate(eager, backend, cache_dir=cache)
+        if isinstance(fast, ExportedEmbedder):
+            runs[backend] = over(fast.embed_array)
+            (entries[backend],) = (
+                p for p in (cache / backend).iterdir() if p.is_dir() and p.name[0] != "."
+            )
+    if "onnxruntime" in entries:  # the setting before: idle workers spin
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = onnxruntime.InferenceSession(
+            str(entries["onnxruntime"] / ort_backend.MODEL_FILE), options
+        )
+        runs["ort spinning"] = over(lambda a: session.run(None, {"pixels": a})[0])
+    if "openvino" in entries:
+        streams = ov_backend.stream_count(threads, eager.batch_size)
+        if streams > 1:  # the setting before: one request on every thread
+            one = ov_backend.OpenVinoRunner(entries["openvino"], threads=threads, streams=1)
+            runs["ov 1 stream"] = over(one)
+        if export_tower(eager.encode_image)[1] != WHOLE_RECIPE:  # the export before: whole
+            folder = cache / "whole-openvino"
+            if not folder.is_dir():
+                folder.mkdir(parents=True)
+                tower = _tower_module(eager.encode_image)
+                assert tower is not None
+                export_onnx(tower, arrays[0].shape[1:], folder / "export.onnx")
+                ov_backend.build(folder / "export.onnx", folder)
+            whole = ov_backend.OpenVinoRunner(folder, threads=threads, streams=streams)
+            runs["ov whole tower"] = over(whole)
+    return runs
+
+
 def forward_table(n: int, rounds: int, cache: Path) -> None:
-    """Print forward images/s per model, thread count and backend, with agreement."""
+    """Print forward images/s per model, thread count and variant, with agreement vs eager."""
     import torch
 
     from bench.embedding import make_images
-    from indexer.embed.backends.exported import ExportedEmbedder, accelerate, min_cosine
+    from indexer.embed.backends.exported import min_cosine
 
     images = make_images(n, 256, 640)
     for label, factory in (
         ("efficientnet-lite0", _efficientnet),
         ("ViT-B-32 (random weights)", _vit_b32_random),
     ):
+        eager = factory()
+        batches = [eager.preprocess(images[i : i + 32]) for i in range(0, n, 32)]
+        arrays = [np.ascontiguousarray(b.numpy()) for b in batches]
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            eager = factory()
-            batches = [eager.preprocess(images[i : i + 32]) for i in range(0, n, 32)]
-            arrays = [b.contiguous().numpy() for b in batches]
-            runs: dict[str, Callable[[], np.ndarray]] = {
-                "torch": lambda e=eager, bs=batches: np.concatenate([e.embed_tensor(b) for b in bs])
-            }
-            for backend in BACKENDS[1:]:
-                fast = accelerate(eager, backend, cache_dir=cache)
-                if isinstance(fast, ExportedEmbedder):
-                    runs[backend] = lambda f=fast, xs=arrays: np.concatenate(
-                        [f.embed_array(a) for a in xs]
-                    )
+            runs = _variants(
+                eager, batches, arrays, cache / f"{label.split()[0]}-{threads}", threads
+            )
             reference = runs["torch"]()
             agreement = {name: min_cosine(fn(), reference) for name, fn in runs.items()}
             times: dict[str, list[float]] = {name: [] for name in runs}
+            cpu: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(rounds):
                 for name, fn in runs.items():
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     fn()
                     times[name].append(time.perf_counter() - start)
+                    cpu[name].append(time.process_time() - start_cpu)
             base = statistics.median(times["torch"])
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
             print(
-                f"{label}, {threads} thread(s), batch 32, {n} images, median of {rounds} interleaved rounds"
+                f"{label}, {threads} thread(s), batch 32, {n} images, median of {rounds} "
+                f"interleaved rounds (load average {load})"
             )
+            base_cpu = statistics.median(cpu["torch"])
             for name in runs:
                 med = statistics.median(times[name])
+                best = min(times["torch"]) / min(times[name])
+                med_cpu = statistics.median(cpu[name])
                 print(
-                    f"  {name:<12} {n / med:7.1f} img/s  {base / med:5.2f}x eager  "
-                    f"min cosine vs eager {agreement[name]:.6f}"
+                    f"  {name:<15} {n / med:6.1f} img/s  {base / med:5.2f}x eager "
+                    f"(fastest rounds {best:5.2f}x; CPU time {base_cpu / med_cpu:5.2f}x)  "
+                    f"min cosine vs eager {agreement[name]:.6f}",
+                    flush=True,
                 )
 
 

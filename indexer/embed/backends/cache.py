@@ -1,4 +1,4 @@
-"""The export cache: one folder per (model id, backend, library versions), written atomically.
+"""The export cache: one folder per (model id, backend, versions, recipe), written atomically.
 
 An entry is a folder ``<root>/<backend>/<key>/`` holding the exported model files and
 ``meta.json`` (what was exported, with which libraries, the agreement measured against eager
@@ -38,15 +38,25 @@ class CacheEntry:
 
 
 def cache_key(
-    model_id: str, backend: str, versions: Mapping[str, str], input_shape: tuple[int, ...]
+    model_id: str,
+    backend: str,
+    versions: Mapping[str, str],
+    input_shape: tuple[int, ...],
+    *,
+    recipe: str = "whole",
 ) -> str:
-    """Hex key naming an export: model id + backend + library versions + input shape."""
+    """Hex key naming an export: model id + backend + library versions + input shape + recipe.
+
+    ``recipe`` names how the torch module was turned into the graph (e.g. the whole tower, or
+    a ViT with its last block on the class token only): a different recipe is another export.
+    """
     canonical = json.dumps(
         {
             "model_id": model_id,
             "backend": backend,
             "versions": dict(sorted(versions.items())),
             "input_shape": list(input_shape),
+            "recipe": recipe,
             "format": FORMAT_VERSION,
         },
         sort_keys=True,

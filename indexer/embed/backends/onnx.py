@@ -23,6 +23,11 @@ def build(onnx_file: Path, dest: Path) -> None:
     shutil.move(onnx_file, dest / MODEL_FILE)
 
 
+def open_runner(folder: Path, *, threads: int, batch_size: int) -> OnnxRuntimeRunner:
+    """The runner for the entry in ``folder`` (the whole batch in one session run)."""
+    return OnnxRuntimeRunner(folder, threads=threads)
+
+
 class OnnxRuntimeRunner:
     """Runs ``(n, 3, H, W)`` float32 batches through an ONNX Runtime CPU session."""
 
@@ -33,6 +38,9 @@ class OnnxRuntimeRunner:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # idle workers sleep instead of spinning: on a shared CPU a spinning worker burns the
+        # time slice another thread (or process) needs; measured faster there (bench/backends.py)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
         )

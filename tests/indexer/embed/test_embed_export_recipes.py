@@ -1,0 +1,98 @@
+"""Export recipes (the class-token-only ViT tail, in the cache key) and OpenVINO streams."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import open_clip
+import pytest
+import torch
+from conftest import photo
+from helpers.tiny_model import TINY_MODEL_CFG
+
+from indexer.embed.backends import load_embedder_on_backend
+from indexer.embed.backends.cache import META_FILE, cache_key
+from indexer.embed.backends.cls_tower import RECIPE, ClsOnlyLastBlock, cls_only_tower
+from indexer.embed.backends.exported import WHOLE_RECIPE, ExportedEmbedder, export_tower
+from indexer.embed.backends.openvino import OpenVinoRunner, stream_count
+from indexer.embed.loader import load_embedder
+
+
+def _tiny_clip(**vision: object) -> open_clip.CLIP:
+    torch.manual_seed(0)
+    cfg = json.loads(json.dumps(TINY_MODEL_CFG))
+    cfg["vision_cfg"].update(vision)
+    return open_clip.CLIP(**cfg).eval()
+
+
+def _pixels(n: int = 3) -> torch.Tensor:
+    torch.manual_seed(1)
+    return torch.randn(n, 3, 64, 64)
+
+
+def test_the_class_token_tail_computes_what_the_whole_tower_does() -> None:
+    model = _tiny_clip()
+    tower = cls_only_tower(model.encode_image)
+    assert isinstance(tower, ClsOnlyLastBlock)
+    with torch.inference_mode():
+        torch.testing.assert_close(tower(_pixels()), model.encode_image(_pixels()))
+
+
+def test_towers_whose_output_reads_other_tokens_are_exported_whole() -> None:
+    averaged = _tiny_clip(pool_type="avg")
+    assert cls_only_tower(averaged.encode_image) is None
+    assert export_tower(averaged.encode_image)[1] == WHOLE_RECIPE
+    assert cls_only_tower(lambda pixels: pixels) is None  # not a module's method
+    linear = torch.nn.Linear(3, 4)
+    assert cls_only_tower(linear.forward) is None
+    assert export_tower(linear)[1] == WHOLE_RECIPE
+    assert export_tower(_tiny_clip().encode_image)[1] == RECIPE
+
+
+def test_the_recipe_is_part_of_the_cache_key() -> None:
+    args = ("m", "openvino", {"torch": "2"}, (3, 64, 64))
+    assert cache_key(*args, recipe=RECIPE) != cache_key(*args, recipe=WHOLE_RECIPE)
+    assert cache_key(*args) == cache_key(*args, recipe=WHOLE_RECIPE)
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_a_tiny_vit_is_exported_with_the_class_token_tail(
+    backend: str, tiny_model_spec: str, tmp_path: Path
+) -> None:
+    fast = load_embedder_on_backend(tiny_model_spec, backend=backend, cache_dir=tmp_path)
+    assert isinstance(fast, ExportedEmbedder) and fast.agreement >= 0.999
+    (entry,) = (p for p in (tmp_path / backend).iterdir() if not p.name.startswith("."))
+    assert json.loads((entry / META_FILE).read_text())["recipe"] == RECIPE
+    images = [photo(seed, (90, 70)) for seed in range(5)]
+    got, want = fast.embed(images), load_embedder(tiny_model_spec).embed(images)
+    assert float(np.min(np.sum(got * want, axis=1))) >= 0.999
+
+
+@pytest.mark.parametrize(
+    ("threads", "batch_size", "streams"),
+    [(1, 32, 1), (2, 32, 2), (16, 32, 4), (2, 8, 1), (2, 1, 1), (4, 16, 2)],
+)
+def test_openvino_gives_each_stream_at_least_eight_images(
+    threads: int, batch_size: int, streams: int
+) -> None:
+    assert stream_count(threads, batch_size) == streams
+
+
+def test_stream_count_refuses_nonsense() -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        stream_count(0, 32)
+    with pytest.raises(ValueError, match="streams must be >= 1"):
+        OpenVinoRunner(Path("unused"), threads=1, streams=0)
+
+
+def test_openvino_streams_return_rows_in_batch_order(tiny_model_spec: str, tmp_path: Path) -> None:
+    load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=tmp_path)
+    (entry,) = (p for p in (tmp_path / "openvino").iterdir() if not p.name.startswith("."))
+    batch = _pixels(7).numpy()
+    one = OpenVinoRunner(entry, threads=1, streams=1)(batch)
+    split = OpenVinoRunner(entry, threads=2, streams=3)
+    np.testing.assert_allclose(split(batch), one, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(split(batch[:1]), one[:1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(split(batch[:2]), one[:2], rtol=1e-5, atol=1e-6)
