@@ -20,6 +20,7 @@ from indexer.audit.found import DuplicatePair
 from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from indexer.audit.geometry import GeometricMatch
 from indexer.audit.ingest import SplitState
+from indexer.audit.phases import PhaseTimes
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
 from indexer.db.queries import in_chunks
@@ -96,6 +97,7 @@ def match_corpus(
     vectors: npt.NDArray[np.float32] | None,
     thresholds: Thresholds,
     query_model: type[SplitItem] | type[Item] = SplitItem,
+    phases: PhaseTimes | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
 
@@ -103,6 +105,7 @@ def match_corpus(
     matched against itself (``indexer.dedup``).
     """
     started = time.perf_counter()
+    phases = phases or PhaseTimes()
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, item_id: int) -> Pair:
@@ -111,7 +114,8 @@ def match_corpus(
             pairs[key] = Pair(row=row, item_id=item_id)
         return pairs[key]
 
-    _exact_pairs(session, corpus_id, state, pair)
+    with phases.phase("exact (db)"):
+        _exact_pairs(session, corpus_id, state, pair)
     # Hash k-NN candidates matter where cosine cannot nominate: small images, or no embeddings.
     has_vectors = vectors is not None and index.floats is not None and len(vectors) > 0
     knn_rows = (
@@ -119,13 +123,16 @@ def match_corpus(
         if not has_vectors
         else state.min_side < getattr(thresholds, "small_side", 96)
     )
-    _hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
+    with phases.phase("hash search"):
+        _hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
-        _vector_pairs(index.floats.search, vectors, thresholds, pair)
-        _fill_cosines(index, vectors, pairs.values())
-    _fill_min_sides(session, state, pairs.values())
+        with phases.phase("vector search"):
+            _vector_pairs(index.floats.search, vectors, thresholds, pair)
+            _fill_cosines(index, vectors, pairs.values())
+    with phases.phase("sizes (db)"):
+        _fill_min_sides(session, state, pairs.values())
     geometric = GeometricTier()
-    _verify_candidates(session, state, pairs.values(), thresholds, geometric, query_model)
+    _verify_candidates(session, state, pairs.values(), thresholds, geometric, query_model, phases)
     geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
@@ -259,6 +266,7 @@ def _verify_candidates(
     th: Thresholds,
     geometric: GeometricTier,
     query_model: type[SplitItem] | type[Item] = SplitItem,
+    phases: PhaseTimes | None = None,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
     geometric match on the large ones it does not settle either (``indexer.audit.geometric_tier``)."""
@@ -272,9 +280,16 @@ def _verify_candidates(
             todo[p.row].append(p)
     if not todo:
         return
+    phases = phases or PhaseTimes()
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
-    locators = _item_locators(session, Item, item_ids)
-    split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
+    with phases.phase("locators (db)"):
+        locators = _item_locators(session, Item, item_ids)
+        split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
+
+    def _load(locator: dict[str, Any] | None) -> Image.Image | None:
+        with phases.phase("verification: decode"):
+            return _load_image(locator)
+
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
     for row, ps in todo.items():
@@ -298,7 +313,9 @@ def _verify_candidates(
                 kept.append(p)
         if thumbs:
             zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
-            for p, score in zip(kept, verify_scores(query, np.stack(thumbs), zoom), strict=True):
+            with phases.phase("verification: pixel verifier"):
+                scores = verify_scores(query, np.stack(thumbs), zoom)
+            for p, score in zip(kept, scores, strict=True):
                 p.verify = float(score)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [
@@ -311,7 +328,11 @@ def _verify_candidates(
             def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
                 return seen.get(item_id) or _load(locators.get(item_id))
 
+            geometric_started = time.perf_counter()
+            decoding = phases.seconds.get("verification: decode", 0.0)
             found = geometric.match(query, [p.item_id for p in chosen], load)
+            decoded = phases.seconds.get("verification: decode", 0.0) - decoding
+            phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
         if len(cache) > THUMB_CACHE:
@@ -328,7 +349,7 @@ def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int
     return out
 
 
-def _load(locator: dict[str, Any] | None) -> Image.Image | None:
+def _load_image(locator: dict[str, Any] | None) -> Image.Image | None:
     """Decode an image from a stored locator; None when its bytes are gone or unreadable."""
     if not locator:
         return None
