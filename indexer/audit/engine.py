@@ -368,8 +368,6 @@ def split_duplicates(
     The corpus candidate search of ``match_corpus``, with the split as its own corpus (exact
     indexes over its rows, every row a hash k-NN query); verified on the stored thumbnails.
     """
-    from indexer.audit.verify import verify_score
-
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, other: int) -> Pair:
@@ -392,16 +390,41 @@ def split_duplicates(
         _hash_pairs(store, state, th, pair, np.ones(n, bool), k)
         if vectors is not None and len(vectors) == n:
             _vector_pairs(_exact_search(vectors), vectors, th, pair, k)
+    _verify_split_pairs(state, pairs, th)
     out: list[DuplicatePair] = []
     for (i, j), p in sorted(pairs.items()):
-        if not (p.sha_equal or p.pixel_equal):
-            p.min_side = int(min(state.min_side[i], state.min_side[j]))
-            if th.needs_verify(p.hamming, p.cosine, p.min_side):
-                p.verify = verify_score(state.thumbs[i], state.thumbs[j])
         _classify(p, th)
         if p.kind is not None:
             out.append(DuplicatePair(i, j, p.kind, p.cosine, p.hamming))
     return out
+
+
+def _verify_split_pairs(
+    state: SplitState, pairs: dict[tuple[int, int], Pair], th: Thresholds
+) -> None:
+    """Verification scores of the split pairs the cheap tiers leave open, on the stored thumbnails.
+
+    Row ``i`` is the query against all its open partners ``j > i`` in one ``verify_scores``
+    call, on references prepared once per split row (the same scores as one call per pair).
+    """
+    from indexer.audit.verify import prepare_references, verify_scores
+
+    todo: dict[int, list[Pair]] = defaultdict(list)
+    for (i, j), p in sorted(pairs.items()):
+        if p.sha_equal or p.pixel_equal:
+            continue
+        p.min_side = int(min(state.min_side[i], state.min_side[j]))
+        if th.needs_verify(p.hamming, p.cosine, p.min_side):
+            todo[i].append(p)
+    if not todo:
+        return
+    partners = sorted({p.item_id for ps in todo.values() for p in ps})
+    position = {row: n for n, row in enumerate(partners)}
+    references = prepare_references(state.thumbs[partners], True)
+    for i, ps in todo.items():
+        picked = references.take([position[p.item_id] for p in ps])
+        for p, score in zip(ps, verify_scores(state.thumbs[i], picked), strict=True):
+            p.verify = float(score)
 
 
 def _exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:

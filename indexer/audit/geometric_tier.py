@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_keypoints
+from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_many
 from indexer.audit.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,9 @@ class GeometricTier:
             return []
         started = time.perf_counter()
         query_points = keypoints(query, with_mirror=True)
-        out = []
-        for item_id in item_ids:
-            reference = self.cache.get(item_id, load)
-            out.append(NO_MATCH if reference is None else match_keypoints(query_points, reference))
+        references = [self.cache.get(item_id, load) for item_id in item_ids]
+        found = iter(match_many(query_points, [r for r in references if r is not None]))
+        out = [NO_MATCH if r is None else next(found) for r in references]
         self.pairs += len(item_ids)
         self.seconds += time.perf_counter() - started
         return out
