@@ -24,7 +24,8 @@ the release before that issue's work, eager torch only):
   same files (``fastdup.run(input_dir=corpus, test_dir=split)``: it extracts features of both,
   it has no persistent index), once per round;
 - printed: median wall seconds, split images/s, ratio to the baseline, peak RSS (``VmHWM`` of
-  the child, sampled), the flagged count of each report (a speed-up must not change it) and
+  the child, sampled), the flagged count of each report and a fingerprint of its results
+  (verdicts, matches, split duplicates: a speed-up must not change it), and
   this checkout's per-phase wall time as the audit logs it (``audit phases: ...``).
 
 Figures depend on the machine's load: the load average is printed; only ratios measured in
@@ -34,6 +35,7 @@ the same run mean anything.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -158,6 +160,7 @@ class Runs:
     seconds: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
     flagged: list[int | None] = field(default_factory=list)
+    results: list[str | None] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
 
 
@@ -209,11 +212,24 @@ def _has_backend_option(code: Path) -> bool:
     return (code / "indexer" / "cli" / "backend_option.py").is_file()
 
 
-def _flagged(report: Path) -> int | None:
+def _read_report(report: Path) -> tuple[int | None, str | None]:
+    """The report's flagged count and a fingerprint of its results: every test image's verdict,
+    its matches (corpus key, kind) and the within-split duplicate pairs (scores left out)."""
     try:
-        return int(json.loads(report.read_text())["summary"]["flagged"])
-    except (OSError, ValueError, KeyError):
-        return None
+        data = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return None, None
+    results = sorted(
+        (
+            item["key"],
+            item["verdict"],
+            sorted((m.get("corpus_key"), m["kind"]) for m in item.get("matches", [])),
+        )
+        for item in data.get("items", [])
+    )
+    dups = sorted((d["a"], d["b"], d["kind"]) for d in data.get("split_duplicates", []))
+    digest = hashlib.sha256(json.dumps([results, dups]).encode()).hexdigest()[:12]
+    return int(data["summary"]["flagged"]), digest
 
 
 def _phase_table(logs: list[str]) -> list[str]:
@@ -323,7 +339,7 @@ def _bench(
                 env = {**os.environ, "SENTRY_OPT_OUT": "1"}
                 cmd = [str(code), "-c", _FASTDUP_SCRIPT, str(corpus_dir), str(split), str(out)]
                 wall, rss, err = _run(cmd, env, work)
-                flagged = None
+                flagged, fingerprint = None, None
             else:
                 cmd, env = _splitaudit(code, home)
                 report = out.with_suffix(".json")
@@ -332,10 +348,11 @@ def _bench(
                     env,
                     work,
                 )
-                flagged = _flagged(report)
+                flagged, fingerprint = _read_report(report)
             runs[name].seconds.append(wall)
             runs[name].rss_mib.append(rss)
             runs[name].flagged.append(flagged)
+            runs[name].results.append(fingerprint)
             runs[name].logs.append(err)
             print(f"  round {r + 1}: {name}: {wall:.1f} s", flush=True)
     base_name = next((n for n in names if n.startswith("baseline")), names[0])
@@ -347,10 +364,14 @@ def _bench(
     for name in names:
         med = statistics.median(runs[name].seconds)
         flagged = ", ".join("-" if f is None else str(f) for f in runs[name].flagged)
+        results = ", ".join(sorted({r for r in runs[name].results if r})) or "-"
         print(
             f"  {name:<40} {med:7.1f} s {n_split / med:6.2f} img/s {base / med:5.2f}x baseline  "
-            f"peak RSS {max(runs[name].rss_mib):6.0f} MiB  flagged {flagged}"
+            f"peak RSS {max(runs[name].rss_mib):6.0f} MiB  flagged {flagged}  results {results}"
         )
+    print(
+        "  (results: fingerprint of verdicts, matches and split duplicates; equal = same results)"
+    )
     if fastdup:
         print("  (fastdup extracts the corpus's features too in every run: it keeps no index)")
     for name in names:
