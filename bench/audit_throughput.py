@@ -1,7 +1,7 @@
 """Whole-process ``splitaudit audit`` throughput: backends, the 0.1.0 release and fastdup, one run.
 
 Run: ``python -m bench.audit_throughput [--corpus-n 1000] [--split-n 400] [--rounds 2]
-[--also-ref REF ...] [--skip-baseline] [--skip-fastdup]``
+[--backend B ...] [--also-ref REF ...] [--skip-baseline] [--skip-fastdup]``
 
 What one run does (issue 13: audit of a split with efficientnet-lite0 >= 2.5x the images/s of
 the release before that issue's work, eager torch only):
@@ -266,6 +266,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline-ref", default="9780ee4", help="the 0.1.0 release by default")
     parser.add_argument("--also-ref", action="append", default=[], help="another code to time")
+    parser.add_argument(
+        "--backend",
+        dest="backends",
+        action="append",
+        choices=("torch", "onnxruntime", "openvino"),
+        help="this checkout's backends to time (repeatable; default: torch and openvino)",
+    )
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--skip-fastdup", action="store_true")
     parser.add_argument("--work", type=Path, default=None, help="keep homes and reports here")
@@ -311,8 +318,8 @@ def _bench(
         return homes[code]
 
     ours = home_for(ROOT, "this-checkout")
-    variants["this checkout, --backend torch"] = (ROOT, ours, ["--backend", "torch"])
-    variants["this checkout, --backend openvino"] = (ROOT, ours, ["--backend", "openvino"])
+    for backend in args.backends or ("torch", "openvino"):
+        variants[f"this checkout, --backend {backend}"] = (ROOT, ours, ["--backend", backend])
     if not args.skip_baseline:
         code = _export(args.baseline_ref, work / "code-baseline")
         variants[f"baseline {args.baseline_ref} (torch)"] = (code, home_for(code, "baseline"), [])
@@ -355,18 +362,22 @@ def _bench(
             runs[name].results.append(fingerprint)
             runs[name].logs.append(err)
             print(f"  round {r + 1}: {name}: {wall:.1f} s", flush=True)
-    base_name = next((n for n in names if n.startswith("baseline")), names[0])
+    base_name = next(
+        (n for n in names if n.startswith("baseline")),
+        next((n for n in names if not n.startswith(("this", "fastdup"))), names[0]),
+    )
     base = statistics.median(runs[base_name].seconds)
     print(
         f"\n`splitaudit audit` of {n_split} images against {args.corpus_n} indexed images "
-        f"(efficientnet-lite0), median of {args.rounds} alternating rounds, whole process wall time"
+        f"(efficientnet-lite0), median of {args.rounds} alternating rounds, whole process wall time; "
+        f"ratios (x ref) against {base_name}"
     )
     for name in names:
         med = statistics.median(runs[name].seconds)
         flagged = ", ".join("-" if f is None else str(f) for f in runs[name].flagged)
         results = ", ".join(sorted({r for r in runs[name].results if r})) or "-"
         print(
-            f"  {name:<40} {med:7.1f} s {n_split / med:6.2f} img/s {base / med:5.2f}x baseline  "
+            f"  {name:<40} {med:7.1f} s {n_split / med:6.2f} img/s {base / med:5.2f}x ref  "
             f"peak RSS {max(runs[name].rss_mib):6.0f} MiB  flagged {flagged}  results {results}"
         )
     print(
