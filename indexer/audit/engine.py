@@ -132,7 +132,12 @@ def match_corpus(
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
     geometric = GeometricTier()
-    _verify_candidates(session, state, pairs.values(), thresholds, geometric, query_model, phases)
+    try:
+        _verify_candidates(
+            session, state, pairs.values(), thresholds, geometric, query_model, phases
+        )
+    finally:
+        geometric.close()
     geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():

@@ -130,8 +130,15 @@ class GeometricTier:
         # SIFT detection releases the GIL, and one detection uses one core (OpenCV's own
         # threads barely help it): detect the test image and the corpus images side by side.
         self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))
+        self._pool: ThreadPoolExecutor | None = None  # one for the audit: threads keep their arenas
         self.pairs = 0
         self.seconds = 0.0
+
+    def close(self) -> None:
+        """Stop the detection threads (a later ``match`` starts them again)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def match(
         self,
@@ -144,10 +151,11 @@ class GeometricTier:
             return []
         started = time.perf_counter()
         if self.threads > 1:
-            with ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints") as pool:
-                query_job = pool.submit(keypoints, query, with_mirror=True)
-                references = self.cache.get_many(item_ids, load, pool)
-                query_points = query_job.result()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
+            query_job = self._pool.submit(keypoints, query, with_mirror=True)
+            references = self.cache.get_many(item_ids, load, self._pool)
+            query_points = query_job.result()
         else:
             query_points = keypoints(query, with_mirror=True)
             references = self.cache.get_many(item_ids, load)

@@ -84,3 +84,22 @@ def test_match_many_of_nothing_and_of_featureless_references(photos: list[Image.
     assert match_many(query, []) == []
     assert match_many(query, [flat]) == [geometry.match_keypoints(query, flat)]
     assert not match_many(query, [flat])[0].is_copy()
+
+
+def test_threaded_detection_gives_the_same_matches(photos: list[Image.Image]) -> None:
+    from indexer.audit.geometric_tier import GeometricTier
+
+    corpus = dict(enumerate(photos))
+    query = photos[0].crop((40, 40, 400, 400)).rotate(6)
+    ids = [3, 0, 1, 0, 2]  # a repeated id is matched twice, detected once
+    one, two = GeometricTier(threads=1), GeometricTier(threads=2)
+    try:
+        sequential = one.match(query, ids, corpus.get)
+        threaded = two.match(query, ids, corpus.get)
+        assert threaded == sequential
+        assert threaded[1].is_copy() and threaded[3].is_copy()
+        assert two.match(query, [4, 1], corpus.get) == one.match(query, [4, 1], corpus.get)
+    finally:
+        two.close()
+        one.close()
+    two.close()  # closing twice is harmless
