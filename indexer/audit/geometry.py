@@ -213,8 +213,14 @@ def _distances(
 ) -> npt.NDArray[np.float32]:
     """L2 distances of every (query, reference) descriptor pair, as OpenCV's brute force gives
     them (exact squared distances for ``_exact_integers`` descriptors, float32 square root)."""
-    squared = query_norms[:, None] + reference_norms[None, :] - 2.0 * (query @ reference.T)
-    out: npt.NDArray[np.float32] = np.sqrt(np.maximum(squared, 0.0, dtype=np.float32))
+    # In place, one matrix: every term is an integer below 2**24, so the order of the sums
+    # does not change the result.
+    out: npt.NDArray[np.float32] = query @ reference.T
+    out *= np.float32(-2.0)
+    out += query_norms[:, None]
+    out += reference_norms[None, :]
+    np.maximum(out, np.float32(0.0), out=out)
+    np.sqrt(out, out=out)
     return out
 
 
