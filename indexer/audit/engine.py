@@ -20,6 +20,7 @@ from indexer.audit.found import DuplicatePair
 from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from indexer.audit.geometry import GeometricMatch
 from indexer.audit.ingest import SplitState
+from indexer.audit.phases import PhaseTimes
 from indexer.audit.thresholds import Thresholds
 from indexer.db.models import Item, SplitItem
 from indexer.db.queries import in_chunks
@@ -104,6 +105,7 @@ def match_corpus(
     vectors: npt.NDArray[np.float32] | None,
     thresholds: Thresholds,
     query_model: type[SplitItem] | type[Item] = SplitItem,
+    phases: PhaseTimes | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
 
@@ -111,6 +113,7 @@ def match_corpus(
     matched against itself (``indexer.dedup``).
     """
     started = time.perf_counter()
+    phases = phases or PhaseTimes()
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, item_id: int) -> Pair:
@@ -119,7 +122,8 @@ def match_corpus(
             pairs[key] = Pair(row=row, item_id=item_id)
         return pairs[key]
 
-    _exact_pairs(session, corpus_id, state, pair)
+    with phases.phase("exact (db)"):
+        _exact_pairs(session, corpus_id, state, pair)
     # Hash k-NN candidates matter where cosine cannot nominate: small images, or no embeddings.
     has_vectors = vectors is not None and index.floats is not None and len(vectors) > 0
     knn_rows = (
@@ -127,13 +131,21 @@ def match_corpus(
         if not has_vectors
         else state.min_side < getattr(thresholds, "small_side", 96)
     )
-    _hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
+    with phases.phase("hash search"):
+        _hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
-        _vector_pairs(index.floats.search, vectors, thresholds, pair)
-        _fill_cosines(index, vectors, pairs.values())
-    _fill_min_sides(session, state, pairs.values())
+        with phases.phase("vector search"):
+            _vector_pairs(index.floats.search, vectors, thresholds, pair)
+            _fill_cosines(index, vectors, pairs.values())
+    with phases.phase("sizes (db)"):
+        _fill_min_sides(session, state, pairs.values())
     geometric = GeometricTier()
-    _verify_candidates(session, state, pairs.values(), thresholds, geometric, query_model)
+    try:
+        _verify_candidates(
+            session, state, pairs.values(), thresholds, geometric, query_model, phases
+        )
+    finally:
+        geometric.close()
     geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
@@ -269,6 +281,7 @@ def _verify_candidates(
     th: Thresholds,
     geometric: GeometricTier,
     query_model: type[SplitItem] | type[Item] = SplitItem,
+    phases: PhaseTimes | None = None,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
     geometric match on the large ones it does not settle either (``indexer.audit.geometric_tier``)."""
@@ -282,9 +295,16 @@ def _verify_candidates(
             todo[p.row].append(p)
     if not todo:
         return
+    phases = phases or PhaseTimes()
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
-    locators = _item_locators(session, Item, item_ids)
-    split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
+    with phases.phase("locators (db)"):
+        locators = _item_locators(session, Item, item_ids)
+        split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
+
+    def _load(locator: dict[str, Any] | None) -> Image.Image | None:
+        with phases.phase("verification: decode"):
+            return _load_image(locator)
+
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
     for row, ps in todo.items():
@@ -308,7 +328,9 @@ def _verify_candidates(
                 kept.append(p)
         if thumbs:
             zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
-            for p, score in zip(kept, verify_scores(query, np.stack(thumbs), zoom), strict=True):
+            with phases.phase("verification: pixel verifier"):
+                scores = verify_scores(query, np.stack(thumbs), zoom)
+            for p, score in zip(kept, scores, strict=True):
                 p.verify = float(score)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [
@@ -321,7 +343,11 @@ def _verify_candidates(
             def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
                 return seen.get(item_id) or _load(locators.get(item_id))
 
+            geometric_started = time.perf_counter()
+            decoding = phases.seconds.get("verification: decode", 0.0)
             found = geometric.match(query, [p.item_id for p in chosen], load)
+            decoded = phases.seconds.get("verification: decode", 0.0) - decoding
+            phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
         if len(cache) > THUMB_CACHE:
@@ -338,7 +364,7 @@ def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int
     return out
 
 
-def _load(locator: dict[str, Any] | None) -> Image.Image | None:
+def _load_image(locator: dict[str, Any] | None) -> Image.Image | None:
     """Decode an image from a stored locator; None when its bytes are gone or unreadable."""
     if not locator:
         return None
@@ -357,8 +383,6 @@ def split_duplicates(
     The corpus candidate search of ``match_corpus``, with the split as its own corpus (exact
     indexes over its rows, every row a hash k-NN query); verified on the stored thumbnails.
     """
-    from indexer.audit.verify import verify_score
-
     pairs: dict[tuple[int, int], Pair] = {}
 
     def pair(row: int, other: int) -> Pair:
@@ -385,16 +409,41 @@ def split_duplicates(
         _hash_pairs(store, state, th, pair, np.ones(n, bool), k)
         if vectors is not None and len(vectors) == n:
             _vector_pairs(_exact_search(vectors), vectors, th, pair, k)
+    _verify_split_pairs(state, pairs, th)
     out: list[DuplicatePair] = []
     for (i, j), p in sorted(pairs.items()):
-        if not p.digest_equal:
-            p.min_side = int(min(state.min_side[i], state.min_side[j]))
-            if th.needs_verify(p.hamming, p.cosine, p.min_side):
-                p.verify = verify_score(state.thumbs[i], state.thumbs[j])
         _classify(p, th)
         if p.kind is not None:
             out.append(DuplicatePair(i, j, p.kind, p.cosine, p.hamming))
     return out
+
+
+def _verify_split_pairs(
+    state: SplitState, pairs: dict[tuple[int, int], Pair], th: Thresholds
+) -> None:
+    """Verification scores of the split pairs the cheap tiers leave open, on the stored thumbnails.
+
+    Row ``i`` is the query against all its open partners ``j > i`` in one ``verify_scores``
+    call, on references prepared once per split row (the same scores as one call per pair).
+    """
+    from indexer.audit.verify import prepare_references, verify_scores
+
+    todo: dict[int, list[Pair]] = defaultdict(list)
+    for (i, j), p in sorted(pairs.items()):
+        if p.digest_equal:
+            continue
+        p.min_side = int(min(state.min_side[i], state.min_side[j]))
+        if th.needs_verify(p.hamming, p.cosine, p.min_side):
+            todo[i].append(p)
+    if not todo:
+        return
+    partners = sorted({p.item_id for ps in todo.values() for p in ps})
+    position = {row: n for n, row in enumerate(partners)}
+    references = prepare_references(state.thumbs[partners], True)
+    for i, ps in todo.items():
+        picked = references.take([position[p.item_id] for p in ps])
+        for p, score in zip(ps, verify_scores(state.thumbs[i], picked), strict=True):
+            p.verify = float(score)
 
 
 def _exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:

@@ -7,19 +7,22 @@ thumbnails, where the pixel verifier decides) whose cosine nominates it
 (>= ``candidate_cosine``) and which no hash or pixel verification has made near. Per test
 image, every such pair with cosine >= ``near_cosine`` is matched, plus the
 ``GEOMETRY_CAP`` best-ranked others. Corpus keypoints are kept in a bounded LRU cache.
+Keypoints are detected on a few threads (one detection per core) while the images decode.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import numpy as np
 from PIL import Image
 
-from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_keypoints
+from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_many
 from indexer.audit.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
@@ -79,19 +82,63 @@ class KeypointCache:
             return self._items[item_id]
         image = load(item_id)
         found = None if image is None else keypoints(image)
+        self._put(item_id, found)
+        return found
+
+    def get_many(
+        self,
+        item_ids: Sequence[int],
+        load: Callable[[int], Image.Image | None],
+        detect_in: Executor | None = None,
+    ) -> list[Keypoints | None]:
+        """``get`` of each item (order kept); images are loaded here, one after the other, and
+        their keypoints detected in ``detect_in`` while the next ones load."""
+        known: dict[int, Keypoints | None] = {}
+        detecting: dict[int, Future[Keypoints]] = {}
+        for item_id in item_ids:
+            if item_id in known or item_id in detecting:
+                continue
+            if item_id in self._items:
+                self._items.move_to_end(item_id)
+                known[item_id] = self._items[item_id]
+                continue
+            image = load(item_id)
+            if image is None:
+                known[item_id] = None
+                self._put(item_id, None)
+            elif detect_in is None:
+                known[item_id] = keypoints(image)
+                self._put(item_id, known[item_id])
+            else:
+                detecting[item_id] = detect_in.submit(keypoints, image)
+        for item_id, job in detecting.items():
+            known[item_id] = job.result()
+            self._put(item_id, known[item_id])
+        return [known[item_id] for item_id in item_ids]
+
+    def _put(self, item_id: int, found: Keypoints | None) -> None:
         self._items[item_id] = found
         if len(self._items) > self.capacity:
             self._items.popitem(last=False)
-        return found
 
 
 class GeometricTier:
     """Runs geometric matches for an audit and accounts for their time."""
 
-    def __init__(self, cache: KeypointCache | None = None) -> None:
+    def __init__(self, cache: KeypointCache | None = None, threads: int | None = None) -> None:
         self.cache = cache or KeypointCache()
+        # SIFT detection releases the GIL, and one detection uses one core (OpenCV's own
+        # threads barely help it): detect the test image and the corpus images side by side.
+        self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))
+        self._pool: ThreadPoolExecutor | None = None  # one for the audit: threads keep their arenas
         self.pairs = 0
         self.seconds = 0.0
+
+    def close(self) -> None:
+        """Stop the detection threads (a later ``match`` starts them again)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def match(
         self,
@@ -103,11 +150,17 @@ class GeometricTier:
         if not item_ids:
             return []
         started = time.perf_counter()
-        query_points = keypoints(query, with_mirror=True)
-        out = []
-        for item_id in item_ids:
-            reference = self.cache.get(item_id, load)
-            out.append(NO_MATCH if reference is None else match_keypoints(query_points, reference))
+        if self.threads > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
+            query_job = self._pool.submit(keypoints, query, with_mirror=True)
+            references = self.cache.get_many(item_ids, load, self._pool)
+            query_points = query_job.result()
+        else:
+            query_points = keypoints(query, with_mirror=True)
+            references = self.cache.get_many(item_ids, load)
+        found = iter(match_many(query_points, [r for r in references if r is not None]))
+        out = [NO_MATCH if r is None else next(found) for r in references]
         self.pairs += len(item_ids)
         self.seconds += time.perf_counter() - started
         return out

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import select
 
+from indexer.audit.phases import PhaseTimes
 from indexer.audit.verify import verify_thumbnail
 from indexer.db.engine import transaction
 from indexer.db.models import Split, SplitItem
@@ -58,8 +59,10 @@ def ingest_split(
     embedders: Mapping[str, Embedder],
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    phases: PhaseTimes | None = None,
 ) -> SplitState:
     """Read every item of ``source`` once: store split_item rows (first time) and build arrays."""
+    phases = phases or PhaseTimes()
     with ws.sessions() as s:
         split = s.get_one(Split, split_id)
         labels_override: Mapping[str, str] = dict(split.labels or {})
@@ -88,8 +91,14 @@ def ingest_split(
     total = 0
     # Split images are kept small in memory for the embedders and the verification thumbnails.
     with Extractor(workers=workers, keep_image=True) as extractor:
-        for batch in extractor.map_batches(_batches(source, BATCH)):
-            rows = _store_batch(ws, split_id, batch, labels_override, existing, already)
+        batches = extractor.map_batches(_batches(source, BATCH))
+        while True:
+            with phases.phase("read+decode+hash"):
+                batch = next(batches, None)
+            if batch is None:
+                break
+            with phases.phase("split items (db)"):
+                rows = _store_batch(ws, split_id, batch, labels_override, existing, already)
             good = [
                 (e, row_id) for e, row_id in zip(batch, rows, strict=True) if e.features is not None
             ]
@@ -106,11 +115,13 @@ def ingest_split(
                 phm.append(f.phash_mirror)
                 sides.append(min(f.width, f.height))
                 assert e.image is not None
-                thumbs.append(verify_thumbnail(e.image))
+                with phases.phase("read+decode+hash"):
+                    thumbs.append(verify_thumbnail(e.image))
             if good:
                 images = [e.image for e, _ in good]
-                for model_id, embedder in embedders.items():
-                    vec_parts[model_id].append(embedder.embed(images))  # type: ignore[arg-type]
+                with phases.phase("embed"):
+                    for model_id, embedder in embedders.items():
+                        vec_parts[model_id].append(embedder.embed(images))  # type: ignore[arg-type]
             total += len(batch)
             if progress:
                 progress(len(batch))

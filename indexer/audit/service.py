@@ -22,6 +22,7 @@ from indexer.audit.engine import match_corpus, split_duplicates
 from indexer.audit.found import FoundMatch
 from indexer.audit.ingest import SplitState, ingest_split
 from indexer.audit.label_tier import LabelTierResult, label_leak_matches
+from indexer.audit.phases import PhaseTimes
 from indexer.audit.report import compute_summary
 from indexer.audit.thresholds import Thresholds
 from indexer.db.engine import transaction
@@ -205,6 +206,7 @@ def execute_audit(
     from indexer.sources.open import open_split
 
     report = progress or (lambda _f, _m: None)
+    phases = PhaseTimes()
     with transaction(ws.sessions) as s:
         audit = s.get_one(Audit, audit_id)
         split = s.get_one(Split, audit.split_id)
@@ -216,7 +218,8 @@ def execute_audit(
         params = dict(audit.params)
         corpus_refs = [CorpusRef(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
 
-    model_info, embedders = _load_embedders(corpus_refs, embedder_factory)
+    with phases.phase("load model"):
+        model_info, embedders = _load_embedders(corpus_refs, embedder_factory)
     if "threshold_source" in params:  # the report and the UI say where the cosines came from
         model_info = dict(model_info, thresholds=params["threshold_source"])
     report(0.02, "reading split")
@@ -234,17 +237,25 @@ def execute_audit(
         report(frac, f"read {seen}{of} split images")
 
     state = ingest_split(
-        ws, split_id, source, embedders=embedders, workers=workers, progress=on_items
+        ws,
+        split_id,
+        source,
+        embedders=embedders,
+        workers=workers,
+        progress=on_items,
+        phases=phases,
     )
     report(0.6, f"matching {len(state)} images")
-    all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report)
-    label = _label_tier(
-        ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs])
-    )
+    all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report, phases)
+    with phases.phase("label tier"):
+        label = _label_tier(
+            ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs])
+        )
     label_matches = label.matches if label else []
     dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
-    dups = split_duplicates(state, dup_vectors, th)
-    with transaction(ws.sessions) as s:
+    with phases.phase("split duplicates"):
+        dups = split_duplicates(state, dup_vectors, th)
+    with phases.phase("results (db)"), transaction(ws.sessions) as s:
         s.bulk_insert_mappings(Match, [m.row(audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
         s.bulk_insert_mappings(
             SplitDuplicate,
@@ -268,6 +279,7 @@ def execute_audit(
         if label and label.prevalence:
             audit.summary = dict(audit.summary, label_prevalence=label.prevalence)
         audit.finished_at = datetime.now(UTC)
+    phases.log()
     report(1.0, "done")
 
 
@@ -278,12 +290,14 @@ def _visual_matches(
     embedders: Mapping[str, Embedder],
     th: Thresholds,
     report: ProgressFn,
+    phases: PhaseTimes,
 ) -> tuple[list[FoundMatch], dict[str, Any]]:
     """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
     matches: list[FoundMatch] = []
     index_info: dict[str, Any] = {}
     for n, corpus in enumerate(corpora):
-        index = open_corpus_index(ws, corpus.name)
+        with phases.phase("open index"):
+            index = open_corpus_index(ws, corpus.name)
         index_info[corpus.name] = index.info()
         vectors = (
             state.vectors.get(corpus.model_id)
@@ -292,7 +306,13 @@ def _visual_matches(
         )
         with ws.sessions() as s:
             found = match_corpus(
-                s, corpus_id=corpus.id, index=index, state=state, vectors=vectors, thresholds=th
+                s,
+                corpus_id=corpus.id,
+                index=index,
+                state=state,
+                vectors=vectors,
+                thresholds=th,
+                phases=phases,
             )
         for p in found.pairs:
             assert p.kind is not None  # match_corpus returns classified pairs only

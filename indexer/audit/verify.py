@@ -89,7 +89,7 @@ def verify_thumbnail(image: ImageOrThumbnail) -> npt.NDArray[np.uint8]:
     return np.asarray(small, dtype=np.uint8)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)  # one per (size, sigma): 8 query scales, 3 zooms, 32 px; x 2 sigmas
 def _blur_matrix(n: int, sigma: float) -> npt.NDArray[np.float32]:
     """(n, n) Gaussian smoothing matrix with edge-renormalised weights: ``M @ x @ M.T``."""
     idx = np.arange(n, dtype=np.float64)
@@ -229,6 +229,21 @@ class References:
 
     def __len__(self) -> int:
         return len(self.vectors)
+
+    def take(self, rows: npt.ArrayLike) -> References:
+        """The references at ``rows`` (positions in this object), in that order; the zoom-in
+        search's references come along for the rows that have them."""
+        picked = np.asarray(rows, dtype=np.intp).reshape(-1)
+        position = np.full(len(self), -1, np.intp)
+        position[self.zoom_rows] = np.arange(len(self.zoom_rows))
+        at = position[picked]
+        zoomed_here = np.flatnonzero(at >= 0).astype(np.intp)
+        zoomed = (
+            self.zoomed.take(at[zoomed_here])
+            if self.zoomed is not None and len(zoomed_here)
+            else None
+        )
+        return References(self.vectors[picked], self.ambiguity[picked], zoomed, zoomed_here)
 
     def zoomed_at(self, rows: npt.NDArray[np.intp]) -> ZoomedReferences:
         """The zoom-in search's references for ``rows`` (they must have been prepared)."""

@@ -207,3 +207,22 @@ def test_zoom_in_asked_of_references_prepared_without_it_is_refused() -> None:
     prepared = prepare_references(references, zoom_in=False)
     with pytest.raises(ValueError, match="prepare_references"):
         verify_scores(query, prepared, zoom_in=True)
+
+
+def test_references_take_scores_like_a_fresh_preparation() -> None:
+    from indexer.audit.verify import prepare_references
+
+    rng = np.random.default_rng(3)
+    thumbs = rng.integers(0, 256, (6, 32, 32), dtype=np.uint8)
+    thumbs[4] = np.roll(thumbs[1], 1, axis=1)  # a shifted copy of row 1
+    query = thumbs[1]
+    prepared = prepare_references(thumbs, [True, False, True, True, False, True])
+    rows = [4, 0, 2]
+    taken = prepared.take(rows)
+    zoom = [False, True, True]
+    np.testing.assert_allclose(
+        verify_scores(query, taken, zoom), verify_scores(query, thumbs[rows], zoom), atol=1e-5
+    )
+    assert verify_scores(query, taken, zoom)[0] > 0.9
+    with pytest.raises(ValueError, match="zoom-in"):
+        verify_scores(query, prepared.take([1]), True)  # row 1 was prepared without it

@@ -1,0 +1,105 @@
+"""The batched geometric match gives exactly the matches of OpenCV's brute-force matcher, pair by pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageOps
+
+from indexer.audit import geometry
+from indexer.audit.geometry import GeometricMatch, Keypoints, keypoints, match_many
+from indexer.demo import CORPUS_PHOTOS, sample_photo
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[Image.Image]:
+    return [sample_photo(name) for name in sorted(CORPUS_PHOTOS.values())]
+
+
+def _opencv_match(query: Keypoints, reference: Keypoints) -> GeometricMatch:
+    """``match_keypoints`` with every ratio test through ``cv2.BFMatcher`` (the reference path)."""
+
+    def fit(side: Keypoints, mirrored: bool) -> GeometricMatch:
+        if len(side) < 2 or len(reference) < 2:
+            q = r = np.zeros((0, 2), np.float32)
+        else:
+            q, r = geometry._ratio_matches_opencv(side, reference)
+        return geometry._fit_matches(q, r, side, reference, mirrored)
+
+    best = fit(query, False)
+    if query.mirrored is not None and not best.is_copy():
+        flipped = fit(query.mirrored, True)
+        if flipped.inliers > best.inliers:
+            best = flipped
+    return best
+
+
+def _queries(photos: list[Image.Image]) -> list[Image.Image]:
+    first, second = photos[0], photos[1]
+    w, h = first.size
+    return [
+        first.crop((w // 8, h // 8, w * 3 // 4, h * 3 // 4)).rotate(8),  # a copy
+        ImageOps.mirror(second),  # a mirrored copy
+        first.crop((0, 0, w // 3, h // 3)),  # a small region
+        photos[-1],  # an unrelated photo (for the others)
+    ]
+
+
+def test_batched_matches_equal_opencv_brute_force(photos: list[Image.Image]) -> None:
+    references = [keypoints(p) for p in photos]
+    copies = 0
+    for image in _queries(photos):
+        query = keypoints(image, with_mirror=True)
+        batched = match_many(query, references)
+        assert batched == [_opencv_match(query, ref) for ref in references]
+        copies += sum(m.is_copy() for m in batched)
+    assert copies >= 3  # the comparison covered copies, not only non-matches
+
+
+def test_ratio_matches_equal_opencv_brute_force(photos: list[Image.Image]) -> None:
+    a, b = keypoints(photos[0]), keypoints(photos[0].rotate(5))
+    numpy_q, numpy_r = geometry._ratio_matches(a, b)
+    cv_q, cv_r = geometry._ratio_matches_opencv(a, b)
+    assert len(numpy_q) > 20
+    np.testing.assert_array_equal(numpy_q, cv_q)
+    np.testing.assert_array_equal(numpy_r, cv_r)
+
+
+def test_descriptors_that_are_not_small_integers_fall_back_to_opencv(
+    photos: list[Image.Image],
+) -> None:
+    a, b = keypoints(photos[0]), keypoints(photos[0].rotate(5))
+    scaled = Keypoints(a.points, a.descriptors * np.float32(0.37), a.width, a.height)
+    assert geometry._exact_integers(scaled.descriptors) is None
+    q, r = geometry._ratio_matches(scaled, b)
+    cv_q, cv_r = geometry._ratio_matches_opencv(scaled, b)
+    np.testing.assert_array_equal(q, cv_q)
+    np.testing.assert_array_equal(r, cv_r)
+    assert match_many(scaled, [b]) == [geometry.match_keypoints(scaled, b)]
+
+
+def test_match_many_of_nothing_and_of_featureless_references(photos: list[Image.Image]) -> None:
+    query = keypoints(photos[0], with_mirror=True)
+    flat = keypoints(Image.new("RGB", (200, 150), (90, 90, 90)))
+    assert match_many(query, []) == []
+    assert match_many(query, [flat]) == [geometry.match_keypoints(query, flat)]
+    assert not match_many(query, [flat])[0].is_copy()
+
+
+def test_threaded_detection_gives_the_same_matches(photos: list[Image.Image]) -> None:
+    from indexer.audit.geometric_tier import GeometricTier
+
+    corpus = dict(enumerate(photos))
+    query = photos[0].crop((40, 40, 400, 400)).rotate(6)
+    ids = [3, 0, 1, 0, 2]  # a repeated id is matched twice, detected once
+    one, two = GeometricTier(threads=1), GeometricTier(threads=2)
+    try:
+        sequential = one.match(query, ids, corpus.get)
+        threaded = two.match(query, ids, corpus.get)
+        assert threaded == sequential
+        assert threaded[1].is_copy() and threaded[3].is_copy()
+        assert two.match(query, [4, 1], corpus.get) == one.match(query, [4, 1], corpus.get)
+    finally:
+        two.close()
+        one.close()
+    two.close()  # closing twice is harmless
