@@ -29,6 +29,7 @@ def _state(images: list[Image.Image]) -> SplitState:
         labels=[None] * len(images),
         sha256=[f.sha256 for f, _ in features],
         pixel=[f.pixel_digest for f, _ in features],
+        stream=[f.stream_digest for f, _ in features],
         phash=np.asarray([f.phash for f, _ in features], np.uint64),
         phash_mirror=np.asarray([f.phash_mirror for f, _ in features], np.uint64),
         min_side=np.asarray([min(f.width, f.height) for f, _ in features], np.int32),
