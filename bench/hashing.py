@@ -18,7 +18,7 @@ All figures come from one run on the same files (see ``bench.photos``):
   ``--workers 1``, ``--workers 2`` and the default ``auto``, runs alternated, best of
   ``--cli-rounds``; with ``--baseline-tree`` also the same command from another checkout (e.g.
   a worktree of the previous release) in the same rounds, for a before/after ratio. Then the
-  same with the folder given ``--cli-copies`` times (symlinks, so separate shards): a process
+  same with the folder given ``--cli-copies`` times (hard-linked copies: separate shards): a process
   pays ~1 s to start (interpreter, imports, database), which weighs 20% on 1,000 images.
 
 Targets (issue 13): whole-process --no-embed >= 80% of the smallest-scale floor and >= 5x
@@ -250,10 +250,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.skip_cli:
         cli = _cli_rates([folder], len(paths), args.cli_rounds, args.baseline_tree)
         if args.cli_copies > 1:
-            with tempfile.TemporaryDirectory(prefix="bench-hashing-copies-") as tmp:
+            # Hard links in separate folders: other paths, so separate shards and items (a
+            # symlinked folder resolves to the same source and would be skipped as indexed).
+            with tempfile.TemporaryDirectory(prefix="copies-", dir=folder.parent) as tmp:
                 copies = [Path(tmp) / f"copy{i}" for i in range(args.cli_copies)]
-                for link in copies:
-                    link.symlink_to(folder.resolve(), target_is_directory=True)
+                for copy in copies:
+                    copy.mkdir()
+                    for path in paths:
+                        os.link(path, copy / path.name)
                 cli_copies = _cli_rates(
                     copies, len(paths) * len(copies), args.cli_rounds, args.baseline_tree
                 )
