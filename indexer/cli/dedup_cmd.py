@@ -75,7 +75,7 @@ def _index_temporary(
             TEMP_CORPUS,
             opened,
             embedder=embedder,
-            workers=resolve_workers(workers, decode_bound=embedder is None),
+            workers=resolve_workers(workers),
             progress=bar.update,
             model_spec=None if embedder is None else model_spec,
         )

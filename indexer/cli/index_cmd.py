@@ -155,8 +155,9 @@ def index(
         backend=backend,
         home=home,
     )
-    on_gpu = resolved is not None and resolved.device != "cpu"
-    processes = resolve_workers(workers, decode_bound=embedder is None or on_gpu)
+    # Ray actors that embed each load the model: auto starts one there, not one per CPU.
+    ray_embeds = executor == "ray" and embedder is not None
+    processes = 1 if ray_embeds and workers == "auto" else resolve_workers(workers)
     ws = open_workspace(home)
     try:
         with counting_progress(

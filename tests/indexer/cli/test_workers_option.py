@@ -24,15 +24,13 @@ def test_refuses_anything_else(raw: str) -> None:
         WorkersType().convert(raw, None, None)
 
 
-def test_auto_uses_every_cpu_only_when_decoding_is_the_work(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert resolve_workers(5, decode_bound=True) == 5
-    assert resolve_workers(5, decode_bound=False) == 5  # an explicit count is kept
-    assert resolve_workers("auto", decode_bound=False) == 1
-    assert resolve_workers("auto", decode_bound=True) == min(usable_cpus(), AUTO_CAP)
+def test_auto_is_one_process_per_cpu_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_workers(5) == 5  # an explicit count is kept
+    assert resolve_workers("auto") == min(usable_cpus(), AUTO_CAP)
+    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 3)
+    assert resolve_workers("auto") == 3
     monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 96)
-    assert resolve_workers("auto", decode_bound=True) == AUTO_CAP
+    assert resolve_workers("auto") == AUTO_CAP
 
 
 def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
