@@ -43,17 +43,16 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
+from bench.accuracy.throughput import export_ref
 from bench.photos import make_photo_corpus
 from indexer.demo import synthetic_photo
 
@@ -137,20 +136,6 @@ def make_split(corpus: list[Path], n: int, seed: int = 0) -> Path:
         )
     done.write_text("ok")
     return folder
-
-
-def _export(ref: str, dest: Path) -> Path:
-    """The tree of git ``ref`` (``indexer/``, ``app/``, ``migrations/``) under ``dest``."""
-    blob = subprocess.run(
-        ["git", "archive", ref, "indexer", "app", "migrations"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    ).stdout
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=BytesIO(blob)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 @dataclass
@@ -321,10 +306,10 @@ def _bench(
     for backend in args.backends or ("torch", "openvino"):
         variants[f"this checkout, --backend {backend}"] = (ROOT, ours, ["--backend", backend])
     if not args.skip_baseline:
-        code = _export(args.baseline_ref, work / "code-baseline")
+        code = export_ref(args.baseline_ref, work / "code-baseline")
         variants[f"baseline {args.baseline_ref} (torch)"] = (code, home_for(code, "baseline"), [])
     for n, ref in enumerate(args.also_ref):
-        code = _export(ref, work / f"code-also-{n}")
+        code = export_ref(ref, work / f"code-also-{n}")
         extra = ["--backend", "openvino"] if _has_backend_option(code) else []
         # The same schema as this checkout's (a recent ref): reuse its index.
         variants[f"{ref} ({extra[-1] if extra else 'torch'})"] = (

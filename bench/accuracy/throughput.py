@@ -49,7 +49,7 @@ def _parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _export(ref: str, dest: Path) -> Path:
+def export_ref(ref: str, dest: Path) -> Path:
     """The tree of ``ref`` (only ``indexer/``, ``app/``, ``migrations/``) under ``dest``."""
     blob = subprocess.run(
         ["git", "archive", ref, "indexer", "app", "migrations"],
@@ -103,7 +103,7 @@ def main() -> None:
             for item in items:
                 shutil.copyfile(dataset.path(item), work / folder / Path(item.file).name)
         home = work / "home"
-        baseline = _export(args.baseline_ref, work / "baseline")
+        baseline = export_ref(args.baseline_ref, work / "baseline")
         index_s, _ = _run(
             ROOT,
             ["index", str(work / "corpus"), "--corpus", "c", "--model", "efficientnet-lite0"],
