@@ -193,19 +193,33 @@ def forward_table(n: int, rounds: int, cache: Path) -> None:
                 )
 
 
+# Linux keeps a process's peak RSS across execve, and a forked child starts from a copy of
+# its parent's memory map: a child of this (large) bench process reports at least this
+# process's own peak. A small launcher in between forks from its own fresh map instead.
+_LAUNCHER = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); "
+    "_, s, u = os.wait4(p.pid, 0); open(sys.argv[1], 'w').write(str(u.ru_maxrss)); "
+    "sys.exit(os.waitstatus_to_exitcode(s))"
+)
+
+
 def _run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit code) of one child process."""
-    with tempfile.TemporaryFile() as err:
+    """(wall seconds, peak RSS MiB, exit code) of one child process (through ``_LAUNCHER``)."""
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
+        rss_file = Path(tmp) / "maxrss"
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
+        code = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(rss_file), *cmd],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        ).returncode
         wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        proc.returncode = code
         if code != 0:
             err.seek(0)
             print("   ", err.read().decode(errors="replace")[-800:])
-    return wall, usage.ru_maxrss / 1024, code
+        peak_kib = int(rss_file.read_text()) if rss_file.is_file() else 0
+    return wall, peak_kib / 1024, code
 
 
 def cli_table(n: int, work: Path, *, fastdup: bool) -> None:
