@@ -311,10 +311,10 @@ def _bench(
     for n, ref in enumerate(args.also_ref):
         code = export_ref(ref, work / f"code-also-{n}")
         extra = ["--backend", "openvino"] if _has_backend_option(code) else []
-        # The same schema as this checkout's (a recent ref): reuse its index.
+        # Its own index: an older ref cannot open a home this checkout migrated further.
         variants[f"{ref} ({extra[-1] if extra else 'torch'})"] = (
             code,
-            ours if extra else home_for(code, f"also-{n}"),
+            home_for(code, f"also-{n}"),
             extra,
         )
     fastdup = not args.skip_fastdup and FASTDUP_PYTHON.is_file()
