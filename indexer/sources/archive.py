@@ -206,18 +206,24 @@ def _extract_zip(src: Path, out: Path, max_bytes: int, max_members: int) -> None
             used += _copy_zip_member(zf, info, target, max_bytes - used, str(src))
 
 
+# The methods Python's zipfile decompresses; others (Deflate64, PPMd, ...) it cannot open.
+_ZIP_METHODS = frozenset(
+    {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+)
+
+
 def _copy_zip_member(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int, where: str
 ) -> int:
     """Copy one member; a compression method zipfile cannot read is an input error."""
-    try:
-        with zf.open(info) as fh:
-            return _copy_limited(fh, target, budget, where)
-    except NotImplementedError as exc:  # zipfile's signal for e.g. Deflate64 or PPMd members
+    if info.compress_type not in _ZIP_METHODS:
+        method = zipfile.compressor_names.get(info.compress_type, f"method {info.compress_type}")
         raise InputError(
             f"{where}: member {info.filename!r} uses a compression method splitaudit cannot read "
-            f"({exc}); re-pack the archive with deflate or store"
-        ) from exc
+            f"({method}); re-pack the archive with deflate or store"
+        )
+    with zf.open(info) as fh:
+        return _copy_limited(fh, target, budget, where)
 
 
 def _extract_tar(src: Path, out: Path, max_bytes: int, max_members: int) -> None:

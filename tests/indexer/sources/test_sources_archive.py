@@ -200,3 +200,18 @@ def test_archive_source_refuses_compressed_tar(tmp_path: Path) -> None:
     write_tar(arc, SPLIT, mode="w:gz")
     with pytest.raises(InputError, match="compressed"):
         ArchiveSource(arc)
+
+
+def test_a_zip_member_in_an_unreadable_compression_method_is_an_input_error(
+    tmp_path: Path,
+) -> None:
+    arc = tmp_path / "d64.zip"
+    with zipfile.ZipFile(arc, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("a.jpg", image_bytes(1))
+    raw = bytearray(arc.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # local + central header
+        at = raw.index(signature) + offset
+        raw[at : at + 2] = (9).to_bytes(2, "little")  # Deflate64: zipfile cannot decompress it
+    arc.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match=r"'a.jpg'.*deflate64.*re-pack"):
+        extract_archive(arc, tmp_path / "out")
