@@ -217,7 +217,8 @@ def _copy_zip_member(
 ) -> int:
     """Copy one member; a compression method zipfile cannot read is an input error."""
     if info.compress_type not in _ZIP_METHODS:
-        method = zipfile.compressor_names.get(info.compress_type, f"method {info.compress_type}")
+        names: dict[int, str] = getattr(zipfile, "compressor_names", {})  # untyped in typeshed
+        method = names.get(info.compress_type, f"method {info.compress_type}")
         raise InputError(
             f"{where}: member {info.filename!r} uses a compression method splitaudit cannot read "
             f"({method}); re-pack the archive with deflate or store"
