@@ -1,7 +1,7 @@
 """Inference backends side by side: eager torch vs ONNX Runtime vs OpenVINO, then the whole CLI.
 
 Run: ``.venv/bin/python -m bench.embedding --backends [--n 64] [--rounds 3]
-[--cli-n 1000] [--skip-cli] [--skip-fastdup]``
+[--cli-n 1000] [--skip-cli] [--skip-fastdup] [--cli-baseline-ref 9780ee4]``
 
 All figures come from one run:
 
@@ -18,10 +18,13 @@ All figures come from one run:
   with its last block on the class token only, ``indexer/embed/backends/cls_tower.py``);
 - cli: ``splitaudit index --model efficientnet-lite0 --backend B`` on the same ``--cli-n``
   JPEGs (``bench.photos``) for each backend, each in a fresh home (the export cache is
-  pre-built, as a second run finds it), wall img/s and peak RSS of the process; plus fastdup
-  (``/work/fastdup-venv``, bundled model, ``SENTRY_OPT_OUT=1``) on the same folder.
+  pre-built, as a second run finds it), wall img/s and peak RSS of the process; plus the
+  release the issue was filed against (``--cli-baseline-ref``, default ``9780ee4`` = 0.1.0,
+  exported with ``git archive`` and run with its own defaults: eager torch) and fastdup
+  (``/work/fastdup-venv``, bundled model, ``SENTRY_OPT_OUT=1``) on the same folder, in the
+  same run; ratios are printed against both this checkout's torch backend and the release.
 
-Targets (issue 13): CLI index with efficientnet-lite0 >= 2.5x today's (torch) img/s;
+Targets (issue 13): CLI index with efficientnet-lite0 >= 2.5x today's (the release's) img/s;
 ViT-B-32 forward >= 1.5x eager.
 
 What decided the backend settings (figures in docs/indexing.md): OpenVINO is the fastest for
@@ -47,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.accuracy.throughput import export_ref
 from bench.photos import make_photo_corpus
 
 BACKENDS = ("torch", "onnxruntime", "openvino")
@@ -203,7 +207,9 @@ _LAUNCHER = (
 )
 
 
-def _run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+def _run_measured(
+    cmd: list[str], env: dict[str, str], cwd: Path | None = None
+) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MiB, exit code) of one child process (through ``_LAUNCHER``)."""
     with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
         rss_file = Path(tmp) / "maxrss"
@@ -211,6 +217,7 @@ def _run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, in
         code = subprocess.run(
             [sys.executable, "-c", _LAUNCHER, str(rss_file), *cmd],
             env=env,
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=err,
         ).returncode
@@ -222,8 +229,9 @@ def _run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, in
     return wall, peak_kib / 1024, code
 
 
-def cli_table(n: int, work: Path, *, fastdup: bool) -> None:
-    """Print whole-CLI ``index`` img/s and peak RSS per backend (and fastdup's) on ``n`` JPEGs."""
+def cli_table(n: int, work: Path, *, fastdup: bool, baseline_ref: str | None = None) -> None:
+    """Print whole-CLI ``index`` img/s and peak RSS per backend, the release ``baseline_ref``'s
+    and fastdup's on ``n`` JPEGs."""
     paths = make_photo_corpus(
         Path(__file__).resolve().parent / ".cache" / "photos" / f"n{n}-s0", n=n, seed=0
     )
@@ -272,6 +280,31 @@ def cli_table(n: int, work: Path, *, fastdup: bool) -> None:
         )
         if code == 0:
             results[backend] = (n / wall, rss)
+    release = f"release {baseline_ref}"
+    if baseline_ref:
+        code_dir = export_ref(baseline_ref, work / "code-baseline")
+        # its own code first on the path, run from outside the checkout (python -c puts the
+        # working folder first); its own defaults (eager torch, its worker count)
+        release_env = {**env, "PYTHONPATH": str(code_dir)}
+        wall, rss, code = _run_measured(
+            [
+                sys.executable,
+                "-c",
+                "from indexer.cli.main import main; main()",
+                "index",
+                str(folder),
+                "--corpus",
+                "c",
+                "--home",
+                str(work / "home-release"),
+                "--model",
+                "efficientnet-lite0",
+            ],
+            release_env,
+            cwd=work,
+        )
+        if code == 0:
+            results[release] = (n / wall, rss)
     if fastdup and FASTDUP_PYTHON.is_file():
         wall, rss, code = _run_measured(
             [str(FASTDUP_PYTHON), "-c", _FASTDUP_SCRIPT, str(folder), str(work / "fastdup")], env
@@ -279,11 +312,15 @@ def cli_table(n: int, work: Path, *, fastdup: bool) -> None:
         if code == 0:
             results["fastdup 2.x"] = (n / wall, rss)
     base = results.get("torch", (float("nan"), 0.0))[0]
+    then = results.get(release, (float("nan"), 0.0))[0]
     print(
         f"whole CLI `splitaudit index --model efficientnet-lite0` on {n} JPEGs (wall, whole process)"
     )
     for name, (rate, rss) in results.items():
-        print(f"  {name:<12} {rate:7.1f} img/s  {rate / base:5.2f}x torch  peak RSS {rss:7.0f} MiB")
+        print(
+            f"  {name:<20} {rate:7.1f} img/s  {rate / base:5.2f}x torch  "
+            f"{rate / then:5.2f}x {release}  peak RSS {rss:7.0f} MiB"
+        )
 
 
 def main(args: Any) -> None:
@@ -293,6 +330,11 @@ def main(args: Any) -> None:
         work = Path(tmp)
         forward_table(args.n, args.rounds, work / "exports")
         if not args.skip_cli:
-            cli_table(args.cli_n, work, fastdup=not args.skip_fastdup)
+            cli_table(
+                args.cli_n,
+                work,
+                fastdup=not args.skip_fastdup,
+                baseline_ref=args.cli_baseline_ref or None,
+            )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average after the run: {load} (on {os.cpu_count()} cpus)")

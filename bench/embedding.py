@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None) -> None:
         "--cli-n", type=int, default=1000, help="--backends: JPEGs for the whole-CLI run"
     )
     parser.add_argument("--skip-cli", action="store_true", help="--backends: forward passes only")
+    parser.add_argument(
+        "--cli-baseline-ref",
+        default="9780ee4",
+        help="--backends: release timed beside the CLI runs (default 0.1.0; '' for none)",
+    )
     parser.add_argument("--skip-fastdup", action="store_true", help="--backends: leave fastdup out")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

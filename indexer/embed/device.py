@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from indexer.errors import UsageError
@@ -36,7 +38,13 @@ class TorchProbe:
     """The devices torch can use on this machine."""
 
     def cuda_count(self) -> int:
-        """``torch.cuda.device_count()`` when CUDA is available, else 0."""
+        """``torch.cuda.device_count()`` when CUDA is available, else 0.
+
+        0 without importing torch on a Linux machine with no GPU device nodes (no NVIDIA,
+        ROCm or WSL GPU driver), where torch could see none either.
+        """
+        if _no_gpu_devices():
+            return 0
         import torch
 
         return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
@@ -48,7 +56,9 @@ class TorchProbe:
         return str(torch.cuda.get_device_name(index))
 
     def mps_available(self) -> bool:
-        """``torch.backends.mps.is_available()``."""
+        """``torch.backends.mps.is_available()`` (False off macOS, without importing torch)."""
+        if sys.platform != "darwin":
+            return False
         import torch
 
         mps = getattr(torch.backends, "mps", None)
@@ -120,3 +130,11 @@ def resolve_device(requested: str, probe: DeviceProbe | None = None) -> Resolved
     if chosen.startswith("cuda:"):
         description = f"{chosen} ({probe.cuda_name(int(chosen.split(':')[1]))})"
     return ResolvedDevice(device=chosen, requested=text, description=description)
+
+
+def _no_gpu_devices() -> bool:
+    """True on Linux when /dev has no GPU device node torch.cuda could use."""
+    if not sys.platform.startswith("linux"):
+        return False
+    dev = Path("/dev")
+    return not (any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "dxg").exists())

@@ -2,7 +2,8 @@
 
 ``load_embedder_on_backend`` is the one entry point the CLI, the audit service and the job
 worker use: it loads the eager torch ``Embedder`` (``load_embedder``), then, for an exported
-backend, swaps its forward pass for the cached export (see ``exported.accelerate``). The model
+backend, swaps its forward pass for the cached export (see ``exported.accelerate``); a later
+run starts that export from its launch record without torch (``launch``). The model
 id never changes with the backend: vectors from every backend agree with eager torch to cosine
 >= 0.999, checked when the export is made.
 """
@@ -97,18 +98,31 @@ def load_embedder_on_backend(
     batch_size: int = 32,
     allow_download: bool = True,
 ) -> Embedder:
-    """Load the model named by ``spec`` and run it on ``backend`` (exports cached in ``cache_dir``)."""
-    from indexer.embed.backends.exported import accelerate
+    """Load the model named by ``spec`` and run it on ``backend`` (exports cached in ``cache_dir``).
+
+    An export accepted before starts from its launch record without loading torch
+    (``indexer.embed.backends.launch``); otherwise the model loads through torch and the export
+    is made or reused, and its launch record written.
+    """
+    from indexer.embed.backends.exported import ExportedEmbedder, accelerate
+    from indexer.embed.backends.launch import launch, remember
     from indexer.embed.embedder import OpenClipEmbedder
     from indexer.embed.loader import load_embedder
 
     chosen = resolve_backend(backend, device)
+    if chosen != "torch":
+        started = launch(spec, chosen, cache_dir=cache_dir, batch_size=batch_size)
+        if started is not None:
+            return started
     embedder = load_embedder(
         spec, device=device, batch_size=batch_size, allow_download=allow_download
     )
     if chosen == "torch" or not isinstance(embedder, OpenClipEmbedder):
         return embedder
-    return accelerate(embedder, chosen, cache_dir=cache_dir)
+    accelerated = accelerate(embedder, chosen, cache_dir=cache_dir)
+    if isinstance(accelerated, ExportedEmbedder):
+        remember(spec, accelerated, embedder.preprocess.transform, cache_dir)
+    return accelerated
 
 
 def backend_embedder_factory(

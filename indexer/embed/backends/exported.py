@@ -11,6 +11,7 @@ that disagrees is refused, the refusal is cached with its reason, and the run us
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from indexer.embed.embedder import OpenClipEmbedder
 if TYPE_CHECKING:
     import torch
 
+    from indexer.embed.backends.array_preprocess import ArrayPreprocess
     from indexer.embed.embedder import BatchPreprocess
     from indexer.embed.protocol import Embedder
 
@@ -55,13 +57,14 @@ class ExportedEmbedder:
     def __init__(
         self,
         runner: Runner,
-        preprocess: BatchPreprocess,
+        preprocess: BatchPreprocess | ArrayPreprocess,
         *,
         model_id: str,
         dim: int,
         batch_size: int,
         backend: str,
         agreement: float,
+        export_key: str = "",
     ) -> None:
         self.model_id = model_id
         self.dim = dim
@@ -69,6 +72,7 @@ class ExportedEmbedder:
         self.backend = backend
         self.agreement = agreement  # lowest cosine vs eager torch over the held-out batch
         self.device = "cpu"
+        self.export_key = export_key  # the cache entry it runs
         self.preprocess = preprocess
         self._runner = runner
 
@@ -80,7 +84,8 @@ class ExportedEmbedder:
         out = np.empty((len(images), self.dim), dtype=np.float32)
         for start in range(0, len(images), self.batch_size):
             chunk = images[start : start + self.batch_size]
-            out[start : start + len(chunk)] = self.embed_array(self.preprocess(chunk).numpy())
+            batch = self.preprocess(chunk)  # a torch tensor, or numpy from ArrayPreprocess
+            out[start : start + len(chunk)] = self.embed_array(np.asarray(batch))
         return out
 
     def embed_array(self, batch: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -149,6 +154,7 @@ def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> 
         batch_size=embedder.batch_size,
         backend=backend,
         agreement=float(entry.meta["min_cosine"]),
+        export_key=key,
     )
 
 
@@ -286,9 +292,14 @@ def _export_versions() -> dict[str, str]:
 
 
 def _threads() -> int:
-    import torch
+    """Threads for an export: torch's intra-op count (as set, once torch is loaded)."""
+    if "torch" in sys.modules:
+        import torch
 
-    return max(1, torch.get_num_threads())
+        return max(1, torch.get_num_threads())
+    from indexer.embed.backends.launch import default_threads
+
+    return default_threads()
 
 
 def _tower_module(encode_image: Callable[..., Any]) -> torch.nn.Module | None:

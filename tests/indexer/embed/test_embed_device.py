@@ -76,6 +76,7 @@ def test_unknown_device_names_are_refused(bad: str) -> None:
 
 
 def test_torch_probe_follows_torch_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("indexer.embed.device._no_gpu_devices", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(
         UsageError, match=r"'cuda' is not available on this machine; available: .*cpu.*no CUDA GPU"
@@ -91,6 +92,9 @@ def test_torch_probe_follows_torch_cuda(monkeypatch: pytest.MonkeyPatch) -> None
         and picked.description == "cuda:0 (Faked H200)"
         and picked.embed_batch == 256
     )
+    # a Linux machine without GPU device nodes: torch is not even asked
+    monkeypatch.setattr("indexer.embed.device._no_gpu_devices", lambda: True)
+    assert TorchProbe().cuda_count() == 0
 
 
 @pytest.fixture
