@@ -1,7 +1,7 @@
 """Inference backends side by side: eager torch vs ONNX Runtime vs OpenVINO, then the whole CLI.
 
 Run: ``.venv/bin/python -m bench.embedding --backends [--n 64] [--rounds 3]
-[--cli-n 1000] [--skip-cli] [--skip-fastdup] [--cli-baseline-ref 9780ee4]``
+[--cli-n 1000] [--skip-cli] [--skip-forward] [--skip-fastdup] [--cli-baseline-ref 9780ee4]``
 
 All figures come from one run:
 
@@ -328,7 +328,8 @@ def main(args: Any) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
         work = Path(tmp)
-        forward_table(args.n, args.rounds, work / "exports")
+        if not args.skip_forward:
+            forward_table(args.n, args.rounds, work / "exports")
         if not args.skip_cli:
             cli_table(
                 args.cli_n,

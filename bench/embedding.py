@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--skip-cli", action="store_true", help="--backends: forward passes only")
     parser.add_argument(
+        "--skip-forward", action="store_true", help="--backends: the whole-CLI table only"
+    )
+    parser.add_argument(
         "--cli-baseline-ref",
         default="9780ee4",
         help="--backends: release timed beside the CLI runs (default 0.1.0; '' for none)",
