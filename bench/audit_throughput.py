@@ -17,9 +17,11 @@ the release before that issue's work, eager torch only):
   builds the export cache; the baseline in its own home, since its schema differs), untimed;
 - rounds: every audit variant once per round, the order rotated each round, each a fresh
   ``splitaudit -v audit SPLIT --corpus c --json FILE`` process: this checkout with
-  ``--backend torch`` and ``--backend openvino``, the baseline (``--baseline-ref``, default
-  ``9780ee4`` = 0.1.0, exported with ``git archive``) and any ``--also-ref`` (run with
-  ``--backend openvino`` when its CLI has the option);
+  ``--backend torch`` and ``--backend openvino``, each with its verification store
+  (``HOME/cache/verify.sqlite``) emptied before the run (``store cold``: a first audit) and
+  filled by an earlier audit of the split (``store warm``: a repeated one), the baseline
+  (``--baseline-ref``, default ``9780ee4`` = 0.1.0, exported with ``git archive``) and any
+  ``--also-ref`` (run with ``--backend openvino`` when its CLI has the option);
 - fastdup 2.x (``/work/fastdup-venv``, bundled model, ``SENTRY_OPT_OUT=1``) cross-set run on the
   same files (``fastdup.run(input_dir=corpus, test_dir=split)``: it extracts features of both,
   it has no persistent index), once per round;
@@ -304,7 +306,14 @@ def _bench(
 
     ours = home_for(ROOT, "this-checkout")
     for backend in args.backends or ("torch", "openvino"):
-        variants[f"this checkout, --backend {backend}"] = (ROOT, ours, ["--backend", backend])
+        # cold: the verification store is emptied before each run (a first audit);
+        # warm: it holds what an earlier audit of the split kept (a repeated audit)
+        for store in ("cold", "warm"):
+            variants[f"this checkout, --backend {backend}, store {store}"] = (
+                ROOT,
+                ours,
+                ["--backend", backend],
+            )
     if not args.skip_baseline:
         code = export_ref(args.baseline_ref, work / "code-baseline")
         variants[f"baseline {args.baseline_ref} (torch)"] = (code, home_for(code, "baseline"), [])
@@ -334,6 +343,16 @@ def _bench(
                 flagged, fingerprint = None, None
             else:
                 cmd, env = _splitaudit(code, home)
+                store_file = home / "cache" / "verify.sqlite"
+                if name.endswith("store cold"):
+                    for stale in store_file.parent.glob(store_file.name + "*"):
+                        stale.unlink()
+                elif name.endswith("store warm") and not store_file.is_file():
+                    _run(  # untimed: fills the store as a first audit would
+                        [*cmd, "audit", str(split), "--corpus", "c", "--json", str(out), *extra],
+                        env,
+                        work,
+                    )
                 report = out.with_suffix(".json")
                 wall, rss, err = _run(
                     [*cmd, "audit", str(split), "--corpus", "c", "--json", str(report), *extra],

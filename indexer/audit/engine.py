@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ from indexer.kinds import MatchKind
 from indexer.sources.record import Locator
 from indexer.store.binary_index import BinaryStore
 from indexer.store.corpus_index import CorpusIndex
+
+if TYPE_CHECKING:
+    from indexer.audit.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
 TOP_K = 10
@@ -106,11 +109,13 @@ def match_corpus(
     thresholds: Thresholds,
     query_model: type[SplitItem] | type[Item] = SplitItem,
     phases: PhaseTimes | None = None,
+    store: VerifyStore | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
 
     ``state.ids`` are rows of ``query_model``: split items, or corpus items when a corpus is
-    matched against itself (``indexer.dedup``).
+    matched against itself (``indexer.dedup``). ``store`` keeps corpus images' verification
+    features between audits (``indexer.audit.verify_store``; the same results either way).
     """
     started = time.perf_counter()
     phases = phases or PhaseTimes()
@@ -139,7 +144,7 @@ def match_corpus(
             _fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
-    geometric = GeometricTier()
+    geometric = GeometricTier(store=store)
     try:
         _verify_candidates(
             session, state, pairs.values(), thresholds, geometric, query_model, phases
@@ -297,9 +302,11 @@ def _verify_candidates(
         return
     phases = phases or PhaseTimes()
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
+    store = geometric.store
     with phases.phase("locators (db)"):
         locators = _item_locators(session, Item, item_ids)
         split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
+        digests = _item_digests(session, item_ids) if store is not None else {}
 
     def _load(locator: dict[str, Any] | None) -> Image.Image | None:
         with phases.phase("verification: decode"):
@@ -316,12 +323,22 @@ def _verify_candidates(
         thumbs: list[npt.NDArray[np.uint8]] = []
         kept: list[Pair] = []
         loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
+        if store is not None:
+            unseen = [p.item_id for p in ps if p.item_id not in cache and p.item_id in digests]
+            with phases.phase("verification: store"):
+                stored = store.thumbnails(digests[i] for i in unseen)
+            for item_id in unseen:
+                if digests[item_id] in stored:
+                    cache[item_id] = stored[digests[item_id]]
         for p in ps:
             if p.item_id not in cache:
                 img = _load(locators.get(p.item_id))
-                cache[p.item_id] = None if img is None else verify_thumbnail(img)
+                cache[p.item_id] = None
                 if img is not None:
+                    cache[p.item_id] = made = verify_thumbnail(img)
                     loaded[p.item_id] = img
+                    if store is not None:
+                        store.put_thumbnail(digests.get(p.item_id), made)
             thumb = cache[p.item_id]
             if thumb is not None:
                 thumbs.append(thumb)
@@ -345,7 +362,7 @@ def _verify_candidates(
 
             geometric_started = time.perf_counter()
             decoding = phases.seconds.get("verification: decode", 0.0)
-            found = geometric.match(query, [p.item_id for p in chosen], load)
+            found = geometric.match(query, [p.item_id for p in chosen], load, digests)
             decoded = phases.seconds.get("verification: decode", 0.0) - decoding
             phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
             for p, match in zip(chosen, found, strict=True):
@@ -361,6 +378,18 @@ def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int
             select(model.id, model.locator).where(model.id.in_(chunk))
         ):
             out[int(row_id)] = loc
+    return out
+
+
+def _item_digests(session: Session, ids: Sequence[int]) -> dict[int, str]:
+    """Item id -> file SHA-256, where recorded (what the verification store is keyed by)."""
+    out: dict[int, str] = {}
+    for chunk in in_chunks(ids):
+        for row_id, digest in session.execute(
+            select(Item.id, Item.sha256).where(Item.id.in_(chunk))
+        ):
+            if digest:
+                out[int(row_id)] = str(digest)
     return out
 
 

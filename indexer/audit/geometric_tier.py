@@ -16,14 +16,18 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
 
 from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_many
 from indexer.audit.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from indexer.audit.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +94,21 @@ class KeypointCache:
         item_ids: Sequence[int],
         load: Callable[[int], Image.Image | None],
         detect_in: Executor | None = None,
+        store: VerifyStore | None = None,
+        digests: Mapping[int, str] | None = None,
     ) -> list[Keypoints | None]:
         """``get`` of each item (order kept); images are loaded here, one after the other, and
-        their keypoints detected in ``detect_in`` while the next ones load."""
+        their keypoints detected in ``detect_in`` while the next ones load. With a ``store``,
+        keypoints kept by an earlier audit (by the item's SHA-256 in ``digests``) are read from
+        it, and new ones are put there."""
         known: dict[int, Keypoints | None] = {}
         detecting: dict[int, Future[Keypoints]] = {}
+        digests = digests or {}
+        stored: dict[str, Keypoints] = {}
+        if store is not None:
+            stored = store.keypoints(
+                digests[i] for i in item_ids if i not in self._items and i in digests
+            )
         for item_id in item_ids:
             if item_id in known or item_id in detecting:
                 continue
@@ -102,18 +116,26 @@ class KeypointCache:
                 self._items.move_to_end(item_id)
                 known[item_id] = self._items[item_id]
                 continue
+            if digests.get(item_id) in stored:
+                known[item_id] = stored[digests[item_id]]
+                self._put(item_id, known[item_id])
+                continue
             image = load(item_id)
             if image is None:
                 known[item_id] = None
                 self._put(item_id, None)
             elif detect_in is None:
-                known[item_id] = keypoints(image)
-                self._put(item_id, known[item_id])
+                known[item_id] = found = keypoints(image)
+                self._put(item_id, found)
+                if store is not None:
+                    store.put_keypoints(digests.get(item_id), found)
             else:
                 detecting[item_id] = detect_in.submit(keypoints, image)
         for item_id, job in detecting.items():
-            known[item_id] = job.result()
-            self._put(item_id, known[item_id])
+            known[item_id] = found = job.result()
+            self._put(item_id, found)
+            if store is not None:
+                store.put_keypoints(digests.get(item_id), found)
         return [known[item_id] for item_id in item_ids]
 
     def _put(self, item_id: int, found: Keypoints | None) -> None:
@@ -125,8 +147,14 @@ class KeypointCache:
 class GeometricTier:
     """Runs geometric matches for an audit and accounts for their time."""
 
-    def __init__(self, cache: KeypointCache | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        cache: KeypointCache | None = None,
+        threads: int | None = None,
+        store: VerifyStore | None = None,
+    ) -> None:
         self.cache = cache or KeypointCache()
+        self.store = store  # keypoints kept between audits (indexer.audit.verify_store)
         # SIFT detection releases the GIL, and one detection uses one core (OpenCV's own
         # threads barely help it): detect the test image and the corpus images side by side.
         self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))
@@ -145,8 +173,10 @@ class GeometricTier:
         query: Image.Image,
         item_ids: Sequence[int],
         load: Callable[[int], Image.Image | None],
+        digests: Mapping[int, str] | None = None,
     ) -> list[GeometricMatch]:
-        """Geometric match of one test image against corpus items (order kept)."""
+        """Geometric match of one test image against corpus items (order kept); ``digests``
+        (item id -> SHA-256) name the corpus images in the store, when there is one."""
         if not item_ids:
             return []
         started = time.perf_counter()
@@ -154,11 +184,11 @@ class GeometricTier:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
             query_job = self._pool.submit(keypoints, query, with_mirror=True)
-            references = self.cache.get_many(item_ids, load, self._pool)
+            references = self.cache.get_many(item_ids, load, self._pool, self.store, digests)
             query_points = query_job.result()
         else:
             query_points = keypoints(query, with_mirror=True)
-            references = self.cache.get_many(item_ids, load)
+            references = self.cache.get_many(item_ids, load, None, self.store, digests)
         found = iter(match_many(query_points, [r for r in references if r is not None]))
         out = [NO_MATCH if r is None else next(found) for r in references]
         self.pairs += len(item_ids)

@@ -25,6 +25,7 @@ from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.phases import PhaseTimes
 from indexer.audit.report import compute_summary
 from indexer.audit.thresholds import Thresholds
+from indexer.audit.verify_store import VerifyStore
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
@@ -295,40 +296,53 @@ def _visual_matches(
     """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
     matches: list[FoundMatch] = []
     index_info: dict[str, Any] = {}
-    for n, corpus in enumerate(corpora):
-        with phases.phase("open index"):
-            index = open_corpus_index(ws, corpus.name)
-        index_info[corpus.name] = index.info()
-        vectors = (
-            state.vectors.get(corpus.model_id)
-            if corpus.model_id and corpus.model_id in embedders
-            else None
-        )
-        with ws.sessions() as s:
-            found = match_corpus(
-                s,
-                corpus_id=corpus.id,
-                index=index,
-                state=state,
-                vectors=vectors,
-                thresholds=th,
-                phases=phases,
+    store = VerifyStore.for_home(ws.home)  # corpus images' verification features, kept
+    try:
+        for n, corpus in enumerate(corpora):
+            with phases.phase("open index"):
+                index = open_corpus_index(ws, corpus.name)
+            index_info[corpus.name] = index.info()
+            vectors = (
+                state.vectors.get(corpus.model_id)
+                if corpus.model_id and corpus.model_id in embedders
+                else None
             )
-        for p in found.pairs:
-            assert p.kind is not None  # match_corpus returns classified pairs only
-            matches.append(
-                FoundMatch(
-                    split_item_id=int(state.ids[p.row]),
-                    item_id=p.item_id,
-                    corpus=corpus.name,
-                    kind=p.kind,
-                    cosine=p.cosine,
-                    hamming=p.hamming,
-                    score=_score(p.cosine, p.hamming),
-                    evidence=p.evidence(),
+            with ws.sessions() as s:
+                found = match_corpus(
+                    s,
+                    corpus_id=corpus.id,
+                    index=index,
+                    state=state,
+                    vectors=vectors,
+                    thresholds=th,
+                    phases=phases,
+                    store=store,
                 )
+            for p in found.pairs:
+                assert p.kind is not None  # match_corpus returns classified pairs only
+                matches.append(
+                    FoundMatch(
+                        split_item_id=int(state.ids[p.row]),
+                        item_id=p.item_id,
+                        corpus=corpus.name,
+                        kind=p.kind,
+                        cosine=p.cosine,
+                        hamming=p.hamming,
+                        score=_score(p.cosine, p.hamming),
+                        evidence=p.evidence(),
+                    )
+                )
+            report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
+    finally:
+        if store is not None:
+            with phases.phase("verification: store"):
+                store.close()
+            log.info(
+                "verification store %s: %d features reused, %d not stored yet",
+                store.path,
+                store.hits,
+                store.misses,
             )
-        report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
     return matches, index_info
 
 

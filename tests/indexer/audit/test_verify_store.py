@@ -1,0 +1,184 @@
+"""The verification store: corpus images' thumbnails and keypoints kept between audits."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from indexer.audit import engine
+from indexer.audit.geometry import keypoints
+from indexer.audit.report import audit_report
+from indexer.audit.service import create_audit, create_split, run_audit
+from indexer.audit.verify import verify_thumbnail
+from indexer.audit.verify_store import STORE_FILE, VerifyStore
+from indexer.demo import sample_photo
+from indexer.pipeline.index import index_sources
+from indexer.sources.folder import FolderSource
+from indexer.sources.open import open_split
+from indexer.workspace import Workspace
+
+NOMINATE_ALL = {"candidate_cosine": -1.0}  # every neighbour goes to the geometric match
+
+
+def _store(tmp_path: Path, cap_mb: float = 64, version: str = "test") -> VerifyStore:
+    return VerifyStore(tmp_path / STORE_FILE, int(cap_mb * 1024 * 1024), version=version)
+
+
+def test_thumbnails_and_keypoints_read_back_exactly(tmp_path: Path) -> None:
+    image = sample_photo("coffee")
+    found = keypoints(image)
+    assert len(found) > 50
+    thumb = verify_thumbnail(image)
+    store = _store(tmp_path)
+    store.put_thumbnail("a" * 64, thumb)
+    store.put_keypoints("a" * 64, found)
+    store.close()
+    again = _store(tmp_path)
+    assert np.array_equal(again.thumbnails(["a" * 64, "b" * 64])["a" * 64], thumb)
+    got = again.keypoints(["a" * 64])["a" * 64]
+    assert np.array_equal(got.points, found.points) and got.points.dtype == np.float32
+    assert np.array_equal(got.descriptors, found.descriptors)
+    assert got.descriptors.dtype == np.float32
+    assert (got.width, got.height) == (found.width, found.height)
+    assert (again.hits, again.misses) == (2, 1)
+
+
+def test_keypoints_whose_descriptors_are_not_bytes_are_not_kept(tmp_path: Path) -> None:
+    found = keypoints(sample_photo("coffee"))
+    odd = type(found)(found.points, found.descriptors + 0.5, found.width, found.height)
+    store = _store(tmp_path)
+    store.put_keypoints("a" * 64, odd)
+    store.flush()
+    assert store.keypoints(["a" * 64]) == {}
+
+
+def test_rows_of_other_settings_are_dropped_when_the_store_opens(tmp_path: Path) -> None:
+    store = _store(tmp_path, version="old")
+    store.put_thumbnail("a" * 64, np.zeros((32, 32), np.uint8))
+    store.close()
+    assert _store(tmp_path, version="new").thumbnails(["a" * 64]) == {}
+    assert _store(tmp_path, version="old").thumbnails(["a" * 64]) == {}  # gone for good
+
+
+def test_the_least_recently_used_entries_go_first_above_the_cap(tmp_path: Path) -> None:
+    thumb = np.arange(32 * 32, dtype=np.uint8).reshape(32, 32)  # ~1.2 KiB stored
+    store = _store(tmp_path, cap_mb=10 / 1024)  # ~10 KiB: room for 8
+    for i in range(8):
+        store.put_thumbnail(f"{i:064d}", thumb)
+        store.flush()
+    store.thumbnails([f"{0:064d}"])  # the oldest, read again: now recently used
+    store.flush()
+    for i in range(8, 12):
+        store.put_thumbnail(f"{i:064d}", thumb)
+    store.close()
+    left = set(_store(tmp_path, cap_mb=10 / 1024).thumbnails(f"{i:064d}" for i in range(12)))
+    assert f"{0:064d}" in left and f"{1:064d}" not in left and f"{11:064d}" in left
+    assert len(left) <= 8
+
+
+def test_an_unreadable_entry_is_a_miss(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.put_thumbnail("a" * 64, np.zeros((32, 32), np.uint8))
+    store.close()
+    with sqlite3.connect(tmp_path / STORE_FILE) as db:
+        db.execute("UPDATE features SET data = X'00010203'")
+    assert _store(tmp_path).thumbnails(["a" * 64]) == {}
+
+
+def test_the_store_can_be_turned_off_and_an_unusable_one_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
+    assert VerifyStore.for_home(tmp_path) is None
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "lots")
+    with caplog.at_level(logging.WARNING):
+        store = VerifyStore.for_home(tmp_path)
+    assert store is not None and "not a whole number" in caplog.text
+    store.close()
+    monkeypatch.delenv("SPLITAUDIT_VERIFY_CACHE_MB")
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    with caplog.at_level(logging.WARNING):
+        assert VerifyStore.for_home(blocked) is None
+    assert "auditing without it" in caplog.text
+
+
+@pytest.fixture
+def geometric_case(tmp_path: Path, tiny_model_spec: str) -> tuple[Workspace, int]:
+    """A corpus and a split whose planted crop + rotation only the geometric match finds."""
+    from indexer.embed.loader import load_embedder
+
+    scene = sample_photo("astronaut")
+    corpus = tmp_path / "corpus" / "all"
+    corpus.mkdir(parents=True)
+    scene.crop((0, 0, 256, 512)).save(corpus / "left_half.jpg", quality=92)
+    for name in ("coffee", "rocket", "camera"):
+        sample_photo(name).save(corpus / f"{name}.jpg", quality=92)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(
+        ws,
+        "c",
+        [FolderSource(tmp_path / "corpus")],
+        embedder=load_embedder(tiny_model_spec),
+        model_spec=tiny_model_spec,
+    )
+    split = tmp_path / "split"
+    split.mkdir()
+    crop = scene.crop((64, 200, 192, 328)).resize((256, 256), Image.Resampling.LANCZOS)
+    crop.rotate(10, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=(255, 255, 255)).save(
+        split / "planted.jpg", quality=70
+    )
+    scene.crop((300, 180, 500, 380)).save(split / "sibling.jpg", quality=90)
+    return ws, create_split(ws, open_split(str(split)), name="s")
+
+
+def _audit(ws: Workspace, split_id: int) -> list[dict[str, Any]]:
+    audit_id = create_audit(ws, split_id=split_id, corpora=["c"], thresholds=NOMINATE_ALL)
+    run_audit(ws, audit_id)
+    with ws.sessions() as s:
+        items = audit_report(s, audit_id)["items"]
+    return [
+        {
+            **{k: v for k, v in it.items() if k not in ("audit_id", "review")},
+            "matches": [
+                {k: v for k, v in m.items() if k not in ("id", "review")} for m in it["matches"]
+            ],
+        }
+        for it in items
+    ]
+
+
+def test_a_second_audit_reuses_the_store_with_the_same_results(
+    geometric_case: tuple[Workspace, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, split_id = geometric_case
+    decoded: list[int] = []
+    real = engine._load_image
+
+    def counting(locator: dict[str, Any] | None) -> Image.Image | None:
+        decoded.append(1)
+        return real(locator)
+
+    monkeypatch.setattr(engine, "_load_image", counting)
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
+    without = _audit(ws, split_id)
+    assert not (ws.home / "cache" / STORE_FILE).exists()
+    monkeypatch.delenv("SPLITAUDIT_VERIFY_CACHE_MB")
+    decoded.clear()
+    cold = _audit(ws, split_id)
+    cold_decodes = len(decoded)
+    decoded.clear()
+    warm = _audit(ws, split_id)
+    assert cold == without and warm == without  # the same verdicts, matches and evidence
+    planted = next(it for it in warm if it["key"] == "planted.jpg")
+    assert planted["verdict"] == "near" and "geometry" in planted["matches"][0]["evidence"]
+    assert len(decoded) == 2 < cold_decodes  # only the two test images: no corpus decode
+    with sqlite3.connect(ws.home / "cache" / STORE_FILE) as db:
+        kinds = dict(db.execute("SELECT kind, COUNT(*) FROM features GROUP BY kind").fetchall())
+    assert kinds["thumb"] == 4 and kinds["keypoints"] >= 1
