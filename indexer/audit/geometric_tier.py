@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from indexer.audit.geometry import NO_MATCH, GeometricMatch, Keypoints, keypoints, match_many
+from indexer.audit.geometry import (
+    NO_MATCH,
+    GeometricMatch,
+    Keypoints,
+    keypoints,
+    keypoints_async,
+    match_many,
+)
 from indexer.audit.thresholds import Thresholds
 
 if TYPE_CHECKING:
@@ -183,9 +190,9 @@ class GeometricTier:
         if self.threads > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
-            query_job = self._pool.submit(keypoints, query, with_mirror=True)
+            query_job = keypoints_async(query, self._pool)  # plain and mirror side by side
             references = self.cache.get_many(item_ids, load, self._pool, self.store, digests)
-            query_points = query_job.result()
+            query_points = query_job()
         else:
             query_points = keypoints(query, with_mirror=True)
             references = self.cache.get_many(item_ids, load, None, self.store, digests)

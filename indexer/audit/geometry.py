@@ -24,7 +24,8 @@ UI draw as a box on the corpus image.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,6 +149,22 @@ def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
         flipped_points, flipped_descriptors = _detect(np.ascontiguousarray(pixels[:, ::-1]))
         mirrored = Keypoints(flipped_points, flipped_descriptors, width, height)
     return Keypoints(points, descriptors, width, height, mirrored)
+
+
+def keypoints_async(image: Image.Image, pool: Executor) -> Callable[[], Keypoints]:
+    """``keypoints(image, with_mirror=True)`` with the plain and the mirrored detection run side
+    by side in ``pool`` (one detection uses one core); call the returned function to wait."""
+    pixels = _working_gray(image)
+    height, width = pixels.shape
+    plain = pool.submit(_detect, pixels)
+    flipped = pool.submit(_detect, np.ascontiguousarray(pixels[:, ::-1]))
+
+    def result() -> Keypoints:
+        points, descriptors = plain.result()
+        mirrored = Keypoints(*flipped.result(), width, height)
+        return Keypoints(points, descriptors, width, height, mirrored)
+
+    return result
 
 
 def _ratio_matches(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageOps
 
-from indexer.audit.geometry import MIN_INLIERS, geometric_match
+from indexer.audit.geometry import MIN_INLIERS, geometric_match, keypoints
 from indexer.demo import sample_photo
 
 
@@ -84,3 +85,18 @@ def test_flat_images_give_no_match_not_an_error() -> None:
     flat = Image.new("RGB", (200, 150), (128, 128, 128))
     match = geometric_match(flat, flat)
     assert match.inliers == 0 and not match.is_copy()
+
+
+def test_keypoints_detected_side_by_side_equal_the_sequential_ones() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from indexer.audit.geometry import keypoints_async
+
+    image = sample_photo("coffee")
+    want = keypoints(image, with_mirror=True)
+    with ThreadPoolExecutor(2) as pool:
+        got = keypoints_async(image, pool)()
+    assert want.mirrored is not None and got.mirrored is not None
+    for a, b in ((got, want), (got.mirrored, want.mirrored)):
+        assert np.array_equal(a.points, b.points) and np.array_equal(a.descriptors, b.descriptors)
+        assert (a.width, a.height) == (b.width, b.height)
