@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,9 @@ from indexer.kinds import KIND_RANK, MatchKind
 from indexer.store.binary_index import signed_to_unsigned
 from indexer.store.calibrate import iter_chunks
 from indexer.store.corpus_index import CorpusIndex
+
+if TYPE_CHECKING:
+    from indexer.audit.verify_store import VerifyStore
 
 CHUNK_ROWS = 4096
 _Num = TypeVar("_Num", int, float)
@@ -190,8 +193,10 @@ def chunk_edges(
     skip: set[int],
     thresholds: Thresholds,
     semantic: bool,
+    store: VerifyStore | None = None,
 ) -> list[Edge]:
-    """The duplicate pairs between the items of ``chunk`` and the whole corpus (self pairs dropped)."""
+    """The duplicate pairs between the items of ``chunk`` and the whole corpus (self pairs dropped);
+    ``store`` keeps the candidates' verification features between runs."""
     state, positions = chunk_state(session, chunk.ids.tolist(), skip)
     if not len(state):
         return []
@@ -204,6 +209,7 @@ def chunk_edges(
         vectors=vectors,
         thresholds=thresholds,
         query_model=Item,
+        store=store,
     )
     out: list[Edge] = []
     for p in found.pairs:

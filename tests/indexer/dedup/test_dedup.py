@@ -182,3 +182,29 @@ def test_semantic_clusters_are_separate_and_never_dropped(
     assert report["semantic_clusters"], "random weights put some unrelated images above cosine 0.9"
     for c in report["semantic_clusters"]:
         assert all(m["tier"] == "semantic" for m in c["members"])
+
+
+def test_a_repeated_run_reads_the_verification_store_with_the_same_clusters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from indexer.audit import engine
+
+    ws, truth = _indexed(tmp_path)
+    decoded: list[object] = []
+    real = engine._load_image
+    monkeypatch.setattr(engine, "_load_image", lambda loc: decoded.append(loc) or real(loc))
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
+    without = _clusters(_dedup(ws))
+    monkeypatch.delenv("SPLITAUDIT_VERIFY_CACHE_MB")
+    decoded.clear()
+    first = _clusters(_dedup(ws))
+    cold = len(decoded)
+    with sqlite3.connect(ws.home / "cache" / "verify.sqlite") as db:
+        (stored,) = db.execute("SELECT COUNT(*) FROM features WHERE kind = 'thumb'").fetchone()
+    decoded.clear()
+    again = _clusters(_dedup(ws))
+    assert without == first == again == {frozenset(keys) for keys in truth.values()}
+    # at least one decode fewer per stored thumbnail (identical files share one entry)
+    assert stored > 0 and len(decoded) <= cold - stored
