@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,12 @@ class Keypoints:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    @cached_property
+    def exact_norms(self) -> npt.NDArray[np.float32] | None:
+        """``_exact_integers`` of the descriptors, computed once (corpus keypoints are matched
+        against many test images)."""
+        return _exact_integers(self.descriptors)
 
 
 @dataclass(frozen=True)
@@ -174,8 +181,8 @@ def _ratio_matches(
     if len(query) < 2 or len(reference) < 2:
         empty = np.zeros((0, 2), np.float32)
         return empty, empty
-    query_norms = _exact_integers(query.descriptors)
-    reference_norms = _exact_integers(reference.descriptors)
+    query_norms = query.exact_norms
+    reference_norms = reference.exact_norms
     if query_norms is None or reference_norms is None:
         return _ratio_matches_opencv(query, reference)
     distances = _distances(query.descriptors, query_norms, reference.descriptors, reference_norms)
@@ -349,11 +356,11 @@ def match_many(query: Keypoints, references: Sequence[Keypoints]) -> list[Geomet
     """
     out: list[GeometricMatch | None] = [None] * len(references)
     sides = [query] + ([query.mirrored] if query.mirrored is not None else [])
-    side_norms = [_exact_integers(side.descriptors) for side in sides]
+    side_norms = [side.exact_norms for side in sides]
     batchable = [
         i
         for i, ref in enumerate(references)
-        if len(ref) >= 2 and _exact_integers(ref.descriptors) is not None
+        if len(ref) >= 2 and ref.exact_norms is not None
     ]
     if any(n is None for n in side_norms) or any(len(side) < 2 for side in sides):
         batchable = []
@@ -363,7 +370,7 @@ def match_many(query: Keypoints, references: Sequence[Keypoints]) -> list[Geomet
         chunk = batchable[start : start + MATCH_BATCH]
         refs = [references[i] for i in chunk]
         assert stacked is not None and stacked_norms is not None
-        reference_norms = [_exact_integers(ref.descriptors) for ref in refs]
+        reference_norms = [ref.exact_norms for ref in refs]
         distances = _distances(
             stacked,
             stacked_norms,
