@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TOP_K = 10
+MATCHES_IN_FLIGHT = 2  # test images whose geometric matching may still be running
 THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
 PairOf = Callable[[int, int], "Pair"]  # the evidence record of (query row, candidate id)
 VectorSearch = Callable[
@@ -314,6 +315,17 @@ def _verify_candidates(
 
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
+    # geometric matches still running (the next test image is prepared meanwhile)
+    pending: deque[tuple[list[Pair], Callable[[], list[GeometricMatch]]]] = deque()
+
+    def settle(in_flight: int) -> None:
+        while len(pending) > in_flight:
+            chosen, result = pending.popleft()
+            with phases.phase("verification: geometric"):
+                found = result()
+            for p, match in zip(chosen, found, strict=True):
+                p.geometry = match
+
     for row, ps in todo.items():
         # The query is re-decoded here (only rows with candidates): the verifier's score was
         # calibrated on the <=256 px decode, and keeping those for a whole split costs too much.
@@ -362,13 +374,15 @@ def _verify_candidates(
 
             geometric_started = time.perf_counter()
             decoding = phases.seconds.get("verification: decode", 0.0)
-            found = geometric.match(query, [p.item_id for p in chosen], load, digests)
+            pending.append(
+                (chosen, geometric.submit(query, [p.item_id for p in chosen], load, digests))
+            )
             decoded = phases.seconds.get("verification: decode", 0.0) - decoding
             phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
-            for p, match in zip(chosen, found, strict=True):
-                p.geometry = match
+            settle(MATCHES_IN_FLIGHT)
         if len(cache) > THUMB_CACHE:
             cache.clear()
+    settle(0)
 
 
 def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int, dict[str, Any]]:

@@ -166,14 +166,16 @@ class GeometricTier:
         # threads barely help it): detect the test image and the corpus images side by side.
         self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))
         self._pool: ThreadPoolExecutor | None = None  # one for the audit: threads keep their arenas
+        self._matcher: ThreadPoolExecutor | None = None
         self.pairs = 0
         self.seconds = 0.0
 
     def close(self) -> None:
-        """Stop the detection threads (a later ``match`` starts them again)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        """Stop the detection and matching threads (a later ``match`` starts them again)."""
+        for pool in (self._pool, self._matcher):
+            if pool is not None:
+                pool.shutdown()
+        self._pool = self._matcher = None
 
     def match(
         self,
@@ -184,23 +186,48 @@ class GeometricTier:
     ) -> list[GeometricMatch]:
         """Geometric match of one test image against corpus items (order kept); ``digests``
         (item id -> SHA-256) name the corpus images in the store, when there is one."""
+        return self.submit(query, item_ids, load, digests)()
+
+    def submit(
+        self,
+        query: Image.Image,
+        item_ids: Sequence[int],
+        load: Callable[[int], Image.Image | None],
+        digests: Mapping[int, str] | None = None,
+    ) -> Callable[[], list[GeometricMatch]]:
+        """``match``, returning at once: call the result to get the matches.
+
+        The keypoints are detected on the detection threads, and the matching runs on a
+        thread of its own, so the caller prepares the next test image meanwhile (the same
+        matches, computed in the same order). Corpus images are loaded, and the store read and
+        written, here, on the caller's thread.
+        """
         if not item_ids:
-            return []
+            return lambda: []
         started = time.perf_counter()
-        if self.threads > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
-            query_job = keypoints_async(query, self._pool)  # plain and mirror side by side
-            references = self.cache.get_many(item_ids, load, self._pool, self.store, digests)
-            query_points = query_job()
-        else:
+        self.pairs += len(item_ids)
+        if self.threads == 1:
             query_points = keypoints(query, with_mirror=True)
             references = self.cache.get_many(item_ids, load, None, self.store, digests)
-        found = iter(match_many(query_points, [r for r in references if r is not None]))
-        out = [NO_MATCH if r is None else next(found) for r in references]
-        self.pairs += len(item_ids)
+            done = _match_references(lambda: query_points, references)
+            self.seconds += time.perf_counter() - started
+            return lambda: done
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
+        if self._matcher is None:
+            self._matcher = ThreadPoolExecutor(1, thread_name_prefix="matching")
+        query_job = keypoints_async(query, self._pool)  # plain and mirror side by side
+        references = self.cache.get_many(item_ids, load, self._pool, self.store, digests)
+        job = self._matcher.submit(_match_references, query_job, references)
         self.seconds += time.perf_counter() - started
-        return out
+
+        def result() -> list[GeometricMatch]:
+            waited = time.perf_counter()
+            out = job.result()
+            self.seconds += time.perf_counter() - waited
+            return out
+
+        return result
 
     def log_cost(self, total_seconds: float) -> None:
         """Log how many pairs were matched and the share of the audit's time it took."""
@@ -212,3 +239,11 @@ class GeometricTier:
                 self.seconds,
                 100 * share,
             )
+
+
+def _match_references(
+    query: Callable[[], Keypoints], references: Sequence[Keypoints | None]
+) -> list[GeometricMatch]:
+    """``match_many`` of the query against the references that could be read (order kept)."""
+    found = iter(match_many(query(), [r for r in references if r is not None]))
+    return [NO_MATCH if r is None else next(found) for r in references]

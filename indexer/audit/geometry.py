@@ -358,9 +358,7 @@ def match_many(query: Keypoints, references: Sequence[Keypoints]) -> list[Geomet
     sides = [query] + ([query.mirrored] if query.mirrored is not None else [])
     side_norms = [side.exact_norms for side in sides]
     batchable = [
-        i
-        for i, ref in enumerate(references)
-        if len(ref) >= 2 and ref.exact_norms is not None
+        i for i, ref in enumerate(references) if len(ref) >= 2 and ref.exact_norms is not None
     ]
     if any(n is None for n in side_norms) or any(len(side) < 2 for side in sides):
         batchable = []
