@@ -4,16 +4,11 @@ region of the same photo is not."""
 from __future__ import annotations
 
 import pytest
-from PIL import Image
+from helpers.geometric_case import crop_rotation_case
 
 from indexer.audit.formats import render_markdown
 from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.demo import sample_photo
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from indexer.audit.service import create_audit, run_audit
 
 # The tiny test model's cosines are not semantic; nominate every neighbour so that the
 # geometric match -- not the embedding -- decides, as it does for a real model's candidates.
@@ -23,35 +18,7 @@ NOMINATE_ALL = {"candidate_cosine": -1.0}
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> dict:
     """One audit, shared by the module's tests (they only read its report)."""
-    from indexer.embed.loader import load_embedder
-
-    tmp_path = tmp_path_factory.mktemp("geometric-audit")
-    scene = sample_photo("astronaut")  # 512 x 512
-    corpus = tmp_path / "corpus" / "all"
-    corpus.mkdir(parents=True)
-    scene.crop((0, 0, 256, 512)).save(corpus / "left_half.jpg", quality=92)
-    for name in ("coffee", "rocket", "camera"):
-        sample_photo(name).save(corpus / f"{name}.jpg", quality=92)
-    ws = Workspace.open(tmp_path / "home")
-    index_sources(
-        ws,
-        "c",
-        [FolderSource(tmp_path / "corpus")],
-        embedder=load_embedder(tiny_model_spec),
-        model_spec=tiny_model_spec,
-    )
-
-    split = tmp_path / "split"
-    split.mkdir()
-    # 50% of the left half's side (a quarter of its area), rotated 10 degrees, re-encoded.
-    crop = scene.crop((64, 200, 192, 328)).resize((256, 256), Image.Resampling.LANCZOS)
-    crop.rotate(10, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=(255, 255, 255)).save(
-        split / "planted.jpg", quality=70
-    )
-    scene.crop((300, 180, 500, 380)).save(
-        split / "sibling.jpg", quality=90
-    )  # right half: no shared pixels
-    split_id = create_split(ws, open_split(str(split)), name="s")
+    ws, split_id = crop_rotation_case(tmp_path_factory.mktemp("geometric-audit"), tiny_model_spec)
     audit_id = create_audit(ws, split_id=split_id, corpora=["c"], thresholds=NOMINATE_ALL)
     run_audit(ws, audit_id)
     with ws.sessions() as s:

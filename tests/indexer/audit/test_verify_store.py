@@ -9,18 +9,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.geometric_case import crop_rotation_case
 from PIL import Image
 
 from indexer.audit import engine
 from indexer.audit.geometry import keypoints
 from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
+from indexer.audit.service import create_audit, run_audit
 from indexer.audit.verify import verify_thumbnail
 from indexer.audit.verify_store import STORE_FILE, VerifyStore
 from indexer.demo import sample_photo
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
 from indexer.workspace import Workspace
 
 NOMINATE_ALL = {"candidate_cosine": -1.0}  # every neighbour goes to the geometric match
@@ -112,30 +110,7 @@ def test_the_store_can_be_turned_off_and_an_unusable_one_is_skipped(
 @pytest.fixture
 def geometric_case(tmp_path: Path, tiny_model_spec: str) -> tuple[Workspace, int]:
     """A corpus and a split whose planted crop + rotation only the geometric match finds."""
-    from indexer.embed.loader import load_embedder
-
-    scene = sample_photo("astronaut")
-    corpus = tmp_path / "corpus" / "all"
-    corpus.mkdir(parents=True)
-    scene.crop((0, 0, 256, 512)).save(corpus / "left_half.jpg", quality=92)
-    for name in ("coffee", "rocket", "camera"):
-        sample_photo(name).save(corpus / f"{name}.jpg", quality=92)
-    ws = Workspace.open(tmp_path / "home")
-    index_sources(
-        ws,
-        "c",
-        [FolderSource(tmp_path / "corpus")],
-        embedder=load_embedder(tiny_model_spec),
-        model_spec=tiny_model_spec,
-    )
-    split = tmp_path / "split"
-    split.mkdir()
-    crop = scene.crop((64, 200, 192, 328)).resize((256, 256), Image.Resampling.LANCZOS)
-    crop.rotate(10, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=(255, 255, 255)).save(
-        split / "planted.jpg", quality=70
-    )
-    scene.crop((300, 180, 500, 380)).save(split / "sibling.jpg", quality=90)
-    return ws, create_split(ws, open_split(str(split)), name="s")
+    return crop_rotation_case(tmp_path, tiny_model_spec)
 
 
 def _audit(ws: Workspace, split_id: int) -> list[dict[str, Any]]:
