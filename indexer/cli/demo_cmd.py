@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from indexer.cli.backend_option import backend_option, export_cache_dir
 from indexer.cli.common import handle_errors, home_option, open_workspace
 
 
@@ -25,8 +26,9 @@ from indexer.cli.common import handle_errors, home_option, open_workspace
     show_default=True,
     help="Embedding model for the demo corpus (the bundled offline encoder by default).",
 )
+@backend_option
 @handle_errors
-def demo(home: Path, out: Path | None, model_spec: str) -> None:
+def demo(home: Path, out: Path | None, model_spec: str, backend: str) -> None:
     """Generate a small corpus and a test split with planted leaks, index, audit, report.
 
     Everything runs locally on the embedded defaults (SQLite + FAISS under --home); the
@@ -38,12 +40,13 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
     from indexer.audit.report import audit_report
     from indexer.audit.service import create_audit, create_split, run_audit
     from indexer.demo import write_demo
-    from indexer.embed.loader import load_embedder
+    from indexer.embed.backends import backend_embedder_factory
     from indexer.pipeline.index import index_sources
     from indexer.sources.folder import FolderSource
     from indexer.sources.open import open_split
 
     out = home / "demo" if out is None else out
+    load_model = backend_embedder_factory(backend, export_cache_dir(home))  # checks the backend
     data = write_demo(out)
     click.echo(f"wrote demo corpus to {data.corpus} and test split to {data.split}")
     ws = open_workspace(home)
@@ -52,7 +55,7 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
             ws,
             "demo",
             [FolderSource(data.corpus)],
-            embedder=load_embedder(model_spec),
+            embedder=load_model(model_spec),
             model_spec=model_spec,
         )
         click.echo(
@@ -60,7 +63,7 @@ def demo(home: Path, out: Path | None, model_spec: str) -> None:
         )
         split_id = create_split(ws, open_split(str(data.split)), name="demo-split")
         audit_id = create_audit(ws, split_id=split_id, corpora=["demo"])
-        run_audit(ws, audit_id)
+        run_audit(ws, audit_id, embedder_factory=load_model)
         with ws.sessions() as s:
             report = audit_report(s, audit_id)
             html = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(s)))

@@ -42,3 +42,29 @@ def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
     assert (
         ".splitaudit/" in (Path(__file__).resolve().parents[3] / ".gitignore").read_text().split()
     )
+    # the default backend (auto) exported the model once; a second demo starts from that export
+    assert list((tmp_path / ".splitaudit" / "exports" / "launch").glob("*/*.json"))
+    again = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "-v", "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "started from its launch record" in again.stderr
+    assert {
+        it["key"]: it["verdict"] for it in json.loads((out / "report.json").read_text())["items"]
+    } == verdicts
+
+
+def test_demo_refuses_a_backend_that_is_not_installed(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "demo", "--backend", "tensorrt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2 and "tensorrt" in res.stderr
+    assert not (tmp_path / ".splitaudit" / "demo").exists()  # refused before writing anything
