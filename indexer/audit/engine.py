@@ -305,9 +305,12 @@ def _verify_candidates(
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
     store = geometric.store
     with phases.phase("locators (db)"):
-        locators = _item_locators(session, Item, item_ids)
-        split_locators = _item_locators(session, query_model, [int(state.ids[r]) for r in todo])
-        digests = _item_digests(session, item_ids) if store is not None else {}
+        locators = _column_by_id(session, Item.locator, item_ids)
+        split_locators = _column_by_id(
+            session, query_model.locator, [int(state.ids[r]) for r in todo]
+        )
+        # file SHA-256: what the verification store is keyed by
+        digests = _column_by_id(session, Item.sha256, item_ids) if store is not None else {}
 
     def _load(locator: dict[str, Any] | None) -> Image.Image | None:
         with phases.phase("verification: decode"):
@@ -385,25 +388,14 @@ def _verify_candidates(
     settle(0)
 
 
-def _item_locators(session: Session, model: Any, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
+def _column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int, Any]:
+    """``column`` (e.g. ``Item.locator``) of each row of its table in ``ids``; nulls left out."""
+    table = column.class_
+    out: dict[int, Any] = {}
     for chunk in in_chunks(ids):
-        for row_id, loc in session.execute(
-            select(model.id, model.locator).where(model.id.in_(chunk))
-        ):
-            out[int(row_id)] = loc
-    return out
-
-
-def _item_digests(session: Session, ids: Sequence[int]) -> dict[int, str]:
-    """Item id -> file SHA-256, where recorded (what the verification store is keyed by)."""
-    out: dict[int, str] = {}
-    for chunk in in_chunks(ids):
-        for row_id, digest in session.execute(
-            select(Item.id, Item.sha256).where(Item.id.in_(chunk))
-        ):
-            if digest:
-                out[int(row_id)] = str(digest)
+        for row_id, value in session.execute(select(table.id, column).where(table.id.in_(chunk))):
+            if value:
+                out[int(row_id)] = value
     return out
 
 

@@ -86,16 +86,6 @@ class KeypointCache:
         self.capacity = capacity
         self._items: OrderedDict[int, Keypoints | None] = OrderedDict()
 
-    def get(self, item_id: int, load: Callable[[int], Image.Image | None]) -> Keypoints | None:
-        """The item's keypoints, detected on first use (``None``: its image cannot be read)."""
-        if item_id in self._items:
-            self._items.move_to_end(item_id)
-            return self._items[item_id]
-        image = load(item_id)
-        found = None if image is None else keypoints(image)
-        self._put(item_id, found)
-        return found
-
     def get_many(
         self,
         item_ids: Sequence[int],
@@ -104,8 +94,9 @@ class KeypointCache:
         store: VerifyStore | None = None,
         digests: Mapping[int, str] | None = None,
     ) -> list[Keypoints | None]:
-        """``get`` of each item (order kept); images are loaded here, one after the other, and
-        their keypoints detected in ``detect_in`` while the next ones load. With a ``store``,
+        """The keypoints of each item (order kept; ``None``: its image cannot be read), detected on
+        first use: images are loaded here, one after the other, and their keypoints detected in
+        ``detect_in`` while the next ones load. With a ``store``,
         keypoints kept by an earlier audit (by the item's SHA-256 in ``digests``) are read from
         it, and new ones are put there."""
         known: dict[int, Keypoints | None] = {}

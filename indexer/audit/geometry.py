@@ -336,12 +336,22 @@ def _fit_matches(
 
 def match_keypoints(query: Keypoints, reference: Keypoints) -> GeometricMatch:
     """The best geometric match of a test image (plain or mirrored) into a corpus image."""
-    best = _fit(query, reference, mirrored=False)
-    if query.mirrored is not None and not best.is_copy():
-        flipped = _fit(query.mirrored, reference, mirrored=True)
-        if flipped.inliers > best.inliers:
-            best = flipped
-    return best
+    mirrored = query.mirrored
+    return _plain_or_mirrored(
+        _fit(query, reference, mirrored=False),
+        None if mirrored is None else lambda: _fit(mirrored, reference, mirrored=True),
+    )
+
+
+def _plain_or_mirrored(
+    plain: GeometricMatch, mirrored: Callable[[], GeometricMatch] | None
+) -> GeometricMatch:
+    """The plain match, unless it is no copy and the mirrored one (fitted only then) has more
+    inliers."""
+    if mirrored is None or plain.is_copy():
+        return plain
+    flipped = mirrored()
+    return flipped if flipped.inliers > plain.inliers else plain
 
 
 MATCH_BATCH = 8  # references whose descriptor distances are computed in one product
@@ -391,14 +401,13 @@ def _match_from_distances(
 ) -> GeometricMatch:
     """``match_keypoints`` from the distances of the stacked query sides (plain, mirrored)."""
     rows = len(sides[0])
-    q, r = _ratio_from_distances(distances[:rows].copy(), sides[0], reference)
-    best = _fit_matches(q, r, sides[0], reference, mirrored=False)
-    if len(sides) > 1 and not best.is_copy():
-        q, r = _ratio_from_distances(distances[rows:].copy(), sides[1], reference)
-        flipped = _fit_matches(q, r, sides[1], reference, mirrored=True)
-        if flipped.inliers > best.inliers:
-            best = flipped
-    return best
+
+    def fit(side: int) -> GeometricMatch:
+        block = distances[:rows] if side == 0 else distances[rows:]
+        q, r = _ratio_from_distances(block.copy(), sides[side], reference)
+        return _fit_matches(q, r, sides[side], reference, mirrored=side == 1)
+
+    return _plain_or_mirrored(fit(0), (lambda: fit(1)) if len(sides) > 1 else None)
 
 
 def geometric_match(query: Image.Image, reference: Image.Image) -> GeometricMatch:
