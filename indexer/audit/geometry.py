@@ -66,6 +66,13 @@ class Keypoints:
         against many test images)."""
         return _exact_integers(self.descriptors)
 
+    @cached_property
+    def scaled_descriptors(self) -> npt.NDArray[np.float32]:
+        """-2 x the descriptors (exact for ``exact_norms`` descriptors): the query side of
+        ``_partial_distances``."""
+        scaled: npt.NDArray[np.float32] = self.descriptors * np.float32(-2.0)
+        return scaled
+
 
 @dataclass(frozen=True)
 class GeometricMatch:
@@ -185,20 +192,28 @@ def _ratio_matches(
     reference_norms = reference.exact_norms
     if query_norms is None or reference_norms is None:
         return _ratio_matches_opencv(query, reference)
-    distances = _distances(query.descriptors, query_norms, reference.descriptors, reference_norms)
-    return _ratio_from_distances(distances, query, reference)
+    partial = _partial_distances(query.scaled_descriptors, reference.descriptors, reference_norms)
+    return _ratio_from_distances(partial, query_norms, query, reference)
 
 
 def _ratio_from_distances(
-    distances: npt.NDArray[np.float32], query: Keypoints, reference: Keypoints
+    partial: npt.NDArray[np.float32],
+    query_norms: npt.NDArray[np.float32],
+    query: Keypoints,
+    reference: Keypoints,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """``_ratio_matches`` from the (query, reference) descriptor distances (overwritten).
+    """``_ratio_matches`` from the (query, reference) ``_partial_distances`` (overwritten).
 
     The ratio test and "the closest query point per reference point" exactly as the DMatch
-    loop of ``_ratio_matches_opencv`` does them: the same float comparisons, ties to the lower
-    query index, pairs in order of each reference point's first passing match.
+    loop of ``_ratio_matches_opencv`` does them: the same float comparisons on the same float32
+    distances, ties to the lower query index, pairs in order of each reference point's first
+    passing match.
     """
-    first, d0, d1 = _two_nearest(distances)
+    first, p0, p1 = _two_nearest(partial)
+    # Squared distance = query norm + partial, an exact integer; OpenCV's distance is its float32
+    # square root, needed for the two nearest only.
+    d0 = np.sqrt(query_norms + p0)
+    d1 = np.sqrt(query_norms + p1)
     passing = np.flatnonzero(d0.astype(np.float64) < RATIO * d1.astype(np.float64))
     train = first[passing]
     ranked = np.lexsort((passing, d0[passing], train))
@@ -213,8 +228,11 @@ def _ratio_from_distances(
 
 # SIFT descriptors are small non-negative integers stored as float32: their squared
 # distances and dot products are integers, exact in float32 below 2**24 whatever the order
-# of summation, so one BLAS product gives OpenCV's brute-force distances bit for bit.
-_EXACT_NORM2 = 2.0**23
+# of summation, so one BLAS product gives OpenCV's brute-force distances bit for bit. With
+# squared norms below 2**20 every squared distance is below 2**22, where distinct integers
+# keep distinct float32 square roots: the nearest and second nearest by squared distance
+# (what ``_two_nearest`` picks, ties included) are OpenCV's by distance.
+_EXACT_NORM2 = 2.0**20
 
 
 def _exact_integers(descriptors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32] | None:
@@ -229,22 +247,20 @@ def _exact_integers(descriptors: npt.NDArray[np.float32]) -> npt.NDArray[np.floa
     return norms.astype(np.float32)
 
 
-def _distances(
-    query: npt.NDArray[np.float32],
-    query_norms: npt.NDArray[np.float32],
+def _partial_distances(
+    scaled_query: npt.NDArray[np.float32],
     reference: npt.NDArray[np.float32],
     reference_norms: npt.NDArray[np.float32],
 ) -> npt.NDArray[np.float32]:
-    """L2 distances of every (query, reference) descriptor pair, as OpenCV's brute force gives
-    them (exact squared distances for ``_exact_integers`` descriptors, float32 square root)."""
-    # In place, one matrix: every term is an integer below 2**24, so the order of the sums
-    # does not change the result.
-    out: npt.NDArray[np.float32] = query @ reference.T
-    out *= np.float32(-2.0)
-    out += query_norms[:, None]
+    """Squared distances of every (query, reference) ``_exact_integers`` descriptor pair, less
+    the query row's squared norm: ``reference norm - 2 q.r`` (``scaled_query`` = -2 q).
+
+    One matrix product and one pass: every term is an integer of magnitude below 2**22, so
+    the result is exact whatever the order of the sums, and the query norm, the same along a
+    row, changes no row's order.
+    """
+    out: npt.NDArray[np.float32] = scaled_query @ reference.T
     out += reference_norms[None, :]
-    np.maximum(out, np.float32(0.0), out=out)
-    np.sqrt(out, out=out)
     return out
 
 
@@ -372,22 +388,20 @@ def match_many(query: Keypoints, references: Sequence[Keypoints]) -> list[Geomet
     ]
     if any(n is None for n in side_norms) or any(len(side) < 2 for side in sides):
         batchable = []
-    stacked = np.concatenate([side.descriptors for side in sides]) if batchable else None
-    stacked_norms = np.concatenate([n for n in side_norms if n is not None]) if batchable else None
+    stacked = np.concatenate([side.scaled_descriptors for side in sides]) if batchable else None
     for start in range(0, len(batchable), MATCH_BATCH):
         chunk = batchable[start : start + MATCH_BATCH]
         refs = [references[i] for i in chunk]
-        assert stacked is not None and stacked_norms is not None
+        assert stacked is not None
         reference_norms = [ref.exact_norms for ref in refs]
-        distances = _distances(
+        partial = _partial_distances(
             stacked,
-            stacked_norms,
             np.concatenate([ref.descriptors for ref in refs]),
             np.concatenate([n for n in reference_norms if n is not None]),
         )
         offset = 0
         for i, ref in zip(chunk, refs, strict=True):
-            block = distances[:, offset : offset + len(ref)]
+            block = partial[:, offset : offset + len(ref)]
             offset += len(ref)
             out[i] = _match_from_distances(block, sides, ref)
     return [
@@ -397,14 +411,17 @@ def match_many(query: Keypoints, references: Sequence[Keypoints]) -> list[Geomet
 
 
 def _match_from_distances(
-    distances: npt.NDArray[np.float32], sides: Sequence[Keypoints], reference: Keypoints
+    partial: npt.NDArray[np.float32], sides: Sequence[Keypoints], reference: Keypoints
 ) -> GeometricMatch:
-    """``match_keypoints`` from the distances of the stacked query sides (plain, mirrored)."""
+    """``match_keypoints`` from the partial distances of the stacked query sides (plain,
+    mirrored)."""
     rows = len(sides[0])
 
     def fit(side: int) -> GeometricMatch:
-        block = distances[:rows] if side == 0 else distances[rows:]
-        q, r = _ratio_from_distances(block.copy(), sides[side], reference)
+        block = partial[:rows] if side == 0 else partial[rows:]
+        norms = sides[side].exact_norms
+        assert norms is not None  # match_many batches exact descriptors only
+        q, r = _ratio_from_distances(block.copy(), norms, sides[side], reference)
         return _fit_matches(q, r, sides[side], reference, mirrored=side == 1)
 
     return _plain_or_mirrored(fit(0), (lambda: fit(1)) if len(sides) > 1 else None)

@@ -113,11 +113,15 @@ def _open_formats() -> tuple[str, ...]:
     return tuple(fmt for fmt in SUPPORTED_FORMATS if fmt in Image.OPEN)
 
 
-def decode_image(data: bytes, *, hashes_only: bool = False) -> DecodedImage:
+def decode_image(
+    data: bytes, *, hashes_only: bool = False, pixels_only: bool = False
+) -> DecodedImage:
     """Decode image bytes once; raise ``ImageDecodeError`` with a reason if they are unusable.
 
     ``hashes_only`` decodes a JPEG at the smallest scale the perceptual hashes need (see the
     module docstring): ``pixel_digest`` is then ``None`` unless that scale is the 256 request's.
+    ``pixels_only`` is for re-decoding an indexed image (the audit's verification): the same
+    pixels, without the digests and text fields indexing records (``None`` and empty).
     """
     if not data:
         raise ImageDecodeError("empty file (0 bytes): not an image")
@@ -125,7 +129,7 @@ def decode_image(data: bytes, *, hashes_only: bool = False) -> DecodedImage:
         warnings.simplefilter("always")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            decoded = _decode(data, hashes_only=hashes_only)
+            decoded = _decode(data, hashes_only=hashes_only, pixels_only=pixels_only)
         except ImageDecodeError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -161,7 +165,7 @@ def draft_scale(width: int, height: int, request: tuple[int, int]) -> int:
     return next(s for s in _DCT_SCALES if fits >= s or s == 1)
 
 
-def _decode(data: bytes, *, hashes_only: bool) -> DecodedImage:
+def _decode(data: bytes, *, hashes_only: bool, pixels_only: bool = False) -> DecodedImage:
     opened = Image.open(io.BytesIO(data), formats=_open_formats())
     width, height = opened.size
     limit = Image.MAX_IMAGE_PIXELS
@@ -183,7 +187,7 @@ def _decode(data: bytes, *, hashes_only: bool) -> DecodedImage:
             digest_pixels = True
     opened.load()
 
-    text_fields = extract_text_fields(opened)
+    text_fields = {} if pixels_only else extract_text_fields(opened)
     orientation = _orientation(opened)
     rgb = _to_rgb(opened)
     transpose = _ORIENTATION_TRANSPOSE.get(orientation)
@@ -201,8 +205,10 @@ def _decode(data: bytes, *, hashes_only: bool) -> DecodedImage:
         width=width,
         height=height,
         format=opened.format or "unknown",
-        pixel_digest=pixel_digest(rgb) if digest_pixels else None,
-        stream_digest=jpeg_stream_digest(data, orientation) if is_jpeg else None,
+        pixel_digest=pixel_digest(rgb) if digest_pixels and not pixels_only else None,
+        stream_digest=jpeg_stream_digest(data, orientation)
+        if is_jpeg and not pixels_only
+        else None,
         text_fields=text_fields,
     )
 

@@ -78,6 +78,40 @@ def test_descriptors_that_are_not_small_integers_fall_back_to_opencv(
     assert match_many(scaled, [b]) == [geometry.match_keypoints(scaled, b)]
 
 
+def _synthetic(descriptors: np.ndarray, seed: int) -> Keypoints:
+    points = np.random.default_rng(seed).uniform(0, 300, (len(descriptors), 2)).astype(np.float32)
+    return Keypoints(points, descriptors.astype(np.float32), 320, 240)
+
+
+def test_ratio_test_on_tied_distances_equals_opencv() -> None:
+    # Few distinct descriptor values: many equal distances, so the nearest and second nearest
+    # tie often; the choice (lower index) and the ratio test must still be OpenCV's.
+    rng = np.random.default_rng(7)
+    values = np.array([0, 1, 2, 40, 41], np.float32)
+    query = _synthetic(values[rng.integers(0, 5, (300, 128))], 1)
+    reference = _synthetic(values[rng.integers(0, 5, (280, 128))], 2)
+    reference.descriptors[:40] = query.descriptors[:40]  # exact copies: distance 0, ratio passes
+    reference.descriptors[40:60] = query.descriptors[:20]  # and their twins: a tie at 0
+    q, r = geometry._ratio_matches(query, reference)
+    cv_q, cv_r = geometry._ratio_matches_opencv(query, reference)
+    assert len(cv_q) >= 20
+    np.testing.assert_array_equal(q, cv_q)
+    np.testing.assert_array_equal(r, cv_r)
+
+
+def test_descriptors_with_large_norms_fall_back_to_opencv() -> None:
+    # Integer descriptors whose squared distances reach 2**22, where float32 square roots of
+    # distinct integers can be equal: the squared-distance shortcut is not taken.
+    rng = np.random.default_rng(3)
+    big = _synthetic(rng.integers(150, 256, (120, 128)), 4)
+    other = _synthetic(rng.integers(0, 256, (100, 128)), 5)
+    assert geometry._exact_integers(big.descriptors) is None
+    q, r = geometry._ratio_matches(big, other)
+    cv_q, cv_r = geometry._ratio_matches_opencv(big, other)
+    np.testing.assert_array_equal(q, cv_q)
+    np.testing.assert_array_equal(r, cv_r)
+
+
 def test_match_many_of_nothing_and_of_featureless_references(photos: list[Image.Image]) -> None:
     query = keypoints(photos[0], with_mirror=True)
     flat = keypoints(Image.new("RGB", (200, 150), (90, 90, 90)))

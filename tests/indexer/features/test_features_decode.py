@@ -321,3 +321,34 @@ def test_decoding_is_deterministic() -> None:
     data = encode(photo(1200, 900, seed=9), "JPEG")
     first, second = extract_features(data), extract_features(data)
     assert first == second
+
+
+def _pixels_only_cases() -> list[bytes]:
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    rgba = photo(300, 200, seed=3).convert("RGBA")
+    rgba.putalpha(128)
+    return [
+        encode(photo(900, 600), "JPEG", quality=85),  # reduced DCT scale, then the 256 resize
+        encode(photo(600, 900, seed=1), "JPEG", quality=70, exif=exif),  # EXIF orientation
+        encode(photo(40, 30, seed=2), "JPEG"),  # full-scale decode
+        encode(rgba, "PNG"),  # alpha on white
+        encode(photo(500, 400, seed=4).convert("L"), "PNG"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_pixels_only_decode_gives_the_same_pixels_without_digests(case: int) -> None:
+    data = _pixels_only_cases()[case]
+    full = decode_image(data)
+    pixels = decode_image(data, pixels_only=True)
+    assert (pixels.width, pixels.height, pixels.format) == (full.width, full.height, full.format)
+    assert np.array_equal(np.asarray(pixels.decoded), np.asarray(full.decoded))
+    assert np.array_equal(np.asarray(pixels.image), np.asarray(full.image))
+    assert full.pixel_digest is not None
+    assert (pixels.pixel_digest, pixels.stream_digest, pixels.text_fields) == (None, None, {})
+
+
+def test_pixels_only_decode_refuses_bad_bytes_like_a_full_decode() -> None:
+    with pytest.raises(ImageDecodeError, match="truncated"):
+        decode_image(encode(photo(300, 200), "JPEG")[:400], pixels_only=True)
