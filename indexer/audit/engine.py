@@ -330,9 +330,12 @@ def _verify_candidates(
                 p.geometry = match
 
     for row, ps in todo.items():
-        # The query is re-decoded here (only rows with candidates): the verifier's score was
-        # calibrated on the <=256 px decode, and keeping those for a whole split costs too much.
-        query = _load(split_locators.get(int(state.ids[row])))
+        # The verifier's score was calibrated on the <=256 px decode: the ingestion's, kept for
+        # the first rows of a split (``KEPT_IMAGES_BYTES``), else decoded again (only rows with
+        # candidates: keeping every image of a large split costs too much).
+        query = state.images.get(row)
+        if query is None:
+            query = _load(split_locators.get(int(state.ids[row])))
         if query is None:
             continue
         thumbs: list[npt.NDArray[np.uint8]] = []

@@ -9,6 +9,7 @@ from itertools import islice
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 from sqlalchemy import select
 
 from indexer.audit.phases import PhaseTimes
@@ -25,6 +26,9 @@ from indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 BATCH = 64
+# Decoded split images kept for the verification step (<= 256 px on the short side, ~300 KB
+# each): a split up to ~900 such images is never decoded twice; later rows are re-decoded.
+KEPT_IMAGES_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -46,6 +50,9 @@ class SplitState:
     min_side: npt.NDArray[np.int32]
     thumbs: npt.NDArray[np.uint8]  # (n, 32, 32) verification thumbnails
     vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    # row -> the decoded image (``decode_image(...).image``) of the first rows, up to
+    # ``KEPT_IMAGES_BYTES``: what the verification step would otherwise decode again
+    images: dict[int, Image.Image] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -88,6 +95,8 @@ def ingest_split(
     sides: list[int] = []
     thumbs: list[npt.NDArray[np.uint8]] = []
     vec_parts: dict[str, list[npt.NDArray[np.float32]]] = {m: [] for m in embedders}
+    kept: dict[int, Image.Image] = {}
+    kept_bytes = 0
     total = 0
     # Split images are kept small in memory for the embedders and the verification thumbnails.
     with Extractor(workers=workers, keep_image=True) as extractor:
@@ -117,6 +126,10 @@ def ingest_split(
                 assert e.image is not None
                 with phases.phase("read+decode+hash"):
                     thumbs.append(verify_thumbnail(e.image))
+                size = e.image.width * e.image.height * len(e.image.getbands())
+                if kept_bytes + size <= KEPT_IMAGES_BYTES:
+                    kept[len(ids) - 1] = e.image
+                    kept_bytes += size
             if good:
                 images = [e.image for e, _ in good]
                 with phases.phase("embed"):
@@ -144,6 +157,7 @@ def ingest_split(
             m: (np.concatenate(parts) if parts else np.zeros((0, embedders[m].dim), np.float32))
             for m, parts in vec_parts.items()
         },
+        images=kept,
     )
 
 

@@ -153,7 +153,34 @@ def test_a_second_audit_reuses_the_store_with_the_same_results(
     assert cold == without and warm == without  # the same verdicts, matches and evidence
     planted = next(it for it in warm if it["key"] == "planted.jpg")
     assert planted["verdict"] == "near" and "geometry" in planted["matches"][0]["evidence"]
-    assert len(decoded) == 2 < cold_decodes  # only the two test images: no corpus decode
+    # no decode at all: the corpus images' features come from the store, the test images from
+    # the split's ingestion
+    assert len(decoded) == 0 < cold_decodes
     with sqlite3.connect(ws.home / "cache" / STORE_FILE) as db:
         kinds = dict(db.execute("SELECT kind, COUNT(*) FROM features GROUP BY kind").fetchall())
     assert kinds["thumb"] == 4 and kinds["keypoints"] >= 1
+
+
+def test_split_images_beyond_the_kept_budget_are_decoded_again_with_the_same_results(
+    geometric_case: tuple[Workspace, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from indexer.audit import ingest
+
+    ws, split_id = geometric_case
+    decoded: list[dict[str, Any] | None] = []
+    real = engine._load_image
+
+    def counting(locator: dict[str, Any] | None) -> Image.Image | None:
+        decoded.append(locator)
+        return real(locator)
+
+    monkeypatch.setattr(engine, "_load_image", counting)
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
+    kept = _audit(ws, split_id)
+    kept_decodes = len(decoded)
+    decoded.clear()
+    monkeypatch.setattr(ingest, "KEPT_IMAGES_BYTES", 0)
+    again = _audit(ws, split_id)
+    assert again == kept
+    # the two test images with candidates are decoded again, and nothing else changes
+    assert len(decoded) == kept_decodes + 2
