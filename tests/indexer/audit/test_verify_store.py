@@ -184,3 +184,30 @@ def test_split_images_beyond_the_kept_budget_are_decoded_again_with_the_same_res
     assert again == kept
     # the two test images with candidates are decoded again, and nothing else changes
     assert len(decoded) == kept_decodes + 2
+
+
+def test_verification_runs_blas_on_the_calling_thread_only(
+    geometric_case: tuple[Workspace, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BLAS threads spinning against the keypoint detection threads cost the audit ~40% more
+    # CPU time: the verification step runs its products single-threaded, and restores BLAS after.
+    from threadpoolctl import threadpool_info
+
+    from indexer.audit.geometric_tier import GeometricTier
+
+    def blas_threads() -> int:
+        return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    ws, split_id = geometric_case
+    before = blas_threads()
+    seen: list[int] = []
+    real = GeometricTier.submit
+
+    def recording(self: GeometricTier, *args: Any, **kwargs: Any) -> Any:
+        seen.append(blas_threads())  # between the pixel verifier and the geometric match
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GeometricTier, "submit", recording)
+    _audit(ws, split_id)
+    assert seen and set(seen) == {1}
+    assert blas_threads() == before
