@@ -87,7 +87,7 @@ def test_flat_images_give_no_match_not_an_error() -> None:
     assert match.inliers == 0 and not match.is_copy()
 
 
-def test_keypoints_detected_side_by_side_equal_the_sequential_ones() -> None:
+def test_keypoints_detected_in_a_pool_equal_the_sequential_ones() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from indexer.audit.geometry import keypoints_async
@@ -100,3 +100,30 @@ def test_keypoints_detected_side_by_side_equal_the_sequential_ones() -> None:
     for a, b in ((got, want), (got.mirrored, want.mirrored)):
         assert np.array_equal(a.points, b.points) and np.array_equal(a.descriptors, b.descriptors)
         assert (a.width, a.height) == (b.width, b.height)
+
+
+def test_reflected_keypoints_are_those_detected_on_the_mirror_image() -> None:
+    from indexer.audit import geometry
+
+    image = sample_photo("coffee")
+    plain = keypoints(image, with_mirror=True)
+    detected = keypoints(ImageOps.mirror(image))
+    derived = plain.mirrored
+    assert derived is not None and (derived.width, derived.height) == (plain.width, plain.height)
+    # pair each reflected keypoint with the detected one at the same place
+    gaps = np.linalg.norm(derived.points[:, None, :] - detected.points[None, :, :], axis=2)
+    nearest = gaps.argmin(axis=1)
+    paired = gaps[np.arange(len(nearest)), nearest] < 0.5
+    assert paired.sum() > 0.3 * len(plain)
+    mass = np.abs(detected.descriptors[nearest[paired]]).sum(axis=1)
+
+    def error(descriptors: np.ndarray) -> float:
+        diff = np.abs(descriptors[paired] - detected.descriptors[nearest[paired]]).sum(axis=1)
+        return float(np.median(diff / mass))
+
+    assert error(derived.descriptors) < 0.3  # the same descriptors, up to resampling
+    assert error(plain.descriptors) > 2 * error(derived.descriptors)  # not merely close anyway
+    # reflecting twice gives the keypoints back
+    twice = geometry._reflected(derived.points, derived.descriptors, plain.width, plain.height)
+    np.testing.assert_allclose(twice.points, plain.points, atol=1e-3)
+    assert np.array_equal(twice.descriptors, plain.descriptors)
