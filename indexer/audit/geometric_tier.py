@@ -7,7 +7,8 @@ thumbnails, where the pixel verifier decides) whose cosine nominates it
 (>= ``candidate_cosine``) and which no hash or pixel verification has made near. Per test
 image, every such pair with cosine >= ``near_cosine`` is matched, plus the
 ``GEOMETRY_CAP`` best-ranked others. Corpus keypoints are kept in a bounded LRU cache.
-Keypoints are detected on a few threads (one detection per core) while the images decode.
+Keypoints are detected on a few threads (one detection per core) while the images decode, and
+the caller goes on to the next test image while they run.
 """
 
 from __future__ import annotations
@@ -79,12 +80,18 @@ def zoom_in_mask(
     return [bool(s) or n for s, n in zip(small.tolist(), no_cosine, strict=True)]
 
 
+# A corpus image's keypoints: found, being detected (on the detection threads), or None (its
+# image cannot be read).
+KeypointsEntry = Keypoints | Future[Keypoints] | None
+
+
 class KeypointCache:
     """Corpus images' keypoints by item id, least recently used dropped first."""
 
     def __init__(self, capacity: int = KEYPOINT_CACHE) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[int, Keypoints | None] = OrderedDict()
+        self._items: OrderedDict[int, KeypointsEntry] = OrderedDict()
+        self._unstored: list[tuple[str | None, Future[Keypoints]]] = []  # detections to store
 
     def get_many(
         self,
@@ -93,22 +100,23 @@ class KeypointCache:
         detect_in: Executor | None = None,
         store: VerifyStore | None = None,
         digests: Mapping[int, str] | None = None,
-    ) -> list[Keypoints | None]:
+    ) -> list[KeypointsEntry]:
         """The keypoints of each item (order kept; ``None``: its image cannot be read), detected on
-        first use: images are loaded here, one after the other, and their keypoints detected in
-        ``detect_in`` while the next ones load. With a ``store``,
-        keypoints kept by an earlier audit (by the item's SHA-256 in ``digests``) are read from
-        it, and new ones are put there."""
-        known: dict[int, Keypoints | None] = {}
-        detecting: dict[int, Future[Keypoints]] = {}
+        first use: images are loaded here, one after the other. With ``detect_in`` their
+        keypoints are detected there and the entry is the detection's future, so the caller
+        goes on while they run (``resolve`` waits for one). With a ``store``, keypoints kept by
+        an earlier audit (by the item's SHA-256 in ``digests``) are read from it, and new ones
+        are put there (detections once done: ``store_detected``)."""
+        known: dict[int, KeypointsEntry] = {}
         digests = digests or {}
         stored: dict[str, Keypoints] = {}
         if store is not None:
+            self.store_detected(store)
             stored = store.keypoints(
                 digests[i] for i in item_ids if i not in self._items and i in digests
             )
         for item_id in item_ids:
-            if item_id in known or item_id in detecting:
+            if item_id in known:
                 continue
             if item_id in self._items:
                 self._items.move_to_end(item_id)
@@ -121,25 +129,36 @@ class KeypointCache:
             image = load(item_id)
             if image is None:
                 known[item_id] = None
-                self._put(item_id, None)
             elif detect_in is None:
                 known[item_id] = found = keypoints(image)
-                self._put(item_id, found)
                 if store is not None:
                     store.put_keypoints(digests.get(item_id), found)
             else:
-                detecting[item_id] = detect_in.submit(keypoints, image)
-        for item_id, job in detecting.items():
-            known[item_id] = found = job.result()
-            self._put(item_id, found)
-            if store is not None:
-                store.put_keypoints(digests.get(item_id), found)
+                known[item_id] = job = detect_in.submit(keypoints, image)
+                if store is not None:
+                    self._unstored.append((digests.get(item_id), job))
+            self._put(item_id, known[item_id])
         return [known[item_id] for item_id in item_ids]
 
-    def _put(self, item_id: int, found: Keypoints | None) -> None:
+    def store_detected(self, store: VerifyStore, wait: bool = False) -> None:
+        """Put the finished detections (``wait``: all of them) into ``store``, on this thread."""
+        pending = []
+        for digest, job in self._unstored:
+            if wait or job.done():
+                store.put_keypoints(digest, job.result())
+            else:
+                pending.append((digest, job))
+        self._unstored = pending
+
+    def _put(self, item_id: int, found: KeypointsEntry) -> None:
         self._items[item_id] = found
         if len(self._items) > self.capacity:
             self._items.popitem(last=False)
+
+
+def resolve(entry: KeypointsEntry) -> Keypoints | None:
+    """The keypoints of a ``KeypointCache`` entry, waiting for its detection if it runs."""
+    return entry.result() if isinstance(entry, Future) else entry
 
 
 class GeometricTier:
@@ -162,7 +181,15 @@ class GeometricTier:
         self.seconds = 0.0
 
     def close(self) -> None:
-        """Stop the detection and matching threads (a later ``match`` starts them again)."""
+        """Store the detections still unstored, and stop the detection and matching threads (a
+        later ``match`` starts them again)."""
+        try:
+            if self.store is not None:
+                self.cache.store_detected(self.store, wait=True)
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         for pool in (self._pool, self._matcher):
             if pool is not None:
                 pool.shutdown()
@@ -189,9 +216,9 @@ class GeometricTier:
         """``match``, returning at once: call the result to get the matches.
 
         The keypoints are detected on the detection threads, and the matching runs on a
-        thread of its own, so the caller prepares the next test image meanwhile (the same
-        matches, computed in the same order). Corpus images are loaded, and the store read and
-        written, here, on the caller's thread.
+        thread of its own once they are found, so the caller prepares the next test image
+        meanwhile (the same matches, computed in the same order). Corpus images are loaded,
+        and the store read and written, here, on the caller's thread.
         """
         if not item_ids:
             return lambda: []
@@ -233,8 +260,10 @@ class GeometricTier:
 
 
 def _match_references(
-    query: Callable[[], Keypoints], references: Sequence[Keypoints | None]
+    query: Callable[[], Keypoints], entries: Sequence[KeypointsEntry]
 ) -> list[GeometricMatch]:
-    """``match_many`` of the query against the references that could be read (order kept)."""
+    """``match_many`` of the query against the references that could be read (order kept),
+    once their keypoints are found."""
+    references = [resolve(e) for e in entries]
     found = iter(match_many(query(), [r for r in references if r is not None]))
     return [NO_MATCH if r is None else next(found) for r in references]
