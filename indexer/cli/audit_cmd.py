@@ -24,6 +24,7 @@ from indexer.cli.common import (
 )
 from indexer.cli.device_option import device_option, resolve_cli_device
 from indexer.cli.progress import fraction_progress, progress_options
+from indexer.cli.workers_option import resolve_workers, workers_option_with
 from indexer.errors import IndexUnavailableError, UsageError
 from indexer.gate.baseline import Baseline, load_baseline
 from indexer.gate.evaluate import GateResult, apply_gate, evaluate
@@ -366,12 +367,9 @@ def _exit_code(result: GateResult) -> int:
     help="Write the test items with no match at the failing tiers (.txt keys, .csv manifest "
     "key,path,label). Repeatable.",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 256),
-    default=1,
-    show_default=True,
-    help="Processes for reading and hashing the split (local mode).",
+@workers_option_with(
+    "Processes for reading, decoding and hashing the split (local mode); auto: one per CPU "
+    "(they decode the next images while this process embeds)."
 )
 @click.option(
     "--image-column",
@@ -407,7 +405,7 @@ def audit(
     html_out: Path | None,
     blocklists: tuple[Path, ...],
     clean_splits: tuple[Path, ...],
-    workers: int,
+    workers: int | str,
     image_column: str | None,
     device: str,
     backend: str,
@@ -470,7 +468,7 @@ def audit(
             labels=labels,
             label_names=label_names,
             thresholds=policy.thresholds,
-            workers=workers,
+            workers=resolve_workers(workers),
             progress_opts=progress_opts,
             html=html_out is not None,
             device=resolved,

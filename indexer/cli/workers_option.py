@@ -49,11 +49,14 @@ def resolve_workers(value: int | str) -> int:
     return min(usable_cpus(), AUTO_CAP)
 
 
-workers_option = click.option(
-    "--workers",
-    type=WorkersType(),
-    default="auto",
-    show_default=True,
-    help="Processes for reading, decoding and hashing (Ray: actors). auto: one per CPU (Ray "
-    "with embeddings: one actor, each actor loads the model).",
+def workers_option_with(help_text: str) -> Any:
+    """The ``--workers N|auto`` option (default ``auto``) with a command's own help text."""
+    return click.option(
+        "--workers", type=WorkersType(), default="auto", show_default=True, help=help_text
+    )
+
+
+workers_option = workers_option_with(
+    "Processes for reading, decoding and hashing (Ray: actors). auto: one per CPU (Ray "
+    "with embeddings: one actor, each actor loads the model)."
 )

@@ -46,3 +46,35 @@ def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
                                   "--no-embed"])  # fmt: skip
     assert ok.exit_code == 0, ok.output
     assert "indexed 3," in ok.output
+
+
+def test_audit_cli_takes_auto_by_default_and_refuses_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(4):
+        photo(i, (64, 48)).save(folder / f"{i}.jpg")
+    home = str(tmp_path / "home")
+    indexed = CliRunner().invoke(cli, ["index", str(folder), "--corpus", "c", "--home", home,
+                                       "--no-embed"])  # fmt: skip
+    assert indexed.exit_code == 0, indexed.output
+    bad = CliRunner().invoke(cli, ["audit", str(folder), "--corpus", "c", "--home", home,
+                                   "--workers", "0"])  # fmt: skip
+    assert bad.exit_code == 2 and "--workers" in bad.output
+    seen: list[int] = []
+    import indexer.audit.ingest as ingest
+
+    real = ingest.Extractor
+
+    def recording(*, workers: int, keep_image: bool) -> object:
+        seen.append(workers)
+        return real(workers=workers, keep_image=keep_image)
+
+    monkeypatch.setattr(ingest, "Extractor", recording)
+    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 2)
+    ok = CliRunner().invoke(cli, ["audit", str(folder), "--corpus", "c", "--home", home])
+    # every test image is an exact copy of an indexed one: the gate fails (exit 1), nothing broke
+    assert ok.exit_code == 1, ok.output
+    assert "exact 4" in ok.output
+    assert seen == [2]  # auto: one process per usable CPU
