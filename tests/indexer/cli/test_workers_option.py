@@ -33,12 +33,17 @@ def test_auto_is_one_process_per_cpu_up_to_the_cap(monkeypatch: pytest.MonkeyPat
     assert resolve_workers("auto") == AUTO_CAP
 
 
-def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
+def _photo_folder(tmp_path: Path, count: int) -> tuple[Path, str]:
+    """A folder of ``count`` small JPEGs, and a home folder path."""
     folder = tmp_path / "imgs"
     folder.mkdir()
-    for i in range(3):
+    for i in range(count):
         photo(i, (64, 48)).save(folder / f"{i}.jpg")
-    home = str(tmp_path / "home")
+    return folder, str(tmp_path / "home")
+
+
+def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
+    folder, home = _photo_folder(tmp_path, 3)
     bad = CliRunner().invoke(cli, ["index", str(folder), "--corpus", "c", "--home", home,
                                    "--no-embed", "--workers", "0"])  # fmt: skip
     assert bad.exit_code == 2 and "--workers" in bad.output
@@ -51,11 +56,7 @@ def test_index_cli_takes_auto_and_refuses_zero(tmp_path: Path) -> None:
 def test_audit_cli_takes_auto_by_default_and_refuses_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "imgs"
-    folder.mkdir()
-    for i in range(4):
-        photo(i, (64, 48)).save(folder / f"{i}.jpg")
-    home = str(tmp_path / "home")
+    folder, home = _photo_folder(tmp_path, 4)
     indexed = CliRunner().invoke(cli, ["index", str(folder), "--corpus", "c", "--home", home,
                                        "--no-embed"])  # fmt: skip
     assert indexed.exit_code == 0, indexed.output
