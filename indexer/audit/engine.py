@@ -147,12 +147,17 @@ def match_corpus(
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
     geometric = GeometricTier(store=store)
-    try:
-        _verify_candidates(
-            session, state, pairs.values(), thresholds, geometric, query_model, phases
-        )
-    finally:
-        geometric.close()
+    # The geometric step's detection threads keep every core busy: BLAS threads of the
+    # verification's small products (verifier correlations, descriptor distances) would only
+    # spin against them (measured: 2.2x slower products, +40% CPU time for an audit), so BLAS
+    # runs on the calling thread meanwhile. Summation order per product is unchanged.
+    with threadpool_limits(limits=1, user_api="blas"):
+        try:
+            _verify_candidates(
+                session, state, pairs.values(), thresholds, geometric, query_model, phases
+            )
+        finally:
+            geometric.close()
     geometric.log_cost(time.perf_counter() - started)
     out = CorpusMatches(corpus=index.corpus)
     for p in pairs.values():
@@ -330,73 +335,66 @@ def _verify_candidates(
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
 
-    # The geometric step's detection threads keep every core busy: BLAS threads of the
-    # small products below (verifier correlations, descriptor distances) would only spin
-    # against them (measured: 2.2x slower products, +40% CPU time for the audit), so BLAS
-    # runs on the calling thread here. Summation order per product is unchanged.
-    with threadpool_limits(limits=1, user_api="blas"):
-        for row, ps in todo.items():
-            # The verifier's score was calibrated on the <=256 px decode: the ingestion's, kept for
-            # the first rows of a split (``KEPT_IMAGES_BYTES``), else decoded again (only rows with
-            # candidates: keeping every image of a large split costs too much).
-            query = state.images.get(row)
-            if query is None:
-                query = _load(split_locators.get(int(state.ids[row])))
-            if query is None:
-                continue
-            thumbs: list[npt.NDArray[np.uint8]] = []
-            kept: list[Pair] = []
-            loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
-            if store is not None:
-                unseen = [p.item_id for p in ps if p.item_id not in cache and p.item_id in digests]
-                with phases.phase("verification: store"):
-                    stored = store.thumbnails(digests[i] for i in unseen)
-                for item_id in unseen:
-                    if digests[item_id] in stored:
-                        cache[item_id] = stored[digests[item_id]]
-            for p in ps:
-                if p.item_id not in cache:
-                    img = _load(locators.get(p.item_id))
-                    cache[p.item_id] = None
-                    if img is not None:
-                        cache[p.item_id] = made = verify_thumbnail(img)
-                        loaded[p.item_id] = img
-                        if store is not None:
-                            store.put_thumbnail(digests.get(p.item_id), made)
-                thumb = cache[p.item_id]
-                if thumb is not None:
-                    thumbs.append(thumb)
-                    kept.append(p)
-            if thumbs:
-                zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
-                with phases.phase("verification: pixel verifier"):
-                    scores = verify_scores(query, np.stack(thumbs), zoom)
-                for p, score in zip(kept, scores, strict=True):
-                    p.verify = float(score)
-                settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
-                chosen = [
-                    kept[i]
-                    for i in shortlist(
-                        [p.cosine for p in kept], settled, [p.min_side for p in kept], th
-                    )
-                ]
-
-                def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
-                    return seen.get(item_id) or _load(locators.get(item_id))
-
-                geometric_started = time.perf_counter()
-                decoding = phases.seconds.get("verification: decode", 0.0)
-                pending.append(
-                    (chosen, geometric.submit(query, [p.item_id for p in chosen], load, digests))
+    for row, ps in todo.items():
+        # The verifier's score was calibrated on the <=256 px decode: the ingestion's, kept for
+        # the first rows of a split (``KEPT_IMAGES_BYTES``), else decoded again (only rows with
+        # candidates: keeping every image of a large split costs too much).
+        query = state.images.get(row)
+        if query is None:
+            query = _load(split_locators.get(int(state.ids[row])))
+        if query is None:
+            continue
+        thumbs: list[npt.NDArray[np.uint8]] = []
+        kept: list[Pair] = []
+        loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
+        if store is not None:
+            unseen = [p.item_id for p in ps if p.item_id not in cache and p.item_id in digests]
+            with phases.phase("verification: store"):
+                stored = store.thumbnails(digests[i] for i in unseen)
+            for item_id in unseen:
+                if digests[item_id] in stored:
+                    cache[item_id] = stored[digests[item_id]]
+        for p in ps:
+            if p.item_id not in cache:
+                img = _load(locators.get(p.item_id))
+                cache[p.item_id] = None
+                if img is not None:
+                    cache[p.item_id] = made = verify_thumbnail(img)
+                    loaded[p.item_id] = img
+                    if store is not None:
+                        store.put_thumbnail(digests.get(p.item_id), made)
+            thumb = cache[p.item_id]
+            if thumb is not None:
+                thumbs.append(thumb)
+                kept.append(p)
+        if thumbs:
+            zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
+            with phases.phase("verification: pixel verifier"):
+                scores = verify_scores(query, np.stack(thumbs), zoom)
+            for p, score in zip(kept, scores, strict=True):
+                p.verify = float(score)
+            settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
+            chosen = [
+                kept[i]
+                for i in shortlist(
+                    [p.cosine for p in kept], settled, [p.min_side for p in kept], th
                 )
-                decoded = phases.seconds.get("verification: decode", 0.0) - decoding
-                phases.add(
-                    "verification: geometric", time.perf_counter() - geometric_started - decoded
-                )
-                settle(MATCHES_IN_FLIGHT)
-            if len(cache) > THUMB_CACHE:
-                cache.clear()
-        settle(0)
+            ]
+
+            def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
+                return seen.get(item_id) or _load(locators.get(item_id))
+
+            geometric_started = time.perf_counter()
+            decoding = phases.seconds.get("verification: decode", 0.0)
+            pending.append(
+                (chosen, geometric.submit(query, [p.item_id for p in chosen], load, digests))
+            )
+            decoded = phases.seconds.get("verification: decode", 0.0) - decoding
+            phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
+            settle(MATCHES_IN_FLIGHT)
+        if len(cache) > THUMB_CACHE:
+            cache.clear()
+    settle(0)
 
 
 def _column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int, Any]:
