@@ -25,7 +25,7 @@ from indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from indexer.audit.phases import PhaseTimes
 from indexer.audit.report import compute_summary
 from indexer.audit.thresholds import Thresholds
-from indexer.audit.verify_store import VerifyStore
+from indexer.audit.verify_store import open_verify_store
 from indexer.db.engine import transaction
 from indexer.db.models import Audit, Match, Split, SplitDuplicate
 from indexer.db.queries import get_corpus
@@ -296,8 +296,8 @@ def _visual_matches(
     """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
     matches: list[FoundMatch] = []
     index_info: dict[str, Any] = {}
-    store = VerifyStore.for_home(ws.home)  # corpus images' verification features, kept
-    try:
+    # corpus images' verification features, kept between audits
+    with open_verify_store(ws.home) as store:
         for n, corpus in enumerate(corpora):
             with phases.phase("open index"):
                 index = open_corpus_index(ws, corpus.name)
@@ -333,16 +333,6 @@ def _visual_matches(
                     )
                 )
             report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
-    finally:
-        if store is not None:
-            with phases.phase("verification: store"):
-                store.close()
-            log.info(
-                "verification store %s: %d features reused, %d not stored yet",
-                store.path,
-                store.hits,
-                store.misses,
-            )
     return matches, index_info
 
 

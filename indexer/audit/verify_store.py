@@ -25,7 +25,8 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -168,9 +169,15 @@ class VerifyStore:
         self._used.clear()
 
     def close(self) -> None:
-        """Flush and close."""
+        """Flush, close, and log how many features were reused."""
         self.flush()
         self._db.close()
+        log.info(
+            "verification store %s: %d features reused, %d not stored yet",
+            self.path,
+            self.hits,
+            self.misses,
+        )
 
     def _evict(self) -> None:
         (total,) = self._db.execute(
@@ -209,6 +216,18 @@ class VerifyStore:
         self.hits += len(out)
         self.misses += len(wanted) - len(out)
         return out
+
+
+@contextmanager
+def open_verify_store(home: Path) -> Iterator[VerifyStore | None]:
+    """The home folder's store for one audit or dedup run (``None`` when turned off or
+    unusable), closed at the end, whatever happens."""
+    store = VerifyStore.for_home(home)
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _pack(array: npt.NDArray[np.uint8]) -> bytes:

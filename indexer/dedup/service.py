@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select
 
 from indexer import __version__
 from indexer.audit.thresholds import Thresholds, thresholds_for_model
-from indexer.audit.verify_store import VerifyStore
+from indexer.audit.verify_store import open_verify_store
 from indexer.db.engine import transaction
 from indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
 from indexer.db.queries import get_corpus, in_chunks
@@ -136,50 +136,46 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
         groups = list(exact_groups(s, corpus_id))
     skip = {i for g in groups for i in g[1:]}
     seen = 0
-    store = VerifyStore.for_home(ws.home)  # corpus images' verification features, kept
-    try:
-        with ws.sessions() as s:
-            chunks = iter_item_chunks(
-                s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+    # corpus images' verification features, kept between runs
+    with open_verify_store(ws.home) as store, ws.sessions() as s:
+        chunks = iter_item_chunks(
+            s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+        )
+        for n, chunk in enumerate(chunks):
+            seen += len(chunk.ids)
+            if n < done:
+                continue  # committed by an earlier, interrupted attempt
+            edges = chunk_edges(
+                s,
+                corpus_id=corpus_id,
+                index=index,
+                chunk=chunk,
+                skip=skip,
+                thresholds=th,
+                semantic=semantic,
+                store=store,
             )
-            for n, chunk in enumerate(chunks):
-                seen += len(chunk.ids)
-                if n < done:
-                    continue  # committed by an earlier, interrupted attempt
-                edges = chunk_edges(
-                    s,
-                    corpus_id=corpus_id,
-                    index=index,
-                    chunk=chunk,
-                    skip=skip,
-                    thresholds=th,
-                    semantic=semantic,
-                    store=store,
+            with transaction(ws.sessions) as w:
+                w.bulk_insert_mappings(
+                    DedupEdge,
+                    [  # type: ignore[arg-type]
+                        dict(
+                            run_id=run_id,
+                            a_id=e.a,
+                            b_id=e.b,
+                            kind=e.kind,
+                            hamming=e.hamming,
+                            cosine=e.cosine,
+                            verify=e.verify,
+                        )
+                        for e in edges
+                    ],
                 )
-                with transaction(ws.sessions) as w:
-                    w.bulk_insert_mappings(
-                        DedupEdge,
-                        [  # type: ignore[arg-type]
-                            dict(
-                                run_id=run_id,
-                                a_id=e.a,
-                                b_id=e.b,
-                                kind=e.kind,
-                                hamming=e.hamming,
-                                cosine=e.cosine,
-                                verify=e.verify,
-                            )
-                            for e in edges
-                        ],
-                    )
-                    w.get_one(DedupRun, run_id).chunks_done = n + 1
-                report(
-                    0.02 + 0.88 * min(seen / items, 1.0) if items else 0.9,
-                    f"searched {seen} of {items} items",
-                )
-    finally:
-        if store is not None:
-            store.close()
+                w.get_one(DedupRun, run_id).chunks_done = n + 1
+            report(
+                0.02 + 0.88 * min(seen / items, 1.0) if items else 0.9,
+                f"searched {seen} of {items} items",
+            )
     report(0.9, "grouping clusters")
     return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
 

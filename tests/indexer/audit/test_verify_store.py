@@ -17,7 +17,7 @@ from indexer.audit.geometry import keypoints
 from indexer.audit.report import audit_report
 from indexer.audit.service import create_audit, run_audit
 from indexer.audit.verify import verify_thumbnail
-from indexer.audit.verify_store import STORE_FILE, VerifyStore
+from indexer.audit.verify_store import STORE_FILE, VerifyStore, open_verify_store
 from indexer.demo import sample_photo
 from indexer.workspace import Workspace
 
@@ -105,6 +105,22 @@ def test_the_store_can_be_turned_off_and_an_unusable_one_is_skipped(
     with caplog.at_level(logging.WARNING):
         assert VerifyStore.for_home(blocked) is None
     assert "auditing without it" in caplog.text
+
+
+def test_an_opened_store_is_written_and_closed_even_when_the_run_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thumb = verify_thumbnail(sample_photo("coffee"))
+    with pytest.raises(RuntimeError), open_verify_store(tmp_path) as store:
+        assert store is not None
+        store.put_thumbnail("d1", thumb)
+        raise RuntimeError("the audit failed")
+    with open_verify_store(tmp_path) as again:
+        assert again is not None
+        assert np.array_equal(again.thumbnails(["d1"])["d1"], thumb)
+    monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
+    with open_verify_store(tmp_path) as off:
+        assert off is None
 
 
 @pytest.fixture
