@@ -40,6 +40,6 @@ WORKDIR /home/splitaudit
 VOLUME ["/data"]
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
-    CMD ["python", "-m", "app.container", "healthcheck"]
-ENTRYPOINT ["python", "-m", "app.container"]
+    CMD ["python", "-m", "splitaudit.app.container", "healthcheck"]
+ENTRYPOINT ["python", "-m", "splitaudit.app.container"]
 CMD ["api"]

@@ -7,10 +7,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Audit, Job, Split
-from indexer.errors import ConflictError, NotFoundError, UsageError
-from indexer.kinds import JOB_STATUSES, JobStatus
-from indexer.timefmt import iso
+from splitaudit.indexer.db.models import Audit, Job, Split
+from splitaudit.indexer.errors import ConflictError, NotFoundError, UsageError
+from splitaudit.indexer.kinds import JOB_STATUSES, JobStatus
+from splitaudit.indexer.timefmt import iso
 
 STATUSES = JOB_STATUSES
 MAX_PAGE_SIZE = 500

@@ -6,7 +6,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from indexer.errors import AuthError
+from splitaudit.indexer.errors import AuthError
 
 
 @dataclass(frozen=True, slots=True)

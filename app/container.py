@@ -33,9 +33,9 @@ def migrate_when_reachable(
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
 
-    from app.settings import ApiSettings
-    from indexer.db.engine import sqlite_url
-    from indexer.db.migrate import upgrade
+    from splitaudit.app.settings import ApiSettings
+    from splitaudit.indexer.db.engine import sqlite_url
+    from splitaudit.indexer.db.migrate import upgrade
 
     settings = ApiSettings()
     if not settings.database_url:
@@ -79,7 +79,7 @@ def healthcheck(port: str, timeout: float = 5.0) -> int:
 
 
 def _exec_splitaudit(args: Sequence[str]) -> None:
-    os.execv(sys.executable, [sys.executable, "-m", "indexer.cli.main", *args])
+    os.execv(sys.executable, [sys.executable, "-m", "splitaudit.indexer.cli.main", *args])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Corpus, FailedItem, Shard
-from indexer.db.queries import corpus_counts, get_corpus
-from indexer.errors import IndexMismatchError, UsageError
-from indexer.store import binary_index, float_index
-from indexer.store.sidecar import Sidecar
-from indexer.timefmt import iso
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import Corpus, FailedItem, Shard
+from splitaudit.indexer.db.queries import corpus_counts, get_corpus
+from splitaudit.indexer.errors import IndexMismatchError, UsageError
+from splitaudit.indexer.store import binary_index, float_index
+from splitaudit.indexer.store.sidecar import Sidecar
+from splitaudit.indexer.timefmt import iso
+from splitaudit.indexer.workspace import Workspace
 
 MAX_PAGE_SIZE = 500
 

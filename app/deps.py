@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from app.auth import Principal, authenticate
-from app.settings import ApiSettings
-from indexer.db.engine import transaction
-from indexer.workspace import Workspace
+from splitaudit.app.auth import Principal, authenticate
+from splitaudit.app.settings import ApiSettings
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.workspace import Workspace
 
 
 def get_settings(request: Request) -> ApiSettings:

@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError as DatabaseDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.excerpt import clip_message, excerpt
-from app.params import out_of_range_id
-from indexer.errors import AuthError, SplitauditError
+from splitaudit.app.excerpt import clip_message, excerpt
+from splitaudit.app.params import out_of_range_id
+from splitaudit.indexer.errors import AuthError, SplitauditError
 
 log = logging.getLogger(__name__)
 

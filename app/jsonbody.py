@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 
 def parse_json(raw: bytes | str, *, what: str, example: str) -> Any:

@@ -1,6 +1,6 @@
 """The FastAPI application factory: ``create_app(settings)``; nothing is built at import time.
 
-Run it with ``splitaudit serve`` or ``uvicorn --factory app.main:create_app`` (settings
+Run it with ``splitaudit serve`` or ``uvicorn --factory splitaudit.app.main:create_app`` (settings
 from ``SPLITAUDIT_*`` environment variables).
 """
 
@@ -14,15 +14,15 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
-from app.api.router import build_api_router
-from app.errors import install_error_handlers
-from app.middleware import BodyLimitMiddleware, CatchAllMiddleware
-from app.settings import ApiSettings
-from app.ui.router import install_ui
-from indexer import __version__
-from indexer.jobs.handlers import default_handlers
-from indexer.jobs.worker import Handler, Worker
-from indexer.workspace import Workspace
+from splitaudit.app.api.router import build_api_router
+from splitaudit.app.errors import install_error_handlers
+from splitaudit.app.middleware import BodyLimitMiddleware, CatchAllMiddleware
+from splitaudit.app.settings import ApiSettings
+from splitaudit.app.ui.router import install_ui
+from splitaudit.indexer import __version__
+from splitaudit.indexer.jobs.worker import Handler, Worker
+from splitaudit.indexer.runtime.handlers import default_handlers
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

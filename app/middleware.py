@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from app.errors import error_body
+from splitaudit.app.errors import error_body
 
 log = logging.getLogger(__name__)
 

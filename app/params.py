@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from fastapi.exceptions import RequestValidationError
 
-from app.excerpt import excerpt
+from splitaudit.app.excerpt import excerpt
 
 MAX_ID = 2**31 - 1
 MAX_PAGE = 2**31 - 1

@@ -6,8 +6,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.excerpt import excerpt
-from indexer.errors import PathNotAllowedError, UsageError
+from splitaudit.app.excerpt import excerpt
+from splitaudit.indexer.errors import PathNotAllowedError, UsageError
 
 
 def real_roots(roots: Sequence[str | os.PathLike[str]]) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from indexer.workspace import DEFAULT_HOME
+from splitaudit.indexer.workspace import DEFAULT_HOME
 
 
 def _split_list(value: Any) -> Any:

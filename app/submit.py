@@ -17,15 +17,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.excerpt import excerpt
-from app.jsonbody import parse_json
-from app.paths import is_under, real_roots
-from app.uploads import ReceivedForm
-from indexer.db.queries import get_corpus
-from indexer.errors import ConflictError, InputError, PathNotAllowedError, UsageError
-from indexer.jobs.queue import enqueue
-from indexer.sources.record import Source
-from indexer.workspace import Workspace, check_corpus_name
+from splitaudit.app.excerpt import excerpt
+from splitaudit.app.jsonbody import parse_json
+from splitaudit.app.paths import is_under, real_roots
+from splitaudit.app.uploads import ReceivedForm
+from splitaudit.indexer.db.queries import get_corpus
+from splitaudit.indexer.errors import ConflictError, InputError, PathNotAllowedError, UsageError
+from splitaudit.indexer.jobs.queue import enqueue
+from splitaudit.indexer.sources.record import Source
+from splitaudit.indexer.workspace import Workspace, check_corpus_name
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def check_split_files(source: Source, roots: Sequence[str | Path], *, what: str)
 
 def normalise_label_names(raw: Mapping[str, Any]) -> dict[str, list[str]]:
     """``{label: "a|b" or ["a", "b"]}`` as ``{label: ["a", "b"]}``."""
-    from indexer.labels.names import split_names
+    from splitaudit.indexer.labels.names import split_names
 
     out: dict[str, list[str]] = {}
     for label, names in raw.items():
@@ -115,7 +115,7 @@ def queue_audit(
     ws: Workspace, source: Source, request: AuditRequest, *, root: str, params: Mapping[str, Any]
 ) -> int:
     """Register the split and queue its audit, in one transaction."""
-    from indexer.audit.service import submit_audit
+    from splitaudit.indexer.audit.service import submit_audit
 
     if request.label_names:
         params = {**params, "label_names": request.label_names}
@@ -152,7 +152,7 @@ def form_request(form: ReceivedForm) -> AuditRequest:
         thresholds_text = form.files["thresholds"][-1].path.read_bytes()
     labels: dict[str, str] = {}
     if form.files.get("labels") or form.fields.get("labels"):
-        from indexer.sources.labels_csv import parse_labels_bytes
+        from splitaudit.indexer.sources.labels_csv import parse_labels_bytes
 
         raw = (
             form.files["labels"][-1].path.read_bytes()
@@ -166,7 +166,7 @@ def form_request(form: ReceivedForm) -> AuditRequest:
             "send label_names as a file (JSON, CSV or ImageNet-style text), not a text field"
         )
     if form.files.get("label_names"):
-        from indexer.labels.names import load_label_names
+        from splitaudit.indexer.labels.names import load_label_names
 
         saved = form.files["label_names"][-1]
         try:
@@ -189,8 +189,8 @@ def audit_from_upload(
     ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int
 ) -> int:
     """Unpack an uploaded split into ``workdir`` and queue its audit; returns the audit id."""
-    from indexer.sources.archive import archive_kind, extract_archive
-    from indexer.sources.open import open_split
+    from splitaudit.indexer.sources.archive import archive_kind, extract_archive
+    from splitaudit.indexer.sources.open import open_split
 
     request = form_request(form)
     validate_request(ws, request)
@@ -224,8 +224,8 @@ def audit_from_paths(
     ws: Workspace, *, path: Path, kind: str, request: AuditRequest, roots: Sequence[str | Path]
 ) -> int:
     """Queue the audit of a split already on the server (``path`` already checked against ``roots``)."""
-    from indexer.sources.manifest import FORMATS
-    from indexer.sources.open import open_split
+    from splitaudit.indexer.sources.manifest import FORMATS
+    from splitaudit.indexer.sources.open import open_split
 
     validate_request(ws, request)
     if kind == "manifest" and (not path.is_file() or path.suffix.lower() not in FORMATS):

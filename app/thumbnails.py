@@ -1,9 +1,9 @@
-"""Thumbnails for the API: the reading and downscaling live in ``indexer.thumbnails``."""
+"""Thumbnails for the API: the reading and downscaling live in ``splitaudit.indexer.thumbnails``."""
 
 from __future__ import annotations
 
-from indexer.errors import SourceMissingError
-from indexer.thumbnails import (
+from splitaudit.indexer.errors import SourceMissingError
+from splitaudit.indexer.thumbnails import (
     MAX_SOURCE_BYTES,
     Thumbnail,
     read_original,

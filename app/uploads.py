@@ -17,7 +17,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from indexer.errors import InputError, UploadTooLargeError
+from splitaudit.indexer.errors import InputError, UploadTooLargeError
 
 MAX_FIELD_BYTES = 1024 * 1024
 MAX_PARTS = 64

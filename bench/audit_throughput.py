@@ -56,7 +56,7 @@ from PIL import Image, ImageDraw, ImageOps
 
 from bench.accuracy.throughput import export_ref
 from bench.photos import make_photo_corpus
-from indexer.demo import synthetic_photo
+from splitaudit.indexer.demo import synthetic_photo
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
@@ -192,7 +192,7 @@ def _splitaudit(code: Path, home: Path) -> tuple[list[str], dict[str, str]]:
         "SPLITAUDIT_HOME": str(home),
     }
     env.pop("SPLITAUDIT_BACKEND", None)
-    return [sys.executable, "-c", "from indexer.cli.main import main; main()", "-v"], env
+    return [sys.executable, "-c", "from splitaudit.indexer.cli.main import main; main()", "-v"], env
 
 
 def _has_backend_option(code: Path) -> bool:

@@ -68,7 +68,7 @@ def _vit_b32_random() -> Any:
     import open_clip
     import torch
 
-    from indexer.embed.embedder import OpenClipEmbedder
+    from splitaudit.indexer.embed.embedder import OpenClipEmbedder
 
     torch.manual_seed(0)
     model, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32", pretrained=None)
@@ -79,7 +79,7 @@ def _vit_b32_random() -> Any:
 
 
 def _efficientnet() -> Any:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     return load_embedder("efficientnet-lite0")
 
@@ -97,9 +97,9 @@ def _variants(
     """
     import onnxruntime
 
-    from indexer.embed.backends import onnx as ort_backend
-    from indexer.embed.backends import openvino as ov_backend
-    from indexer.embed.backends.exported import (
+    from splitaudit.indexer.embed.backends import onnx as ort_backend
+    from splitaudit.indexer.embed.backends import openvino as ov_backend
+    from splitaudit.indexer.embed.backends.exported import (
         WHOLE_RECIPE,
         ExportedEmbedder,
         _tower_module,
@@ -153,7 +153,7 @@ def forward_table(n: int, rounds: int, cache: Path) -> None:
     import torch
 
     from bench.embedding import make_images
-    from indexer.embed.backends.exported import min_cosine
+    from splitaudit.indexer.embed.backends.exported import min_cosine
 
     images = make_images(n, 256, 640)
     for label, factory in (
@@ -238,7 +238,7 @@ def cli_table(n: int, work: Path, *, fastdup: bool, baseline_ref: str | None = N
     folder = paths[0].parent
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "SENTRY_OPT_OUT": "1"}
     env.pop("SPLITAUDIT_BACKEND", None)
-    splitaudit = [sys.executable, "-m", "indexer.cli.main"]
+    splitaudit = [sys.executable, "-m", "splitaudit.indexer.cli.main"]
     results: dict[str, tuple[float, float]] = {}
     one = work / "one"
     one.mkdir()
@@ -290,7 +290,7 @@ def cli_table(n: int, work: Path, *, fastdup: bool, baseline_ref: str | None = N
             [
                 sys.executable,
                 "-c",
-                "from indexer.cli.main import main; main()",
+                "from splitaudit.indexer.cli.main import main; main()",
                 "index",
                 str(folder),
                 "--corpus",

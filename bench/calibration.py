@@ -2,11 +2,11 @@
 
 ``python -m bench.calibration [--synthetic N] [--lowres N] [--model SPEC]`` indexes three
 corpora with the model (efficientnet-lite0 by default, whose thresholds ``bench.accuracy``
-measured), then runs the corpus calibration (``indexer.audit.corpus_thresholds``) on each,
+measured), then runs the corpus calibration (``splitaudit.indexer.match.corpus_thresholds``) on each,
 forced to calibrate rather than use the measured values:
 
 - **bench photos**: the real photographs available offline (``bench.accuracy.photos``);
-- **synthetic photos**: ``indexer.demo.synthetic_photo`` scenes at 320x240 (N of them);
+- **synthetic photos**: ``splitaudit.indexer.demo.synthetic_photo`` scenes at 320x240 (N of them);
 - **low-res**: 32-64 px crops of the synthetic photos (CIFAR / Tiny-ImageNet size).
 
 It prints, per corpus, the index time, the calibration time and their ratio, the calibration
@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from indexer.audit.corpus_thresholds import calibrate_corpus_thresholds
-from indexer.audit.thresholds import DEFAULT_THRESHOLDS
-from indexer.db.models import Corpus
-from indexer.demo import synthetic_photo
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import Corpus
+from splitaudit.indexer.demo import synthetic_photo
+from splitaudit.indexer.match.corpus_thresholds import calibrate_corpus_thresholds
+from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.workspace import Workspace
 
 PER = 100_000
 
@@ -114,7 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     embedder = load_embedder(args.model)
     rows = []

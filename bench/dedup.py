@@ -92,11 +92,11 @@ def build(n: int, home: Path, seed: int = 0) -> dict[str, Any]:
     """Write the synthetic corpus (items, vector batches) as the indexer leaves it."""
     from sqlalchemy import update
 
-    from indexer.db.engine import transaction
-    from indexer.db.models import Corpus, VectorBatch
-    from indexer.db.queries import ensure_corpus, ensure_shard
-    from indexer.store.vectors import batch_path, write_batch
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.engine import transaction
+    from splitaudit.indexer.db.models import Corpus, VectorBatch
+    from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard
+    from splitaudit.indexer.store.vectors import batch_path, write_batch
+    from splitaudit.indexer.workspace import Workspace
 
     cluster, member = plan(n, seed)
     k = int(cluster.max()) + 1
@@ -178,7 +178,7 @@ def found_pairs(session: Any, run_id: int) -> set[tuple[int, int]]:
     """Every pair of item ids inside a found (non-semantic) cluster."""
     from sqlalchemy import select
 
-    from indexer.db.models import DedupMember
+    from splitaudit.indexer.db.models import DedupMember
 
     groups: dict[int, list[int]] = {}
     for c, i in session.execute(
@@ -205,11 +205,11 @@ def precision_recall(found: set[tuple[int, int]], truth: set[tuple[Any, Any]]) -
 
 def dedup_one(n: int, home: Path) -> dict[str, Any]:
     """Open the index (built and timed separately), dedup, score; in its own process."""
-    from indexer.db.models import Corpus
-    from indexer.dedup.service import create_dedup, run_dedup
-    from indexer.store.binary_index import signed_to_unsigned
-    from indexer.store.corpus_index import sync_corpus_index
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.models import Corpus
+    from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+    from splitaudit.indexer.store.binary_index import signed_to_unsigned
+    from splitaudit.indexer.store.corpus_index import sync_corpus_index
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home, migrate=False)
     out: dict[str, Any] = {}
@@ -233,7 +233,7 @@ def dedup_one(n: int, home: Path) -> dict[str, Any]:
     # Baseline: all-pairs brute-force Hamming range search at radius 8 (hash tier only), sampled.
     codes, _ids = index.hashes.codes_and_ids()
     sample = np.random.default_rng(3).choice(n, min(n, 5000), replace=False)
-    from indexer.store.binary_index import hashes_to_bytes
+    from splitaudit.indexer.store.binary_index import hashes_to_bytes
 
     queries = hashes_to_bytes(signed_to_unsigned(codes[sample].view(np.int64)))
     t, cpu = time.perf_counter(), time.process_time()

@@ -2,7 +2,7 @@
 
 Originals: non-overlapping tiles of the offline real photos (``bench.accuracy.photos``; tiles of
 one photo are look-alike negatives: same light, palette and camera), upscaled to ~256 px, then
-photo-like synthetic images (``indexer.demo.synthetic_photo``) up to the requested count. A
+photo-like synthetic images (``splitaudit.indexer.demo.synthetic_photo``) up to the requested count. A
 fifth of the originals get 1-3 planted copies: downscale to half size, JPEG quality 30,
 horizontal flip, 4 px black border. Every tool sees the same folder; each tool's duplicate
 groups are closed into clusters (connected components) and scored as pairs against the
@@ -43,7 +43,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "groups": [g for g in grou
 def _originals(n: int) -> list[Image.Image]:
     from bench.accuracy.dataset import _tiles
     from bench.accuracy.photos import collect_photos
-    from indexer.demo import synthetic_photo
+    from splitaudit.indexer.demo import synthetic_photo
 
     out: list[Image.Image] = []
     for photo in collect_photos():
@@ -97,7 +97,7 @@ def make_folder(folder: Path, n: int, seed: int = 0) -> list[set[str]]:
 
 def _pairs(groups: list[list[str]] | list[set[str]]) -> set[tuple[str, str]]:
     """All pairs inside the connected components of the given groups."""
-    from indexer.dedup.unionfind import UnionFind
+    from splitaudit.indexer.dedup.unionfind import UnionFind
 
     names: dict[str, int] = {}
     uf = UnionFind()
@@ -128,11 +128,11 @@ def _score(
 
 
 def _ours(folder: Path) -> tuple[float, list[list[str]]]:
-    from indexer.dedup.outputs import dedup_report
-    from indexer.dedup.service import create_dedup, run_dedup
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.folder import FolderSource
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.dedup.outputs import dedup_report
+    from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.workspace import Workspace
 
     with tempfile.TemporaryDirectory(prefix="bench-dedup-") as home:
         ws = Workspace.open(Path(home))

@@ -34,8 +34,8 @@ import numpy as np
 from PIL import Image
 
 from bench.photos import source_photos
-from indexer.embed import load_embedder
-from indexer.embed.embedder import OpenClipEmbedder
+from splitaudit.indexer.embed import load_embedder
+from splitaudit.indexer.embed.embedder import OpenClipEmbedder
 
 TARGET_OVERHEAD = 0.15
 

@@ -42,8 +42,8 @@ def _fuzz_home(tmp: Path) -> Path:
 
 def campaign(tmp: Path, total_requests: int) -> None:
     """Fuzz with and without tokens until about ``total_requests`` were sent."""
-    from app.main import create_app
-    from app.settings import ApiSettings
+    from splitaudit.app.main import create_app
+    from splitaudit.app.settings import ApiSettings
 
     combined = FuzzResult()
     for label, tokens in (("no auth", {}), ("auth", {"bench": "tok-bench"})):
@@ -78,12 +78,12 @@ def campaign(tmp: Path, total_requests: int) -> None:
 
 def _audited_home(home_parent: Path, *, corpus_images: int, split_images: int) -> Path:
     """Index generated photos (hash-only) and audit a split holding copies of some of them."""
-    from indexer.audit.service import create_audit, create_split, run_audit
-    from indexer.demo import synthetic_photo
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.folder import FolderSource
-    from indexer.sources.open import open_split
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+    from splitaudit.indexer.demo import synthetic_photo
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.sources.open import open_split
+    from splitaudit.indexer.workspace import Workspace
 
     corpus, split, home = home_parent / "corpus", home_parent / "split", home_parent / "home"
     corpus.mkdir(parents=True)
@@ -116,7 +116,7 @@ def _serve(home: Path) -> tuple[subprocess.Popen[bytes], str]:
             "-m",
             "uvicorn",
             "--factory",
-            "app.main:create_app",
+            "splitaudit.app.main:create_app",
             "--port",
             str(port),
             "--log-level",

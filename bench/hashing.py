@@ -43,7 +43,7 @@ from pathlib import Path
 from PIL import Image
 
 from bench.photos import make_photo_corpus
-from indexer.features.extract import extract_features
+from splitaudit.indexer.features.extract import extract_features
 
 DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "photos"
 
@@ -97,7 +97,7 @@ def _cli_seconds(folders: Sequence[Path], workers: str, tree: Path | None = None
     if tree is not None:
         env["PYTHONPATH"] = str(tree.resolve())
     with tempfile.TemporaryDirectory(prefix="bench-hashing-") as home:
-        cmd = [sys.executable, "-m", "indexer.cli.main", "index"]
+        cmd = [sys.executable, "-m", "splitaudit.indexer.cli.main", "index"]
         cmd += [str(f.absolute()) for f in folders] + ["--corpus", "c"]
         cmd += ["--home", home, "--no-embed", "--workers", workers]
         start = time.perf_counter()

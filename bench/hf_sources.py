@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from indexer.demo import synthetic_photo
+from splitaudit.indexer.demo import synthetic_photo
 
 ROW_GROUP = 500
 
@@ -98,9 +98,9 @@ def write_hf_parquet(path: Path, images: list[bytes] | None, *, n: int = 0) -> P
 
 def _index(spec: str, home: Path) -> tuple[int, float, float]:
     """(images indexed, wall seconds, CPU seconds) of a hashes-only index of ``spec`` into a fresh home."""
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.open import open_source
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.open import open_source
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home)
     try:
@@ -130,8 +130,8 @@ def child_rss(spec: str, home: Path) -> None:
     """Run in a fresh process: index ``spec`` and print peak RSS before and after, as JSON."""
     import psutil
 
-    from indexer.pipeline.index import index_sources  # noqa: F401  (imports count as baseline)
-    from indexer.sources.open import open_source  # noqa: F401
+    from splitaudit.indexer.pipeline.index import index_sources  # noqa: F401  (imports count as baseline)
+    from splitaudit.indexer.sources.open import open_source  # noqa: F401
 
     before = (
         psutil.Process().memory_info().rss / 2**20

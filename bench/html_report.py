@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.photos import make_photo_corpus
-from indexer.audit.formats import render_markdown
-from indexer.audit.html_report import pair_thumbnails, render_html
-from indexer.audit.html_thumbs import THUMB_PX, THUMB_QUALITY, Side
-from indexer.thumbnails import render_thumbnail
+from splitaudit.indexer.reporting.formats import render_markdown
+from splitaudit.indexer.reporting.html_report import pair_thumbnails, render_html
+from splitaudit.indexer.reporting.html_thumbs import THUMB_PX, THUMB_QUALITY, Side
+from splitaudit.indexer.thumbnails import render_thumbnail
 
 DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "html-report"
 

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 
 from tqdm import tqdm
 
-from indexer.labels.matcher import LabelMatcher
-from indexer.labels.names import label_terms
-from indexer.labels.normalize import singular
+from splitaudit.indexer.labels.matcher import LabelMatcher
+from splitaudit.indexer.labels.names import label_terms
+from splitaudit.indexer.labels.normalize import singular
 
 
 def _words(text: str) -> list[str]:

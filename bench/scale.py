@@ -106,11 +106,11 @@ def build_corpus(home: Path, syn: Synthetic) -> dict[str, Any]:
     """Items (bulk insert), vector batch files and their rows, as the indexer leaves them."""
     from sqlalchemy import update
 
-    from indexer.db.engine import transaction
-    from indexer.db.models import Corpus, VectorBatch
-    from indexer.db.queries import ensure_corpus, ensure_shard
-    from indexer.store.vectors import batch_path, write_batch
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.engine import transaction
+    from splitaudit.indexer.db.models import Corpus, VectorBatch
+    from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard
+    from splitaudit.indexer.store.vectors import batch_path, write_batch
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home)
     now = datetime.now(UTC).isoformat(sep=" ")
@@ -205,8 +205,8 @@ def exact_queries(home: Path, q: dict[str, Any]) -> dict[str, Any]:
     """The engine's exact tier (IN lookups through the DB index) and the SQLite query plan."""
     from sqlalchemy import select
 
-    from indexer.db.models import Item
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.models import Item
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home, migrate=False)
     found = 0
@@ -237,10 +237,10 @@ def ground_truth(
     """Exact top-k by numpy BLAS streamed over the batch files (the baseline), and its time."""
     from sqlalchemy import select
 
-    from indexer.db.models import VectorBatch
-    from indexer.store.calibrate import iter_chunks
-    from indexer.store.exact import TopK
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.models import VectorBatch
+    from splitaudit.indexer.store.calibrate import iter_chunks
+    from splitaudit.indexer.store.exact import TopK
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home, migrate=False)
     with ws.sessions() as s:
@@ -260,11 +260,11 @@ def ground_truth(
 
 def run_one(n: int, nq: int, root: Path) -> dict[str, Any]:
     """Everything for one corpus size; returns the figures."""
-    from indexer.db.models import Corpus
-    from indexer.store.corpus_index import sync_corpus_index
-    from indexer.store.exact import recall_at_k
-    from indexer.store.hamming_mih import MAX_EXACT_RADIUS
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.models import Corpus
+    from splitaudit.indexer.store.corpus_index import sync_corpus_index
+    from splitaudit.indexer.store.exact import recall_at_k
+    from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
+    from splitaudit.indexer.workspace import Workspace
 
     home = root / f"n{n}"
     shutil.rmtree(home, ignore_errors=True)
@@ -344,7 +344,7 @@ def run_one(n: int, nq: int, root: Path) -> dict[str, Any]:
 
 
 def _hamming_brute(hashes: Any, q: npt.NDArray[np.uint64], radius: int) -> list[tuple[Any, Any]]:
-    from indexer.store.binary_index import hashes_to_bytes
+    from splitaudit.indexer.store.binary_index import hashes_to_bytes
 
     lims, dists, ids = hashes.index.range_search(hashes_to_bytes(q), radius + 1)
     return [(ids[lims[i] : lims[i + 1]], dists[lims[i] : lims[i + 1]]) for i in range(len(q))]

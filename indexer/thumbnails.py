@@ -14,9 +14,9 @@ from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from indexer.errors import ImageDecodeError, PathNotAllowedError, SourceMissingError
-from indexer.sources.record import Locator
-from indexer.sources.roots import locator_root_error
+from splitaudit.indexer.errors import ImageDecodeError, PathNotAllowedError, SourceMissingError
+from splitaudit.indexer.sources.record import Locator
+from splitaudit.indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
 _LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url")

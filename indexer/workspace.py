@@ -9,9 +9,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from indexer.db.engine import make_engine, make_session_factory, sqlite_url
-from indexer.db.migrate import at_head, create_new_sqlite, upgrade
-from indexer.errors import UsageError
+from splitaudit.indexer.db.engine import make_engine, make_session_factory, sqlite_url
+from splitaudit.indexer.db.migrate import at_head, create_new_sqlite, upgrade
+from splitaudit.indexer.errors import UsageError
 
 DEFAULT_HOME = Path(".splitaudit")
 _CORPUS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")

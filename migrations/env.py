@@ -1,4 +1,4 @@
-"""Alembic environment: the URL comes from the config (set by ``indexer.db.migrate``) or settings."""
+"""Alembic environment: the URL comes from the config (set by ``splitaudit.indexer.db.migrate``) or settings."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import engine_from_config, event, pool
 
-from indexer.db.engine import sqlite_url
-from indexer.db.models import Base
+from splitaudit.indexer.db.engine import sqlite_url
+from splitaudit.indexer.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

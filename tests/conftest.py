@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from indexer.demo import synthetic_photo
+from splitaudit.indexer.demo import synthetic_photo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -20,7 +20,7 @@ PG_URL = os.environ.get(
 
 
 def photo(seed: int, size: tuple[int, int] = (320, 240)) -> Image.Image:
-    """A deterministic photo-like RGB image (see ``indexer.demo.synthetic_photo``)."""
+    """A deterministic photo-like RGB image (see ``splitaudit.indexer.demo.synthetic_photo``)."""
     return synthetic_photo(seed, size)
 
 

@@ -6,8 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.routes import audits, corpora, decontaminate, dedup, health, items, jobs, matches
-from app.schemas import ErrorResponse
+from splitaudit.app.api.routes import (
+    audits,
+    corpora,
+    decontaminate,
+    dedup,
+    health,
+    items,
+    jobs,
+    matches,
+)
+from splitaudit.app.schemas import ErrorResponse
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text}

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexer.kinds import MATCH_KINDS
+from splitaudit.indexer.kinds import MATCH_KINDS
 
 STACK_ORDER = MATCH_KINDS
 

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Audit, Item, Match, Review, SplitItem
-from indexer.errors import NotFoundError
-from indexer.gate.baseline import Baseline, entry_from_match
-from indexer.timefmt import iso
+from splitaudit.indexer.db.models import Audit, Item, Match, Review, SplitItem
+from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.gate.baseline import Baseline, entry_from_match
+from splitaudit.indexer.timefmt import iso
 
 REVIEW_COLUMNS = (
     "match_id",

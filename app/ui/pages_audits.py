@@ -8,18 +8,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.audits import STATUSES, get_audit, list_audits
-from app.corpora import list_corpora
-from app.deps import SessionDep, WorkspaceDep
-from app.params import IdPath, PageQuery
-from app.ui import queries
-from app.ui.charts import cosine_histogram, hamming_histogram, label_bar_chart
-from app.ui.export import review_baseline, review_csv, review_json, review_rows
-from app.ui.rendering import UiDep, UiReaderDep, UiRoute, query_string
-from indexer.audit.thresholds import Thresholds
-from indexer.db.models import Audit
-from indexer.errors import NotFoundError
-from indexer.kinds import ACTIVE_JOB_STATUSES, MATCH_KINDS
+from splitaudit.app.audits import STATUSES, get_audit, list_audits
+from splitaudit.app.corpora import list_corpora
+from splitaudit.app.deps import SessionDep, WorkspaceDep
+from splitaudit.app.params import IdPath, PageQuery
+from splitaudit.app.ui import queries
+from splitaudit.app.ui.charts import cosine_histogram, hamming_histogram, label_bar_chart
+from splitaudit.app.ui.export import review_baseline, review_csv, review_json, review_rows
+from splitaudit.app.ui.rendering import UiDep, UiReaderDep, UiRoute, query_string
+from splitaudit.indexer.db.models import Audit
+from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.kinds import ACTIVE_JOB_STATUSES, MATCH_KINDS
+from splitaudit.indexer.match.thresholds import Thresholds
 
 PAGE_SIZE = 25
 ACTIVE = ACTIVE_JOB_STATUSES

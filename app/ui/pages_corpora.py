@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.corpora import corpus_detail, list_corpora
-from app.deps import SessionDep, WorkspaceDep
-from app.params import PageQuery
-from app.ui.rendering import UiDep, UiReaderDep, UiRoute
+from splitaudit.app.corpora import corpus_detail, list_corpora
+from splitaudit.app.deps import SessionDep, WorkspaceDep
+from splitaudit.app.params import PageQuery
+from splitaudit.app.ui.rendering import UiDep, UiReaderDep, UiRoute
 
 FAILED_PAGE_SIZE = 50
 

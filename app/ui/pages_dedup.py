@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 
-from app.deps import SessionDep
-from app.params import IdPath, PageQuery
-from app.ui.rendering import UiDep, UiReaderDep, UiRoute
-from indexer.db.models import DedupRun
-from indexer.db.queries import get_corpus
+from splitaudit.app.deps import SessionDep
+from splitaudit.app.params import IdPath, PageQuery
+from splitaudit.app.ui.rendering import UiDep, UiReaderDep, UiRoute
+from splitaudit.indexer.db.models import DedupRun
+from splitaudit.indexer.db.queries import get_corpus
 
 CLUSTER_PAGE_SIZE = 25
 
@@ -23,7 +23,7 @@ def dedup_runs_page(
     name: str, request: Request, session: SessionDep, ui: UiDep, _caller: UiReaderDep
 ) -> Response:
     """Every dedup run of a corpus, newest first."""
-    from indexer.dedup.outputs import run_header
+    from splitaudit.indexer.dedup.outputs import run_header
 
     corpus = get_corpus(session, name=name)
     ids = session.scalars(
@@ -48,7 +48,7 @@ def dedup_page(
     semantic: bool = False,
 ) -> Response:
     """One run: summary, then a page of clusters (thumbnails, kept member marked, member reviews)."""
-    from indexer.dedup.outputs import clusters_page, run_header
+    from splitaudit.indexer.dedup.outputs import clusters_page, run_header
 
     run = run_header(session, run_id)
     clusters: list[dict[str, Any]] = []

@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.audits import get_audit
-from app.deps import SessionDep
-from app.params import IdPath, PageQuery, PageSizeQuery, PositionPath
-from app.ui import queries
-from app.ui.rendering import UiDep, UiReaderDep, UiRoute, query_string
-from indexer.audit.reviews import REVIEW_STATES, VERDICTS, list_matches, match_detail
+from splitaudit.app.audits import get_audit
+from splitaudit.app.deps import SessionDep
+from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery, PositionPath
+from splitaudit.app.ui import queries
+from splitaudit.app.ui.rendering import UiDep, UiReaderDep, UiRoute, query_string
+from splitaudit.indexer.review.matches import REVIEW_STATES, VERDICTS, list_matches, match_detail
 
 PAGE_SIZES = (25, 50, 100, 200)
 REVIEW_FILTERS = (*REVIEW_STATES[::-1], *VERDICTS)

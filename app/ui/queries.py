@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.orm import Session, aliased
 
-from indexer.audit.report import latest_review_ids
-from indexer.db.models import Item, Match, Review, SplitDuplicate, SplitItem
-from indexer.kinds import MatchKind
+from splitaudit.indexer.db.models import Item, Match, Review, SplitDuplicate, SplitItem
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.reporting.report import latest_review_ids
 
 MAX_LABELS = 2000
 

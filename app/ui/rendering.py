@@ -1,7 +1,7 @@
 """Rendering UI pages: the ``Ui`` bundle, HTML error pages, and who may read a page.
 
 Library errors raised while building a page become an HTML error page with the status the
-API would use (``app.errors.status_for``); a missing token becomes the token prompt page.
+API would use (``splitaudit.app.errors.status_for``); a missing token becomes the token prompt page.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.templating import Jinja2Templates
 
-from app.auth import Principal, authenticate
-from app.errors import status_for
-from app.params import out_of_range_id
-from app.settings import ApiSettings
-from indexer.errors import AuthError, SplitauditError
+from splitaudit.app.auth import Principal, authenticate
+from splitaudit.app.errors import status_for
+from splitaudit.app.params import out_of_range_id
+from splitaudit.app.settings import ApiSettings
+from splitaudit.indexer.errors import AuthError, SplitauditError
 
 log = logging.getLogger(__name__)
 HTML_HEADERS = {

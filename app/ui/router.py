@@ -9,10 +9,10 @@ from fastapi.responses import RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from app.settings import ApiSettings
-from app.ui import pages_audits, pages_corpora, pages_dedup, pages_review
-from app.ui.rendering import Ui, UiDep, UiReaderDep, UiRoute
-from app.ui.templating import STATIC_DIR, build_templates
+from splitaudit.app.settings import ApiSettings
+from splitaudit.app.ui import pages_audits, pages_corpora, pages_dedup, pages_review
+from splitaudit.app.ui.rendering import Ui, UiDep, UiReaderDep, UiRoute
+from splitaudit.app.ui.templating import STATIC_DIR, build_templates
 
 STATIC_PATH = "/ui/static"
 STATIC_CACHE = "public, max-age=86400"

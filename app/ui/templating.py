@@ -13,11 +13,11 @@ import jinja2
 from markupsafe import Markup, escape
 from starlette.templating import Jinja2Templates
 
-from app.settings import ApiSettings
-from indexer import __version__
-from indexer.audit.report import KINDS
-from indexer.audit.reviews import VERDICTS
-from indexer.kinds import MatchKind
+from splitaudit.app.settings import ApiSettings
+from splitaudit.indexer import __version__
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.reporting.report import KINDS
+from splitaudit.indexer.review.matches import VERDICTS
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"

@@ -40,7 +40,7 @@ from bench.accuracy.scores import (
     compute_table,
     probe_geometry,
 )
-from indexer.audit.thresholds import Thresholds, thresholds_for_model
+from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache"
 

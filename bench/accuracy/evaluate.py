@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from bench.accuracy.dataset import Item, pair_labels
 from bench.accuracy.scores import PairScores
-from indexer.audit.thresholds import Thresholds
+from splitaudit.indexer.match.thresholds import Thresholds
 
 IMAGEDEDUP_THRESHOLD = 10  # imagededup's documented default for PHash.find_duplicates
 

@@ -155,8 +155,8 @@ def collect_photos() -> list[Photo]:
 def _drop_duplicates(photos: list[Photo]) -> list[Photo]:
     """Drop photos that duplicate an earlier one (imagecorruptions' frost3 is frost2 again):
     a duplicate pair would otherwise be labelled 'unrelated' and count as a false positive."""
-    from indexer.features.hashes import hamming
-    from indexer.features.perceptual import phash
+    from splitaudit.indexer.features.hashes import hamming
+    from splitaudit.indexer.features.perceptual import phash
 
     kept: list[tuple[Photo, int]] = []
     for photo in photos:

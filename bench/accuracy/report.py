@@ -9,7 +9,7 @@ import numpy as np
 
 from bench.accuracy.evaluate import Boundaries, CurvePoint, Outcome, Pairs, SemanticProbe
 from bench.accuracy.scores import PairScores
-from indexer.audit.thresholds import Thresholds
+from splitaudit.indexer.match.thresholds import Thresholds
 
 
 def _pct(value: float) -> str:

@@ -16,13 +16,13 @@ import numpy.typing as npt
 from PIL import Image
 
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
-from indexer.audit import verify
-from indexer.audit.engine import TOP_K
-from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
-from indexer.audit.geometry import geometric_match
-from indexer.audit.thresholds import Thresholds
-from indexer.features.decode import decode_image
-from indexer.features.extract import extract_features
+from splitaudit.indexer.audit import verify
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.match.engine import TOP_K
+from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
+from splitaudit.indexer.match.geometry import geometric_match
+from splitaudit.indexer.match.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def compute_table(dataset: Dataset, items: list[Item], model: str, cache_dir: Pa
             data["thumbnail"],
         )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     embedder = load_embedder(model)
     started = time.perf_counter()

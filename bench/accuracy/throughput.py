@@ -72,7 +72,7 @@ def _run(code: Path, args: list[str], home: Path) -> tuple[float, str]:
     }
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", "from indexer.cli.main import main; main()", "-v", *args],
+        [sys.executable, "-c", "from splitaudit.indexer.cli.main import main; main()", "-v", *args],
         env=env,
         cwd=home.parent,  # not the checkout: `python -c` puts the working folder first on the path
         capture_output=True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from itertools import islice
 
 import numpy as np
@@ -12,50 +11,24 @@ import numpy.typing as npt
 from PIL import Image
 from sqlalchemy import select
 
-from indexer.audit.phases import PhaseTimes
-from indexer.audit.verify import verify_thumbnail
-from indexer.db.engine import transaction
-from indexer.db.models import Split, SplitItem
-from indexer.embed.protocol import Embedder
-from indexer.features.hashes import Hash64
-from indexer.pipeline.extract import Extracted, Extractor
-from indexer.pipeline.index import locator_dict
-from indexer.sources.member_names import escape_undecodable, escape_undecodable_tree
-from indexer.sources.record import Record, Source
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Split, SplitItem
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.features.hashes import Hash64
+from splitaudit.indexer.match.phases import PhaseTimes
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.verify import verify_thumbnail
+from splitaudit.indexer.pipeline.extract import Extracted, Extractor
+from splitaudit.indexer.pipeline.index import locator_dict
+from splitaudit.indexer.sources.member_names import escape_undecodable, escape_undecodable_tree
+from splitaudit.indexer.sources.record import Record, Source
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 BATCH = 64
 # Decoded split images kept for the verification step (<= 256 px on the short side, ~300 KB
 # each): a split up to ~900 such images is never decoded twice; later rows are re-decoded.
 KEPT_IMAGES_BYTES = 256 * 2**20
-
-
-@dataclass
-class SplitState:
-    """In-memory arrays over the readable items of a split (test splits are small).
-
-    Row ``i`` of every array is split item ``ids[i]``; ``vectors[model_id]`` holds the
-    L2-normalised embeddings under each model a selected corpus uses.
-    """
-
-    ids: npt.NDArray[np.int64]
-    keys: list[str]
-    labels: list[str | None]
-    sha256: list[str]
-    pixel: list[str | None]
-    stream: list[str | None]  # JPEG stream digests (None: not a JPEG, or unparsable)
-    phash: npt.NDArray[np.uint64]
-    phash_mirror: npt.NDArray[np.uint64]
-    min_side: npt.NDArray[np.int32]
-    thumbs: npt.NDArray[np.uint8]  # (n, 32, 32) verification thumbnails
-    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
-    # row -> the decoded image (``decode_image(...).image``) of the first rows, up to
-    # ``KEPT_IMAGES_BYTES``: what the verification step would otherwise decode again
-    images: dict[int, Image.Image] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 def ingest_split(

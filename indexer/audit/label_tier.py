@@ -9,15 +9,15 @@ from typing import Any
 
 from sqlalchemy import select
 
-from indexer.audit.found import FoundMatch
-from indexer.audit.ingest import SplitState
-from indexer.db.models import Corpus, Item, SplitItem
-from indexer.db.queries import in_chunks
-from indexer.kinds import MatchKind
-from indexer.labels.leak import label_prevalence, match_leak, self_leak
-from indexer.labels.matcher import LabelMatcher
-from indexer.labels.names import label_terms
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import Corpus, Item, SplitItem
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.labels.leak import label_prevalence, match_leak, self_leak
+from splitaudit.indexer.labels.matcher import LabelMatcher
+from splitaudit.indexer.labels.names import label_terms
+from splitaudit.indexer.match.found import FoundMatch
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 MAX_HITS = 5

@@ -1,7 +1,7 @@
 """Audit entry points shared by the CLI and the API: register a split, create and run an audit.
 
 The service writes ``Audit`` (and its matches); the audit's ``Job`` row is written by
-``indexer.jobs.queue`` alone: queued by ``enqueue``, then run by a worker
+``splitaudit.indexer.jobs.queue`` alone: queued by ``enqueue``, then run by a worker
 (``execute_audit``) or here in the calling process (``run_audit``).
 """
 
@@ -16,26 +16,27 @@ from typing import Any
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from indexer import __version__
-from indexer.audit.corpus_thresholds import thresholds_for_corpus
-from indexer.audit.engine import match_corpus, split_duplicates
-from indexer.audit.found import FoundMatch
-from indexer.audit.ingest import SplitState, ingest_split
-from indexer.audit.label_tier import LabelTierResult, label_leak_matches
-from indexer.audit.phases import PhaseTimes
-from indexer.audit.report import compute_summary
-from indexer.audit.thresholds import Thresholds
-from indexer.audit.verify_store import open_verify_store
-from indexer.db.engine import transaction
-from indexer.db.models import Audit, Match, Split, SplitDuplicate
-from indexer.db.queries import get_corpus
-from indexer.embed.protocol import Embedder
-from indexer.errors import ModelUnavailableError, UsageError
-from indexer.jobs.queue import enqueue, mark_done, mark_failed, mark_running
-from indexer.pipeline.index import open_corpus_index
-from indexer.pipeline.progress_log import try_count_images
-from indexer.sources.record import Source
-from indexer.workspace import Workspace
+from splitaudit.indexer import __version__
+from splitaudit.indexer.audit.ingest import ingest_split
+from splitaudit.indexer.audit.label_tier import LabelTierResult, label_leak_matches
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Audit, Match, Split, SplitDuplicate
+from splitaudit.indexer.db.queries import get_corpus
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import ModelUnavailableError, UsageError
+from splitaudit.indexer.jobs.queue import enqueue, mark_done, mark_failed, mark_running
+from splitaudit.indexer.match.corpus_thresholds import thresholds_for_corpus
+from splitaudit.indexer.match.engine import match_corpus, split_duplicates
+from splitaudit.indexer.match.found import FoundMatch
+from splitaudit.indexer.match.phases import PhaseTimes
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.match.verify_store import open_verify_store
+from splitaudit.indexer.pipeline.index import open_corpus_index
+from splitaudit.indexer.pipeline.progress_log import try_count_images
+from splitaudit.indexer.reporting.report import compute_summary
+from splitaudit.indexer.sources.record import Source
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
@@ -160,7 +161,7 @@ def _add_audit(
 
 def default_embedder_factory(spec: str) -> Embedder:
     """Load an embedder by spec (lazily imports torch/open_clip)."""
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     return load_embedder(spec)
 
@@ -204,7 +205,7 @@ def execute_audit(
     embedder_factory: EmbedderFactory = default_embedder_factory,
 ) -> None:
     """Compute an audit's matches and summary and store them on the ``Audit`` (the job is its runner's)."""
-    from indexer.sources.open import open_split
+    from splitaudit.indexer.sources.open import open_split
 
     report = progress or (lambda _f, _m: None)
     phases = PhaseTimes()

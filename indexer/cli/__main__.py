@@ -1,5 +1,5 @@
-"""``python -m indexer.cli`` runs the splitaudit CLI."""
+"""``python -m splitaudit.indexer.cli`` runs the splitaudit CLI."""
 
-from indexer.cli.main import main
+from splitaudit.indexer.cli.main import main
 
 main()

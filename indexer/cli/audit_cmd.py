@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
-from indexer.cli.backend_option import backend_option, export_cache_dir
-from indexer.cli.common import (
+from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
+from splitaudit.indexer.cli.common import (
     EXIT_GATE_FAILED,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -22,18 +22,23 @@ from indexer.cli.common import (
     home_option,
     open_workspace,
 )
-from indexer.cli.device_option import device_option, resolve_cli_device
-from indexer.cli.progress import fraction_progress, progress_options
-from indexer.cli.workers_option import resolve_workers, workers_option_with
-from indexer.errors import IndexUnavailableError, UsageError
-from indexer.gate.baseline import Baseline, load_baseline
-from indexer.gate.evaluate import GateResult, apply_gate, evaluate
-from indexer.gate.policy import Policy, load_policy, load_policy_file, parse_threshold_options
-from indexer.gate.summary import summary_paragraph
+from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
+from splitaudit.indexer.cli.progress import fraction_progress, progress_options
+from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option_with
+from splitaudit.indexer.errors import IndexUnavailableError, UsageError
+from splitaudit.indexer.gate.baseline import Baseline, load_baseline
+from splitaudit.indexer.gate.evaluate import GateResult, apply_gate, evaluate
+from splitaudit.indexer.gate.policy import (
+    Policy,
+    load_policy,
+    load_policy_file,
+    parse_threshold_options,
+)
+from splitaudit.indexer.gate.summary import summary_paragraph
 
 if TYPE_CHECKING:
-    from indexer.audit.html_thumbs import EmbeddedImage, Side, ThumbnailFetcher
-    from indexer.embed.device import ResolvedDevice
+    from splitaudit.indexer.embed.device import ResolvedDevice
+    from splitaudit.indexer.reporting.html_thumbs import EmbeddedImage, Side, ThumbnailFetcher
 
     Thumbs = dict[tuple[Side, int], EmbeddedImage]
 
@@ -75,7 +80,7 @@ def build_policy(
         max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"),
     )
     if policy.thresholds:
-        from indexer.audit.thresholds import Thresholds
+        from splitaudit.indexer.match.thresholds import Thresholds
 
         Thresholds.from_mapping(dict(policy.thresholds))  # refuse unknown tiers before any work
     return policy
@@ -122,12 +127,12 @@ def _local_report(
     backend: str = "auto",
 ) -> tuple[dict[str, Any], Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
-    from indexer.audit.html_thumbs import db_thumbnail_fetcher
-    from indexer.audit.report import audit_report
-    from indexer.audit.service import run_audit, submit_audit
-    from indexer.embed.backends import load_embedder_on_backend, resolve_backend
-    from indexer.sources.labels_csv import load_labels_csv
-    from indexer.sources.open import split_location
+    from splitaudit.indexer.audit.service import run_audit, submit_audit
+    from splitaudit.indexer.embed.backends import load_embedder_on_backend, resolve_backend
+    from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
+    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.sources.labels_csv import load_labels_csv
+    from splitaudit.indexer.sources.open import split_location
 
     if not home.is_dir():
         raise IndexUnavailableError(
@@ -138,7 +143,7 @@ def _local_report(
     label_map = load_labels_csv(labels) if labels else None
     params: dict[str, Any] = {}
     if label_names:
-        from indexer.labels.names import load_label_names
+        from splitaudit.indexer.labels.names import load_label_names
 
         params["label_names"] = load_label_names(label_names)
     with tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir:
@@ -189,7 +194,7 @@ def _server_report(
     html: bool,
 ) -> tuple[dict[str, Any], Thumbs]:
     """Upload the split to ``server``, wait for the audit: its report, and the HTML's thumbnails."""
-    from indexer.gate.client import AuditClient
+    from splitaudit.indexer.gate.client import AuditClient
 
     with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
         upload = tqdm(
@@ -225,13 +230,13 @@ def _server_report(
 
 
 def _thumbnails(report: Mapping[str, Any], fetch: ThumbnailFetcher) -> Thumbs:
-    from indexer.audit.html_report import pair_thumbnails
+    from splitaudit.indexer.reporting.html_report import pair_thumbnails
 
     return pair_thumbnails(report, fetch)
 
 
 def _render_html(report: Mapping[str, Any], thumbs: Thumbs) -> str:
-    from indexer.audit.html_report import render_html
+    from splitaudit.indexer.reporting.html_report import render_html
 
     return render_html(report, thumbnails=thumbs)
 
@@ -477,7 +482,12 @@ def audit(
         )
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
-    from indexer.audit.formats import render_csv, render_json, render_junit, render_markdown
+    from splitaudit.indexer.reporting.formats import (
+        render_csv,
+        render_json,
+        render_junit,
+        render_markdown,
+    )
 
     markdown = render_markdown(gated)
     for path, text in (
@@ -491,7 +501,7 @@ def audit(
             _write(path, text())
     _append_step_summary(markdown)
     if blocklists or clean_splits:
-        from indexer.gate.decontaminate import write_decontamination
+        from splitaudit.indexer.gate.decontaminate import write_decontamination
 
         write_decontamination(
             gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from indexer.embed.backends import BACKEND_CHOICES, export_cache_dir
+from splitaudit.indexer.embed.backends import BACKEND_CHOICES, export_cache_dir
 
 __all__ = ["backend_option", "export_cache_dir"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.errors import InputError, NotFoundError, UsageError
-from indexer.gate.baseline import (
+from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.errors import InputError, NotFoundError, UsageError
+from splitaudit.indexer.gate.baseline import (
     baseline_from_report,
     load_baseline,
     merge_baselines,
@@ -43,8 +43,8 @@ def _read_report(path: Path) -> dict[str, Any]:
 
 def _local_report(home: Path, audit_id: int) -> dict[str, Any]:
     """The report of an audit stored in the local workspace."""
-    from indexer.audit.report import audit_report
-    from indexer.db.models import Audit
+    from splitaudit.indexer.db.models import Audit
+    from splitaudit.indexer.reporting.report import audit_report
 
     if not home.is_dir():
         raise UsageError(f"no splitaudit home at {home}; pass --home DIR or --server URL")
@@ -107,7 +107,7 @@ def export(
         report = _read_report(report_path)
         origin = {"report": str(report_path), "audit_id": report.get("audit_id")}
     elif server:
-        from indexer.gate.client import AuditClient
+        from splitaudit.indexer.gate.client import AuditClient
 
         assert audit_id is not None
         with AuditClient(server, token=os.environ.get("SPLITAUDIT_TOKEN") or None) as client:
@@ -144,9 +144,9 @@ def export(
 @handle_errors
 def prune(baseline_file: Path, report_path: Path, output: Path | None) -> None:
     """Drop the stale entries of BASELINE_FILE: those that match nothing in --report."""
-    from indexer.gate.baseline import Baseline
-    from indexer.gate.evaluate import evaluate
-    from indexer.gate.policy import Policy
+    from splitaudit.indexer.gate.baseline import Baseline
+    from splitaudit.indexer.gate.evaluate import evaluate
+    from splitaudit.indexer.gate.policy import Policy
 
     current = load_baseline(baseline_file)
     result = evaluate(_read_report(report_path), Policy(), current)

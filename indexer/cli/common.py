@@ -12,8 +12,14 @@ from typing import Any, TypeVar
 
 import click
 
-from indexer.errors import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, SplitauditError
-from indexer.workspace import DEFAULT_HOME, Workspace
+from splitaudit.indexer.errors import (
+    EXIT_GATE_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    SplitauditError,
+)
+from splitaudit.indexer.workspace import DEFAULT_HOME, Workspace
 
 __all__ = [
     "EXIT_GATE_FAILED",

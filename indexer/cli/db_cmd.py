@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from indexer.cli.common import database_url, handle_errors, home_option
-from indexer.db.engine import sqlite_url
-from indexer.db.migrate import upgrade as run_upgrade
+from splitaudit.indexer.cli.common import database_url, handle_errors, home_option
+from splitaudit.indexer.db.engine import sqlite_url
+from splitaudit.indexer.db.migrate import upgrade as run_upgrade
 
 
 @click.group()

@@ -10,12 +10,12 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
-from indexer.cli.workers_option import resolve_workers, workers_option
-from indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
-from indexer.errors import IndexUnavailableError, UsageError
-from indexer.workspace import Workspace
+from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
+from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
+from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
+from splitaudit.indexer.errors import IndexUnavailableError, UsageError
+from splitaudit.indexer.workspace import Workspace
 
 TEMP_CORPUS = "dedup"
 
@@ -35,7 +35,7 @@ def _progress_bar(desc: str) -> tqdm:
 def _run(
     ws: Workspace, corpus: str, *, keep: str, semantic: bool, thresholds: dict[str, Any]
 ) -> int:
-    from indexer.dedup.service import create_dedup, run_dedup
+    from splitaudit.indexer.dedup.service import create_dedup, run_dedup
 
     run_id = create_dedup(
         ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
@@ -60,13 +60,13 @@ def _index_temporary(
     workers: int | str,
 ) -> None:
     """Index folder / manifest / split sources into the temporary corpus."""
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.open import open_source
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.open import open_source
 
     opened = [open_source(s) for s in sources]
     embedder = None
     if not no_embed:
-        from indexer.embed.loader import load_embedder
+        from splitaudit.indexer.embed.loader import load_embedder
 
         embedder = load_embedder(model_spec)
     with tqdm(unit="img", desc="reading", dynamic_ncols=True, disable=None, mininterval=0.5) as bar:
@@ -82,7 +82,12 @@ def _index_temporary(
 
 
 def _write_outputs(ws: Workspace, run_id: int, outputs: dict[str, Path | None]) -> dict[str, Any]:
-    from indexer.dedup.outputs import dedup_report, drop_rows, write_clusters, write_drop_list
+    from splitaudit.indexer.dedup.outputs import (
+        dedup_report,
+        drop_rows,
+        write_clusters,
+        write_drop_list,
+    )
 
     with ws.sessions() as s:
         report = dedup_report(s, run_id)
@@ -188,7 +193,7 @@ def dedup(
     WebDataset shards) indexed on the fly into a temporary corpus. Pairs are found and
     verified exactly as an audit finds matches (same tiers and thresholds).
     """
-    from indexer.gate.policy import parse_threshold_options
+    from splitaudit.indexer.gate.policy import parse_threshold_options
 
     if bool(sources) == bool(corpus):
         raise UsageError(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from indexer.cli.backend_option import backend_option, export_cache_dir
-from indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
+from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
 
 
 @click.command()
@@ -34,16 +34,16 @@ def demo(home: Path, out: Path | None, model_spec: str, backend: str) -> None:
     Everything runs locally on the embedded defaults (SQLite + FAISS under --home); the
     generated data and the reports go to HOME/demo, so a checkout stays clean.
     """
-    from indexer.audit.formats import render
-    from indexer.audit.html_report import pair_thumbnails, render_html
-    from indexer.audit.html_thumbs import db_thumbnail_fetcher
-    from indexer.audit.report import audit_report
-    from indexer.audit.service import create_audit, create_split, run_audit
-    from indexer.demo import write_demo
-    from indexer.embed.backends import backend_embedder_factory
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.folder import FolderSource
-    from indexer.sources.open import open_split
+    from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+    from splitaudit.indexer.demo import write_demo
+    from splitaudit.indexer.embed.backends import backend_embedder_factory
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.reporting.formats import render
+    from splitaudit.indexer.reporting.html_report import pair_thumbnails, render_html
+    from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
+    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.sources.open import open_split
 
     out = home / "demo" if out is None else out
     load_model = backend_embedder_factory(backend, export_cache_dir(home))  # checks the backend

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from indexer.embed.device import ResolvedDevice
+    from splitaudit.indexer.embed.device import ResolvedDevice
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -25,6 +25,6 @@ device_option: Callable[[F], F] = click.option(
 
 def resolve_cli_device(requested: str) -> ResolvedDevice:
     """The device ``--device`` names (imports torch: call only when something will be embedded)."""
-    from indexer.embed.device import resolve_device
+    from splitaudit.indexer.embed.device import resolve_device
 
     return resolve_device(requested)

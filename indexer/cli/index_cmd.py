@@ -12,23 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from indexer.cli.backend_option import backend_option, export_cache_dir
-from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.cli.device_option import device_option, resolve_cli_device
-from indexer.cli.progress import counting_progress, progress_options
-from indexer.cli.workers_option import resolve_workers, workers_option
-from indexer.errors import ModelUnavailableError, UsageError
-from indexer.pipeline.index import IndexSummary, index_sources
-from indexer.pipeline.progress_log import count_folder_images
-from indexer.sources.open import open_source
-from indexer.sources.record import Source
-from indexer.store.policy import STORAGES, IndexPolicy
-from indexer.workspace import check_corpus_name
+from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
+from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
+from splitaudit.indexer.cli.progress import counting_progress, progress_options
+from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
+from splitaudit.indexer.errors import ModelUnavailableError, UsageError
+from splitaudit.indexer.pipeline.index import IndexSummary, index_sources
+from splitaudit.indexer.pipeline.progress_log import count_folder_images
+from splitaudit.indexer.sources.open import open_source
+from splitaudit.indexer.sources.record import Source
+from splitaudit.indexer.store.policy import STORAGES, IndexPolicy
+from splitaudit.indexer.workspace import check_corpus_name
 
 if TYPE_CHECKING:
-    from indexer.pipeline.precomputed import DeclaredModel
+    from splitaudit.indexer.pipeline.precomputed import DeclaredModel
 
-# Kept here (not imported from indexer.embed) so `--help` never imports torch.
+# Kept here (not imported from splitaudit.indexer.embed) so `--help` never imports torch.
 DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 
 
@@ -201,8 +201,8 @@ def index(
 def _open_sources(
     specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None
 ) -> list[Source]:
-    from indexer.pipeline.precomputed import is_precomputed
-    from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+    from splitaudit.indexer.pipeline.precomputed import is_precomputed
+    from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
     opened = [open_source(s, image_column=image_column) for s in specs]
     if shards_dir is None:
@@ -229,7 +229,7 @@ def _models(
     home: Path | None = None,
 ) -> tuple[DeclaredModel | None, Any]:
     """(declared precomputed model, embedder for image sources) for this run."""
-    from indexer.pipeline.precomputed import declare_model, is_precomputed
+    from splitaudit.indexer.pipeline.precomputed import declare_model, is_precomputed
 
     pre = [s for s in opened if is_precomputed(s)]
     images = [s for s in opened if not is_precomputed(s)]
@@ -246,7 +246,7 @@ def _models(
     if not pre:
         if no_embed:
             return None, None
-        from indexer.embed.backends import load_embedder_on_backend
+        from splitaudit.indexer.embed.backends import load_embedder_on_backend
 
         # Forward passes of at most the device's embed batch keep activation memory bounded.
         return None, load_embedder_on_backend(
@@ -316,7 +316,7 @@ def _print_summary(s: IndexSummary) -> None:
             f"vector index: nprobe {idx.get('nprobe')}, measured recall@10 {idx['recall_at_10']}"
         )
     if s.thresholds:
-        from indexer.audit.calibrate_thresholds import ThresholdCalibration
+        from splitaudit.indexer.match.calibrate_thresholds import ThresholdCalibration
 
         click.echo(f"thresholds: {ThresholdCalibration.from_dict(s.thresholds).summary()}")
     if s.failures:

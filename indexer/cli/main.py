@@ -12,19 +12,19 @@ import logging
 
 import click
 
-from indexer import __version__
+from splitaudit.indexer import __version__
 
 # name -> "module:attribute", in the order --help lists them.
 COMMANDS = {
-    "index": "indexer.cli.index_cmd:index",
-    "audit": "indexer.cli.audit_cmd:audit",
-    "dedup": "indexer.cli.dedup_cmd:dedup",
-    "demo": "indexer.cli.demo_cmd:demo",
-    "baseline": "indexer.cli.baseline_cmd:baseline",
-    "serve": "indexer.cli.serve_cmd:serve",
-    "worker": "indexer.cli.serve_cmd:worker",
-    "models": "indexer.cli.models_cmd:models",
-    "db": "indexer.cli.db_cmd:db",
+    "index": "splitaudit.indexer.cli.index_cmd:index",
+    "audit": "splitaudit.indexer.cli.audit_cmd:audit",
+    "dedup": "splitaudit.indexer.cli.dedup_cmd:dedup",
+    "demo": "splitaudit.indexer.cli.demo_cmd:demo",
+    "baseline": "splitaudit.indexer.cli.baseline_cmd:baseline",
+    "serve": "splitaudit.indexer.cli.serve_cmd:serve",
+    "worker": "splitaudit.indexer.cli.serve_cmd:worker",
+    "models": "splitaudit.indexer.cli.models_cmd:models",
+    "db": "splitaudit.indexer.cli.db_cmd:db",
 }
 
 

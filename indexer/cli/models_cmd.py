@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from indexer.cli.common import handle_errors, home_option, open_workspace
-from indexer.errors import UsageError
+from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.errors import UsageError
 
 BUNDLED = "efficientnet-lite0"
 
@@ -29,8 +29,8 @@ def pull(spec: str) -> None:
     """
     import open_clip
 
-    from indexer.embed.hub import cached_weights, download_weights, hub_cache_dir
-    from indexer.embed.spec import parse_model_spec
+    from splitaudit.indexer.embed.hub import cached_weights, download_weights, hub_cache_dir
+    from splitaudit.indexer.embed.spec import parse_model_spec
 
     parsed = parse_model_spec(spec)
     if parsed.kind != "registry":
@@ -57,8 +57,8 @@ def pull(spec: str) -> None:
 def list_models(home: Path) -> None:
     """Show the bundled model, the open_clip models in the Hugging Face cache, and the
     thresholds each model (and each corpus in --home) uses."""
-    from indexer.audit.thresholds import MODEL_THRESHOLDS
-    from indexer.embed.hub import hub_cache_dir
+    from splitaudit.indexer.embed.hub import hub_cache_dir
+    from splitaudit.indexer.match.thresholds import MODEL_THRESHOLDS
 
     measured = MODEL_THRESHOLDS["efficientnet-lite0:imagenet"]
     click.echo("models:")
@@ -85,7 +85,7 @@ def _cached_registry_models() -> list[tuple[str, str]]:
     """(NAME:TAG, local weights file) for every open_clip pretrained tag cached locally."""
     import open_clip
 
-    from indexer.embed.hub import cached_weights
+    from splitaudit.indexer.embed.hub import cached_weights
 
     out = []
     for arch, tag in open_clip.list_pretrained():
@@ -99,9 +99,9 @@ def _corpus_thresholds(home: Path) -> list[tuple[str, str | None, str]]:
     """(corpus, model id, thresholds summary) for the corpora of a workspace that exists."""
     from sqlalchemy import select
 
-    from indexer.audit.corpus_thresholds import load_corpus_thresholds
-    from indexer.cli.common import database_url
-    from indexer.db.models import Corpus
+    from splitaudit.indexer.cli.common import database_url
+    from splitaudit.indexer.db.models import Corpus
+    from splitaudit.indexer.match.corpus_thresholds import load_corpus_thresholds
 
     if database_url() is None and not home.is_dir():
         return []

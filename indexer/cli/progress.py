@@ -13,8 +13,8 @@ from typing import TypeVar
 import click
 from tqdm import tqdm
 
-from indexer.errors import SplitauditError
-from indexer.pipeline.progress_log import DEFAULT_INTERVAL_S, ProgressLog
+from splitaudit.indexer.errors import SplitauditError
+from splitaudit.indexer.pipeline.progress_log import DEFAULT_INTERVAL_S, ProgressLog
 
 F = TypeVar("F", bound=Callable[..., object])
 

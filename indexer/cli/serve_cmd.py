@@ -10,18 +10,18 @@ from typing import Any
 
 import click
 
-from indexer.cli.backend_option import backend_option
-from indexer.cli.common import handle_errors, home_option
-from indexer.cli.device_option import device_option, resolve_cli_device
-from indexer.embed.backends import resolve_backend
-from indexer.errors import UsageError
+from splitaudit.indexer.cli.backend_option import backend_option
+from splitaudit.indexer.cli.common import handle_errors, home_option
+from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
+from splitaudit.indexer.embed.backends import resolve_backend
+from splitaudit.indexer.errors import UsageError
 
 
 def _settings(**overrides: Any) -> Any:
     """``ApiSettings`` from the environment plus the command-line overrides."""
     from pydantic import ValidationError
 
-    from app.settings import ApiSettings
+    from splitaudit.app.settings import ApiSettings
 
     try:
         return ApiSettings(**overrides)
@@ -36,8 +36,8 @@ def _open_workspace(settings: Any) -> Any:
     """Open the workspace, turning an unusable database URL into a usage error (exit 2)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from indexer.db.engine import make_engine
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.engine import make_engine
+    from splitaudit.indexer.workspace import Workspace
 
     if settings.database_url:
         make_engine(settings.database_url).dispose()  # refuses unsupported schemes first
@@ -129,7 +129,7 @@ def serve(
     """
     import uvicorn
 
-    from app.main import create_app
+    from splitaudit.app.main import create_app
 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
     settings = _settings(home=home, backend=backend, **({"run_worker": False} if no_worker else {}))
@@ -171,8 +171,8 @@ def worker(home: Path, poll: float, device: str, backend: str) -> None:
     (and start `splitaudit serve --no-worker`). A job whose worker dies is re-run by
     another one once its lease (SPLITAUDIT_JOB_LEASE_S) expires.
     """
-    from indexer.jobs.handlers import default_handlers
-    from indexer.jobs.worker import Worker
+    from splitaudit.indexer.jobs.worker import Worker
+    from splitaudit.indexer.runtime.handlers import default_handlers
 
     settings = _settings(home=home, backend=backend)
     resolved = resolve_cli_device(

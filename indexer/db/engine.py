@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 
 def sqlite_url(home: Path) -> str:

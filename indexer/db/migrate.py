@@ -61,7 +61,7 @@ def create_new_sqlite(engine: Engine) -> bool:
     ``HEAD_REVISION`` as Alembic's ``stamp`` would, in ~0.04 s instead of running every
     migration (~0.3 s): the first command of a new workspace starts that much sooner.
     """
-    from indexer.db.models import Base
+    from splitaudit.indexer.db.models import Base
 
     if engine.dialect.name != "sqlite":
         return False

@@ -8,8 +8,8 @@ from typing import TypeVar
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Corpus, FailedItem, Item, Shard
-from indexer.errors import ModelMismatchError, NotFoundError
+from splitaudit.indexer.db.models import Corpus, FailedItem, Item, Shard
+from splitaudit.indexer.errors import ModelMismatchError, NotFoundError
 
 T = TypeVar("T")
 # Values per ``IN (...)``: well under SQLite's bound-parameter limit, and short statements on PostgreSQL.

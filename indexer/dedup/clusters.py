@@ -6,10 +6,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from indexer.dedup.keep import MemberInfo, kept_member
-from indexer.dedup.pairs import Edge
-from indexer.dedup.unionfind import UnionFind
-from indexer.kinds import KIND_RANK, PIXEL_KINDS, MatchKind
+from splitaudit.indexer.dedup.keep import MemberInfo, kept_member
+from splitaudit.indexer.dedup.pairs import Edge
+from splitaudit.indexer.dedup.unionfind import UnionFind
+from splitaudit.indexer.kinds import KIND_RANK, PIXEL_KINDS, MatchKind
 
 Pair = tuple[int, int]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Corpus, DedupMember, DedupRun, Item, Job, Shard
-from indexer.dedup.reviews import member_verdicts
-from indexer.errors import NotFoundError, UsageError
-from indexer.kinds import KIND_RANK
-from indexer.timefmt import iso
+from splitaudit.indexer.db.models import Corpus, DedupMember, DedupRun, Item, Job, Shard
+from splitaudit.indexer.dedup.reviews import member_verdicts
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.kinds import KIND_RANK
+from splitaudit.indexer.timefmt import iso
 
 SCHEMA = "splitaudit.dedup/v1"
 MEMBER_COLUMNS = (

@@ -1,7 +1,7 @@
 """Duplicate pairs within a corpus, a chunk of its items at a time, through the audit engine.
 
 Each chunk of corpus items is matched against the corpus's own stores exactly as a test split
-is in an audit (``indexer.audit.engine.match_corpus``: exact digests through the DB, pHash
+is in an audit (``splitaudit.indexer.match.engine.match_corpus``: exact digests through the DB, pHash
 radius / MIH and k-NN, vector k-NN candidates, pixel verification, the same ``Thresholds``),
 so dedup uses the audit's tiers and picks up any change to the engine's decision. Nothing is
 O(N^2): every item costs one bounded search.
@@ -30,18 +30,18 @@ import numpy.typing as npt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.audit.engine import match_corpus
-from indexer.audit.ingest import SplitState
-from indexer.audit.thresholds import Thresholds
-from indexer.db.models import Item, VectorBatch
-from indexer.db.queries import in_chunks
-from indexer.kinds import KIND_RANK, MatchKind
-from indexer.store.binary_index import signed_to_unsigned
-from indexer.store.calibrate import iter_chunks
-from indexer.store.corpus_index import CorpusIndex
+from splitaudit.indexer.db.models import Item, VectorBatch
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.kinds import KIND_RANK, MatchKind
+from splitaudit.indexer.match.engine import match_corpus
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.store.binary_index import signed_to_unsigned
+from splitaudit.indexer.store.calibrate import iter_chunks
+from splitaudit.indexer.store.corpus_index import CorpusIndex
 
 if TYPE_CHECKING:
-    from indexer.audit.verify_store import VerifyStore
+    from splitaudit.indexer.match.verify_store import VerifyStore
 
 CHUNK_ROWS = 4096
 _Num = TypeVar("_Num", int, float)

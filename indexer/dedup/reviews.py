@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import DedupMember, DedupReview, DedupRun
-from indexer.errors import NotFoundError, UsageError
-from indexer.timefmt import iso
+from splitaudit.indexer.db.models import DedupMember, DedupReview, DedupRun
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.timefmt import iso
 
 VERDICTS = ("duplicate", "not_duplicate", "unsure")
 

@@ -15,15 +15,13 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
-from indexer import __version__
-from indexer.audit.thresholds import Thresholds, thresholds_for_model
-from indexer.audit.verify_store import open_verify_store
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
-from indexer.db.queries import get_corpus, in_chunks
-from indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
-from indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy
-from indexer.dedup.pairs import (
+from splitaudit.indexer import __version__
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
+from splitaudit.indexer.db.queries import get_corpus, in_chunks
+from splitaudit.indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
+from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy
+from splitaudit.indexer.dedup.pairs import (
     CHUNK_ROWS,
     Edge,
     chunk_edges,
@@ -31,12 +29,14 @@ from indexer.dedup.pairs import (
     iter_item_chunks,
     merge_edges,
 )
-from indexer.dedup.reviews import pair_verdicts
-from indexer.errors import NotFoundError
-from indexer.jobs.queue import enqueue
-from indexer.kinds import MatchKind
-from indexer.pipeline.index import open_corpus_index
-from indexer.workspace import Workspace
+from splitaudit.indexer.dedup.reviews import pair_verdicts
+from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.jobs.queue import enqueue
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
+from splitaudit.indexer.match.verify_store import open_verify_store
+from splitaudit.indexer.pipeline.index import open_corpus_index
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
@@ -85,7 +85,7 @@ def create_dedup(
         )
         s.add(run)
         s.flush()
-        if as_job:  # the job row is indexer.jobs.queue's to write
+        if as_job:  # the job row is splitaudit.indexer.jobs.queue's to write
             run.job_id = enqueue(s, kind="dedup", params={"dedup_id": run.id}).id
         return run.id
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexer.errors import ModelUnavailableError
+from splitaudit.indexer.errors import ModelUnavailableError
 
 if TYPE_CHECKING:
     import torch
@@ -35,7 +35,9 @@ class BundledModel:
 def load_config() -> dict[str, Any]:
     """Read the model config JSON shipped under ``indexer/embed/model_configs/``."""
     text = (
-        resources.files("indexer.embed").joinpath("model_configs", CONFIG_NAME).read_text("utf-8")
+        resources.files("splitaudit.indexer.embed")
+        .joinpath("model_configs", CONFIG_NAME)
+        .read_text("utf-8")
     )
     config: dict[str, Any] = json.loads(text)
     return config

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import ModelUnavailableError
+from splitaudit.indexer.errors import ModelUnavailableError
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Weights are never random: every path either loads a full checkpoint strictly (no missing or
 unexpected keys) or raises. Registry weights load from the local Hugging Face cache without a
-request; missing ones download once on first use (``indexer.embed.hub``) unless
+request; missing ones download once on first use (``splitaudit.indexer.embed.hub``) unless
 ``allow_download=False``, and a machine without a model hub fails in seconds with what to do.
 """
 
@@ -17,19 +17,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexer.embed.efficientnet import load_efficientnet_lite0
-from indexer.embed.embedder import OpenClipEmbedder
-from indexer.embed.hub import cached_weights, download_weights, prefetch_help
-from indexer.embed.spec import (
+from splitaudit.indexer.embed.efficientnet import load_efficientnet_lite0
+from splitaudit.indexer.embed.embedder import OpenClipEmbedder
+from splitaudit.indexer.embed.hub import cached_weights, download_weights, prefetch_help
+from splitaudit.indexer.embed.spec import (
     BUNDLED_MODEL_NAME,
     DEFAULT_MODEL_SPEC,
     ModelSpec,
     parse_model_spec,
 )
-from indexer.errors import ModelUnavailableError, SplitauditError, UsageError
+from splitaudit.indexer.errors import ModelUnavailableError, SplitauditError, UsageError
 
 if TYPE_CHECKING:
-    from indexer.embed.protocol import Embedder
+    from splitaudit.indexer.embed.protocol import Embedder
 
 __all__ = ["DEFAULT_MODEL_SPEC", "ModelSpec", "load_embedder", "parse_model_spec"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 BUNDLED_MODEL_NAME = "efficientnet-lite0"

@@ -23,7 +23,7 @@ non-JPEG formats (PNG -> lossless WebP, BMP -> PNG, ...) therefore keep the dige
 JPEG and its lossless PNG copy get different digests (different decode scales) yet hash
 at Hamming ~0, so the near tier catches that pair.
 
-``stream_digest`` (JPEG only, ``indexer.features.jpeg_stream``) digests the coded image data
+``stream_digest`` (JPEG only, ``splitaudit.indexer.features.jpeg_stream``) digests the coded image data
 without metadata segments, without decoding: it is the same whatever scale a run decodes at.
 
 Decode at need: ``decode_image(data, hashes_only=True)`` is for runs that compute hashes
@@ -55,9 +55,9 @@ from functools import cached_property, lru_cache
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from indexer.errors import ImageDecodeError
-from indexer.features.jpeg_stream import jpeg_stream_digest
-from indexer.features.textfields import extract_text_fields
+from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.jpeg_stream import jpeg_stream_digest
+from splitaudit.indexer.features.textfields import extract_text_fields
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from PIL import Image
 
-from indexer.features.decode import decode_image
-from indexer.features.exact import sha256_bytes
-from indexer.features.perceptual import perceptual_hashes
-from indexer.features.types import ImageFeatures
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.exact import sha256_bytes
+from splitaudit.indexer.features.perceptual import perceptual_hashes
+from splitaudit.indexer.features.types import ImageFeatures
 
 
 def extract_features(
@@ -18,7 +18,7 @@ def extract_features(
     Raises ``ImageDecodeError`` (with the reason) when the bytes are not a usable image.
     The returned image is what the embedder should consume, so embedding needs no second decode.
     ``hashes_only`` (runs that embed nothing) decodes a JPEG at the smallest scale the hashes
-    need; its ``pixel_digest`` may then be ``None`` (see ``indexer.features.decode``).
+    need; its ``pixel_digest`` may then be ``None`` (see ``splitaudit.indexer.features.decode``).
     """
     if keep_image and hashes_only:
         raise ValueError("keep_image needs the embedding decode, not hashes_only")

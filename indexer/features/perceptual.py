@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from indexer.features.hashes import Hash64, bits_to_int
+from splitaudit.indexer.features.hashes import Hash64, bits_to_int
 
 HASH_SIZE = 8
 PHASH_IMG_SIZE = 32  # imagehash's default: highfreq_factor 4 x hash_size 8

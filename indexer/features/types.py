@@ -11,10 +11,10 @@ class ImageFeatures:
 
     ``phash`` / ``dhash`` / ``phash_mirror`` are 64-bit hashes as unsigned Python ints
     (0 <= h < 2**64). ``pixel_digest`` is the hex SHA-256 of the decoded pixels after EXIF
-    orientation (see ``indexer.features.decode`` for the decode scale used), so
+    orientation (see ``splitaudit.indexer.features.decode`` for the decode scale used), so
     metadata-only edits and lossless re-encodes collide; ``None`` for a JPEG decoded at a
     reduced scale by a hash-only run. ``stream_digest`` (JPEG only) is the SHA-256 of the coded
-    image without metadata segments (``indexer.features.jpeg_stream``), independent of decode
+    image without metadata segments (``splitaudit.indexer.features.jpeg_stream``), independent of decode
     scale. ``text_fields`` holds EXIF / PNG text chunks (name -> value) for label-leak checks.
     """
 

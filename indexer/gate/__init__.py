@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from indexer.gate.baseline import (
+from splitaudit.indexer.gate.baseline import (
     Baseline,
     BaselineEntry,
     baseline_from_report,
     load_baseline,
     write_baseline,
 )
-from indexer.gate.evaluate import GateResult, SuppressedMatch, apply_gate, evaluate
-from indexer.gate.policy import Policy, load_policy, load_policy_file
+from splitaudit.indexer.gate.evaluate import GateResult, SuppressedMatch, apply_gate, evaluate
+from splitaudit.indexer.gate.policy import Policy, load_policy, load_policy_file
 
 __all__ = [
     "Baseline",

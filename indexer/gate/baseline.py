@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import InputError, UsageError
-from indexer.kinds import IMAGE_KINDS, MATCH_KINDS
+from splitaudit.indexer.errors import InputError, UsageError
+from splitaudit.indexer.kinds import IMAGE_KINDS, MATCH_KINDS
 
 SCHEMA = "splitaudit.baseline/v1"
 VISUAL_TIERS = frozenset(IMAGE_KINDS)

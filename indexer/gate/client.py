@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import httpx
 
-from indexer.errors import (
+from splitaudit.indexer.errors import (
     AuthError,
     ConflictError,
     InputError,
@@ -28,8 +28,8 @@ from indexer.errors import (
     UploadTooLargeError,
     UsageError,
 )
-from indexer.gate.zipstream import ZipStream, folder_files
-from indexer.sources.archive import archive_kind
+from splitaudit.indexer.gate.zipstream import ZipStream, folder_files
+from splitaudit.indexer.sources.archive import archive_kind
 
 logger = logging.getLogger(__name__)
 

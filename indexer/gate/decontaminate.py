@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import UsageError
-from indexer.gate.evaluate import is_review_suppressed
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.gate.evaluate import is_review_suppressed
 
 BLOCKLIST_COLUMNS = ("corpus", "key", "url", "shard")
 CLEAN_COLUMNS = ("key", "path", "label")
@@ -81,7 +81,7 @@ def render_keys(rows: Iterable[Mapping[str, Any]]) -> str:
 
 def write_blocklist(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """``.txt`` keys (``corpus/key`` when several corpora), or ``.csv`` / ``.parquet`` rows."""
-    from indexer.dedup.outputs import write_table, write_text
+    from splitaudit.indexer.dedup.outputs import write_table, write_text
 
     suffix = _suffix(path, BLOCKLIST_FORMATS, "--corpus-blocklist")
     if suffix == ".txt":
@@ -96,7 +96,7 @@ def write_blocklist(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def write_clean_split(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """``.txt`` keys, or a ``.csv`` manifest (``key, path, label``) that ``splitaudit`` reads back as a split."""
-    from indexer.dedup.outputs import write_table, write_text
+    from splitaudit.indexer.dedup.outputs import write_table, write_text
 
     if _suffix(path, CLEAN_FORMATS, "--clean-split") == ".txt":
         write_text(path, render_keys(rows))

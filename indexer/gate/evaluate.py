@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from indexer.audit.report import semantic_status
-from indexer.gate.baseline import Baseline, BaselineEntry
-from indexer.gate.policy import TIERS, Policy
+from splitaudit.indexer.gate.baseline import Baseline, BaselineEntry
+from splitaudit.indexer.gate.policy import TIERS, Policy
+from splitaudit.indexer.reporting.report import semantic_status
 
 SuppressedBy = Literal["review", "baseline"]
 UNREADABLE_NAMED = 10  # unreadable images named in the gate's reason (all are in the report)

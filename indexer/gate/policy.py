@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import UsageError
-from indexer.kinds import MATCH_KINDS, PIXEL_KINDS
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.kinds import MATCH_KINDS, PIXEL_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _KEYS = (
     "thresholds",
     "baseline",
 )
-# Short names for the engine's threshold fields (``indexer.audit.thresholds.Thresholds``).
+# Short names for the engine's threshold fields (``splitaudit.indexer.match.thresholds.Thresholds``).
 THRESHOLD_ALIASES = {
     "semantic": "semantic_cosine",
     "phash": "phash_hamming",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from indexer.gate.evaluate import GateResult, semantic_status
-from indexer.gate.policy import TIERS
+from splitaudit.indexer.gate.evaluate import GateResult, semantic_status
+from splitaudit.indexer.gate.policy import TIERS
 
 
 def summary_paragraph(

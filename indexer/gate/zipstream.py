@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.errors import InputError
-from indexer.sources._layout import is_hidden, is_image_name
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import is_hidden, is_image_name
 
 READ_CHUNK = 1 << 20
 

@@ -26,10 +26,10 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
-from indexer.db.engine import transaction
-from indexer.db.models import Job
-from indexer.errors import NotFoundError
-from indexer.kinds import JobStatus
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Job
+from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.kinds import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from indexer.errors import SplitauditError
-from indexer.jobs.queue import (
+from splitaudit.indexer.errors import SplitauditError
+from splitaudit.indexer.jobs.queue import (
     DEFAULT_LEASE_S,
     DEFAULT_MAX_ATTEMPTS,
     ClaimedJob,
@@ -32,7 +32,7 @@ from indexer.jobs.queue import (
     release,
     requeue_expired,
 )
-from indexer.workspace import Workspace
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

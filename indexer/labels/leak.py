@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from urllib.parse import unquote
 
-from indexer.labels.matcher import LabelHit, LabelMatcher
-from indexer.labels.normalize import token_keys
+from splitaudit.indexer.labels.matcher import LabelHit, LabelMatcher
+from splitaudit.indexer.labels.normalize import token_keys
 
 __all__ = ["CONTEXT_CHARS", "LeakEvidence", "label_prevalence", "match_leak", "self_leak"]
 

@@ -1,6 +1,6 @@
 """Whole-word, multi-word label matching with one Aho-Corasick automaton per audit.
 
-Terms and text go through the same tokenizer (:mod:`indexer.labels.normalize`). The text's
+Terms and text go through the same tokenizer (:mod:`splitaudit.indexer.labels.normalize`). The text's
 token keys are joined as ``" k1 k2 k3 "`` and every term is stored as ``" t1 t2 "``: since a
 key never contains a space, a pattern can only match a whole run of consecutive tokens, so
 ``cat`` never matches inside ``category``/``concatenate``/``catalog`` and ``ram`` never inside
@@ -17,8 +17,8 @@ from typing import Any
 
 import ahocorasick
 
-from indexer.errors import UsageError
-from indexer.labels.normalize import (
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.labels.normalize import (
     DEFAULT_STOPLIST,
     normalize_stoplist,
     term_key,
@@ -46,8 +46,8 @@ class LabelMatcher:
     """Finds label terms in texts; build once per audit, then call :meth:`find` per text.
 
     ``terms`` maps each label to the terms that name it (see
-    :func:`indexer.labels.names.label_terms`, which adds the id and drops numeric ids).
-    ``stoplist`` (default :data:`~indexer.labels.normalize.DEFAULT_STOPLIST`; pass ``()``
+    :func:`splitaudit.indexer.labels.names.label_terms`, which adds the id and drops numeric ids).
+    ``stoplist`` (default :data:`~splitaudit.indexer.labels.normalize.DEFAULT_STOPLIST`; pass ``()``
     for none) lists words never matched as a whole term: a term made only of stop words is
     skipped (see :attr:`skipped_terms`); a phrase that merely contains one (``man of war``)
     is kept. ``plurals=False`` turns singular/plural folding off.

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import InputError
+from splitaudit.indexer.errors import InputError
 
 __all__ = ["is_numeric_id", "label_terms", "load_label_names", "split_names"]
 

@@ -25,7 +25,7 @@ Rules (the same for label terms and for the text searched, so both sides meet):
   like ``¼``, gives every resulting token the span of that one character).
 
 A stop-list names words that are never matched *as a whole term* (see
-:class:`indexer.labels.matcher.LabelMatcher`); it does not remove words from the text.
+:class:`splitaudit.indexer.labels.matcher.LabelMatcher`); it does not remove words from the text.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from typing import TypeVar
 
 from PIL import Image
 
-from indexer.errors import ImageDecodeError
-from indexer.features.extract import extract_features
-from indexer.features.types import ImageFeatures
-from indexer.sources.record import Record
+from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.features.types import ImageFeatures
+from splitaudit.indexer.sources.record import Record
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ inside other shards, keys already stored. FAISS indexes are derived afterwards
 
 Executors: ``local`` streams each shard batch by batch (decoding in a process pool);
 ``ray`` runs whole shards on Ray actors and commits each shard's result in one transaction
-that also claims the shard (``indexer.pipeline.ray_executor``).
+that also claims the shard (``splitaudit.indexer.pipeline.ray_executor``).
 """
 
 from __future__ import annotations
@@ -21,21 +21,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from indexer.audit.corpus_thresholds import calibrate_corpus_thresholds
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, Shard
-from indexer.db.queries import ensure_corpus, ensure_shard, shard_keys
-from indexer.embed.protocol import Embedder
-from indexer.errors import ModelMismatchError, UsageError
-from indexer.pipeline.extract import Extractor
-from indexer.pipeline.precomputed import DeclaredModel, is_precomputed
-from indexer.pipeline.rows import PreparedBatch, commit_batches, locator_dict, prepare_batch
-from indexer.pipeline.shard_work import record_batches, shard_embeddings
-from indexer.sources.record import Record, Source
-from indexer.sources.record import Shard as ShardDesc
-from indexer.store.corpus_index import CorpusIndex, sync_corpus_index
-from indexer.store.policy import IndexPolicy
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, Shard
+from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard, shard_keys
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import ModelMismatchError, UsageError
+from splitaudit.indexer.match.corpus_thresholds import calibrate_corpus_thresholds
+from splitaudit.indexer.pipeline.extract import Extractor
+from splitaudit.indexer.pipeline.precomputed import DeclaredModel, is_precomputed
+from splitaudit.indexer.pipeline.rows import (
+    PreparedBatch,
+    commit_batches,
+    locator_dict,
+    prepare_batch,
+)
+from splitaudit.indexer.pipeline.shard_work import record_batches, shard_embeddings
+from splitaudit.indexer.sources.record import Record, Source
+from splitaudit.indexer.sources.record import Shard as ShardDesc
+from splitaudit.indexer.store.corpus_index import CorpusIndex, sync_corpus_index
+from splitaudit.indexer.store.policy import IndexPolicy
+from splitaudit.indexer.workspace import Workspace
 
 __all__ = ["IndexSummary", "ShardTask", "index_sources", "locator_dict", "open_corpus_index"]
 
@@ -136,7 +141,7 @@ def index_sources(
         dim = corpus.embed_dim
     tasks = _pending_shards(ws, corpus_id, sources, summary, progress)
     if executor == "ray":
-        from indexer.pipeline.ray_executor import run_on_ray
+        from splitaudit.indexer.pipeline.ray_executor import run_on_ray
 
         run_on_ray(
             ws,
@@ -288,7 +293,7 @@ def open_corpus_index(
     ws: Workspace, corpus_name: str, policy: IndexPolicy | None = None
 ) -> CorpusIndex:
     """Load (and catch up) the FAISS stores of an existing corpus."""
-    from indexer.db.queries import get_corpus
+    from splitaudit.indexer.db.queries import get_corpus
 
     with ws.sessions() as s:
         corpus = get_corpus(s, name=corpus_name)

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from indexer.errors import ModelUnavailableError, UsageError
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.sources.record import Source
+from splitaudit.indexer.errors import ModelUnavailableError, UsageError
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.sources.record import Source
 
 if TYPE_CHECKING:
-    from indexer.embed.protocol import Embedder
+    from splitaudit.indexer.embed.protocol import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def is_precomputed(source: Source) -> bool:
 
 
 def _default_loader(spec: str) -> Embedder:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     return load_embedder(spec)
 
@@ -55,7 +55,7 @@ def declare_model(
 
     Raises ``UsageError`` when the model is known to produce another dim than the files hold.
     """
-    from indexer.embed.spec import parse_model_spec
+    from splitaudit.indexer.embed.spec import parse_model_spec
 
     text = declared.strip()
     if not text:

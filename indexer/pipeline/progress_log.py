@@ -103,8 +103,8 @@ def count_folder_images(sources: Sequence[object]) -> int | None:
     metadata, a manifest's line scan, an archive's member list, tar headers); a folder source is counted by a cheap walk (names only, symlinked folders not
     followed, hidden entries skipped). Meant to run beside the indexing, never before it.
     """
-    from indexer.sources._layout import is_hidden, is_image_name
-    from indexer.sources.folder import FolderSource
+    from splitaudit.indexer.sources._layout import is_hidden, is_image_name
+    from splitaudit.indexer.sources.folder import FolderSource
 
     if not sources:
         return None
@@ -134,7 +134,7 @@ def try_count_images(sources: Sequence[object]) -> int | None:
     reused by its ``shards``)."""
     import tarfile
 
-    from indexer.errors import SplitauditError
+    from splitaudit.indexer.errors import SplitauditError
 
     try:
         return count_folder_images(sources)

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import UsageError
-from indexer.pipeline.rows import PreparedBatch, commit_batches
-from indexer.pipeline.shard_work import process_shard
-from indexer.sources.record import Shard, Source
-from indexer.workspace import Workspace
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.pipeline.rows import PreparedBatch, commit_batches
+from splitaudit.indexer.pipeline.shard_work import process_shard
+from splitaudit.indexer.sources.record import Shard, Source
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class ShardWorker:
         self.batch_size = batch_size
         self.embedder = None
         if model_spec is not None:
-            from indexer.embed.loader import load_embedder
+            from splitaudit.indexer.embed.loader import load_embedder
 
             self.embedder = load_embedder(model_spec, device=device, batch_size=min(batch_size, 64))
 

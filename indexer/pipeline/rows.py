@@ -19,16 +19,16 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import and_, insert, not_, update
 
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, FailedItem, Item, Shard, VectorBatch
-from indexer.embed.protocol import Embedder
-from indexer.features.hashes import Hash64
-from indexer.features.types import ImageFeatures
-from indexer.pipeline.extract import Extracted
-from indexer.sources.member_names import escape_undecodable_tree
-from indexer.sources.record import Record
-from indexer.store.vectors import batch_path, write_batch
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, FailedItem, Item, Shard, VectorBatch
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.features.hashes import Hash64
+from splitaudit.indexer.features.types import ImageFeatures
+from splitaudit.indexer.pipeline.extract import Extracted
+from splitaudit.indexer.sources.member_names import escape_undecodable_tree
+from splitaudit.indexer.sources.record import Record
+from splitaudit.indexer.store.vectors import batch_path, write_batch
+from splitaudit.indexer.workspace import Workspace
 
 
 @dataclass(frozen=True)

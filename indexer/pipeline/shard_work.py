@@ -8,12 +8,12 @@ from itertools import islice
 import numpy as np
 import numpy.typing as npt
 
-from indexer.embed.protocol import Embedder
-from indexer.errors import InputError
-from indexer.pipeline.extract import extract_record
-from indexer.pipeline.precomputed import is_precomputed
-from indexer.pipeline.rows import PreparedBatch, prepare_batch
-from indexer.sources.record import Record, Shard, Source
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.pipeline.extract import extract_record
+from splitaudit.indexer.pipeline.precomputed import is_precomputed
+from splitaudit.indexer.pipeline.rows import PreparedBatch, prepare_batch
+from splitaudit.indexer.sources.record import Record, Shard, Source
 
 
 def record_batches(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from indexer.sources.archive import ArchiveSource, extract_archive
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.sources.folder import FolderSource
-from indexer.sources.labels_csv import LabelledSource, load_labels_csv
-from indexer.sources.manifest import ManifestSource
-from indexer.sources.open import open_source, open_split
-from indexer.sources.record import Locator, Record, Shard, Source
-from indexer.sources.webdataset import WebDatasetSource
+from splitaudit.indexer.sources.archive import ArchiveSource, extract_archive
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.labels_csv import LabelledSource, load_labels_csv
+from splitaudit.indexer.sources.manifest import ManifestSource
+from splitaudit.indexer.sources.open import open_source, open_split
+from splitaudit.indexer.sources.record import Locator, Record, Shard, Source
+from splitaudit.indexer.sources.webdataset import WebDatasetSource
 
 __all__ = [
     "ArchiveSource",

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from indexer.errors import InputError, UnsafeArchiveError
-from indexer.sources._layout import (
+from splitaudit.indexer.errors import InputError, UnsafeArchiveError
+from splitaudit.indexer.sources._layout import (
     LayoutScan,
     decode_caption,
     digest,
@@ -24,10 +24,10 @@ from indexer.sources._layout import (
     is_image_name,
     lookup_label,
 )
-from indexer.sources.labels_csv import parse_labels_bytes
-from indexer.sources.member_names import escape_undecodable, open_zip, zip_member_key
-from indexer.sources.record import Locator, Record, Shard
-from indexer.sources.webdataset import is_compressed_tar, iter_members
+from splitaudit.indexer.sources.labels_csv import parse_labels_bytes
+from splitaudit.indexer.sources.member_names import escape_undecodable, open_zip, zip_member_key
+from splitaudit.indexer.sources.record import Locator, Record, Shard
+from splitaudit.indexer.sources.webdataset import is_compressed_tar, iter_members
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from indexer.errors import InputError
-from indexer.sources._layout import digest, json_safe, text_value
-from indexer.sources.record import Locator, Record, Shard
-from indexer.sources.webdataset import (
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import digest, json_safe, text_value
+from splitaudit.indexer.sources.record import Locator, Record, Shard
+from splitaudit.indexer.sources.webdataset import (
     IMAGE_EXTS,
     is_compressed_tar,
     iter_members,

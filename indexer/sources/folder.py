@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from indexer.errors import InputError
-from indexer.sources._layout import (
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import (
     LayoutScan,
     decode_caption,
     digest,
@@ -17,7 +17,7 @@ from indexer.sources._layout import (
     is_hidden,
     is_image_name,
 )
-from indexer.sources.record import Locator, Record, Shard
+from splitaudit.indexer.sources.record import Locator, Record, Shard
 
 logger = logging.getLogger(__name__)
 

@@ -8,12 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import InputError
-from indexer.sources.hf_cells import open_arrow
-from indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema, batch_records
-from indexer.sources.hf_files import HFFileShards
-from indexer.sources.hf_parquet import IMAGE_COLUMN_MARK
-from indexer.sources.record import Record, Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.hf_cells import open_arrow
+from splitaudit.indexer.sources.hf_features import (
+    ROWS_PER_BATCH,
+    HFLayout,
+    analyze_schema,
+    batch_records,
+)
+from splitaudit.indexer.sources.hf_files import HFFileShards
+from splitaudit.indexer.sources.hf_parquet import IMAGE_COLUMN_MARK
+from splitaudit.indexer.sources.record import Record, Shard
 
 MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 
@@ -104,7 +109,7 @@ class HFArrowSource(HFFileShards):
                 schema = reader.schema
         except Exception as exc:  # pyarrow raises ArrowInvalid / OSError variants
             raise InputError(f"{path}: not a readable Arrow file ({exc})") from exc
-        from indexer.sources.hf_features import hf_features
+        from splitaudit.indexer.sources.hf_features import hf_features
 
         return analyze_schema(
             schema,

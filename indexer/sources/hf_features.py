@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from indexer.errors import InputError
-from indexer.sources._layout import json_safe, text_value
-from indexer.sources.record import Locator, LocatorKind, Record, Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import json_safe, text_value
+from splitaudit.indexer.sources.record import Locator, LocatorKind, Record, Shard
 
 HF_METADATA_KEY = b"huggingface"
 # Text columns that become the record's caption (the first present wins); others stay metadata.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from indexer.errors import InputError
-from indexer.sources._layout import digest
-from indexer.sources.hf_features import HFLayout
-from indexer.sources.record import Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import digest
+from splitaudit.indexer.sources.hf_features import HFLayout
+from splitaudit.indexer.sources.record import Shard
 
 
 class HFFileShards:

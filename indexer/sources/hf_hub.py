@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from indexer.errors import InputError
+from splitaudit.indexer.errors import InputError
 
 HF_SCHEME = "hf:/"
 # Path.__new__ folds "hf://" into "hf:/": accept both spellings.

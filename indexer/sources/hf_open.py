@@ -5,17 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from indexer.errors import InputError
-from indexer.sources.hf_arrow import HFArrowSource, is_save_to_disk
-from indexer.sources.hf_hub import is_hf_uri, resolve_hf_uri
-from indexer.sources.hf_parquet import (
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.hf_arrow import HFArrowSource, is_save_to_disk
+from splitaudit.indexer.sources.hf_hub import is_hf_uri, resolve_hf_uri
+from splitaudit.indexer.sources.hf_parquet import (
     HFParquetSource,
     find_parquet_dataset,
     is_glob,
     parquet_layout,
     split_image_column,
 )
-from indexer.sources.record import Source
+from splitaudit.indexer.sources.record import Source
 
 MANIFEST_COLUMNS = ("path", "url")
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import InputError
-from indexer.sources._layout import is_hidden, is_image_name
-from indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema
-from indexer.sources.hf_files import HFFileShards
-from indexer.sources.record import Record, Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import is_hidden, is_image_name
+from splitaudit.indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema
+from splitaudit.indexer.sources.hf_files import HFFileShards
+from splitaudit.indexer.sources.record import Record, Shard
 
 GLOB_CHARS = frozenset("*?[")
 IMAGE_COLUMN_MARK = "#image_column="
@@ -118,7 +118,7 @@ class HFParquetSource(HFFileShards):
     def records(self, shard: Shard) -> Iterator[Record]:
         """Records of one file, one row group in memory at a time."""
         path, layout = self._shard_file(shard)
-        from indexer.sources.hf_features import batch_records
+        from splitaudit.indexer.sources.hf_features import batch_records
 
         file_row = 0
         with _parquet_file(path) as pf:

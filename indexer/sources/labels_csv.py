@@ -9,9 +9,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from indexer.errors import InputError
-from indexer.sources._layout import lookup_label
-from indexer.sources.record import Record, Shard, Source
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import lookup_label
+from splitaudit.indexer.sources.record import Record, Shard, Source
 
 
 def parse_labels_csv(lines: Iterable[str], name: str) -> dict[str, str]:

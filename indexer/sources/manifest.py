@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from indexer.errors import InputError
-from indexer.sources._layout import digest, json_safe, text_value
-from indexer.sources.record import Locator, Record, Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import digest, json_safe, text_value
+from splitaudit.indexer.sources.record import Locator, Record, Shard
 
 logger = logging.getLogger(__name__)
 

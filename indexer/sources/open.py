@@ -6,23 +6,27 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from indexer.errors import InputError, UsageError
-from indexer.sources._layout import is_hidden, is_image_name
-from indexer.sources.archive import (
+from splitaudit.indexer.errors import InputError, UsageError
+from splitaudit.indexer.sources._layout import is_hidden, is_image_name
+from splitaudit.indexer.sources.archive import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MEMBERS,
     ArchiveSource,
     archive_kind,
     extract_archive,
 )
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.sources.folder import FolderSource
-from indexer.sources.hf_open import open_hf, open_hf_parquet_file
-from indexer.sources.labels_csv import LabelledSource, load_labels_csv
-from indexer.sources.manifest import FORMATS, ManifestSource
-from indexer.sources.record import Source
-from indexer.sources.roots import RootedSource, check_path_allowed, real_roots
-from indexer.sources.webdataset import COMPRESSED_SUFFIXES, WebDatasetSource, looks_like_webdataset
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.hf_open import open_hf, open_hf_parquet_file
+from splitaudit.indexer.sources.labels_csv import LabelledSource, load_labels_csv
+from splitaudit.indexer.sources.manifest import FORMATS, ManifestSource
+from splitaudit.indexer.sources.record import Source
+from splitaudit.indexer.sources.roots import RootedSource, check_path_allowed, real_roots
+from splitaudit.indexer.sources.webdataset import (
+    COMPRESSED_SUFFIXES,
+    WebDatasetSource,
+    looks_like_webdataset,
+)
 
 __all__ = ["load_labels_csv", "open_source", "open_split"]
 

@@ -82,7 +82,7 @@ class Locator:
             return data
         if self.kind == "zip":
             assert self.path is not None and self.member is not None
-            from indexer.sources.member_names import open_zip
+            from splitaudit.indexer.sources.member_names import open_zip
 
             with open_zip(self.path) as zf, zf.open(self.member) as fh:
                 return read_capped(fh, max_bytes)
@@ -93,7 +93,9 @@ class Locator:
             with urllib.request.urlopen(self.url, timeout=timeout) as resp:
                 return read_capped(resp, max_bytes)
         if self.kind in ("parquet", "arrow"):
-            from indexer.sources.hf_cells import read_cell  # lazy: pyarrow is heavy to import
+            from splitaudit.indexer.sources.hf_cells import (
+                read_cell,
+            )  # lazy: pyarrow is heavy to import
 
             assert self.path is not None and self.offset is not None and self.size is not None
             assert self.member is not None

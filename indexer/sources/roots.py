@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from indexer.errors import PathNotAllowedError
-from indexer.sources.record import Locator, Record, Shard, Source
+from splitaudit.indexer.errors import PathNotAllowedError
+from splitaudit.indexer.sources.record import Locator, Record, Shard, Source
 
 PATH_NOT_ALLOWED = "path not allowed"
 

@@ -12,9 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import InputError
-from indexer.sources._layout import IMAGE_EXTENSIONS, decode_caption, digest, json_safe, text_value
-from indexer.sources.record import Locator, Record, Shard
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources._layout import (
+    IMAGE_EXTENSIONS,
+    decode_caption,
+    digest,
+    json_safe,
+    text_value,
+)
+from splitaudit.indexer.sources.record import Locator, Record, Shard
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from indexer.errors import IndexMismatchError
-from indexer.store.atomic import atomic_write_with
-from indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
-from indexer.store.sidecar import Sidecar
+from splitaudit.indexer.errors import IndexMismatchError
+from splitaudit.indexer.store.atomic import atomic_write_with
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
+from splitaudit.indexer.store.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 

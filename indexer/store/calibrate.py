@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from indexer.store.exact import TopK, recall_at_k
-from indexer.store.vectors import iter_batches
+from splitaudit.indexer.store.exact import TopK, recall_at_k
+from splitaudit.indexer.store.vectors import iter_batches
 
 log = logging.getLogger(__name__)
 QUERY_NOISE = 0.5  # norm of the perturbation added to a held-back vector (cosine ~0.9 to it)

@@ -25,18 +25,18 @@ import numpy.typing as npt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import Corpus, Item, VectorBatch
-from indexer.db.queries import in_chunks
-from indexer.errors import IndexMismatchError
-from indexer.store import binary_index, float_index
-from indexer.store.binary_index import BinaryStore, signed_to_unsigned
-from indexer.store.calibrate import BatchRef, flip_bits, hamming_recall, iter_chunks
-from indexer.store.float_build import build_flat, build_ivf, recalibrate_ivf
-from indexer.store.float_index import FloatStore
-from indexer.store.hamming_mih import MAX_EXACT_RADIUS
-from indexer.store.policy import IndexPolicy, resolve_storage
-from indexer.store.sidecar import Sidecar
-from indexer.store.vectors import VECTORS_DIR
+from splitaudit.indexer.db.models import Corpus, Item, VectorBatch
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.errors import IndexMismatchError
+from splitaudit.indexer.store import binary_index, float_index
+from splitaudit.indexer.store.binary_index import BinaryStore, signed_to_unsigned
+from splitaudit.indexer.store.calibrate import BatchRef, flip_bits, hamming_recall, iter_chunks
+from splitaudit.indexer.store.float_build import build_flat, build_ivf, recalibrate_ivf
+from splitaudit.indexer.store.float_index import FloatStore
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
+from splitaudit.indexer.store.policy import IndexPolicy, resolve_storage
+from splitaudit.indexer.store.sidecar import Sidecar
+from splitaudit.indexer.store.vectors import VECTORS_DIR
 
 log = logging.getLogger(__name__)
 _HASH_CHUNK = 200_000

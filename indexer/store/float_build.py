@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from indexer.store.calibrate import (
+from splitaudit.indexer.store.calibrate import (
     BatchRef,
     CalibrationSet,
     TruthAccumulator,
@@ -27,8 +27,8 @@ from indexer.store.calibrate import (
     perturbed_queries,
     tune_nprobe,
 )
-from indexer.store.float_index import FloatStore, apply_search_params
-from indexer.store.policy import IndexPolicy
+from splitaudit.indexer.store.float_index import FloatStore, apply_search_params
+from splitaudit.indexer.store.policy import IndexPolicy
 
 log = logging.getLogger(__name__)
 STORAGE_CODES = {"fp32": "Flat", "fp16": "SQfp16", "sq8": "SQ8"}

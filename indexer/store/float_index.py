@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from indexer.errors import IndexMismatchError
-from indexer.store.atomic import atomic_write_with
-from indexer.store.exact import TopK, exact_search
-from indexer.store.sidecar import Sidecar
+from splitaudit.indexer.errors import IndexMismatchError
+from splitaudit.indexer.store.atomic import atomic_write_with
+from splitaudit.indexer.store.exact import TopK, exact_search
+from splitaudit.indexer.store.sidecar import Sidecar
 
 METRIC = "inner_product"
 INDEX_FILE = "embeddings.faiss"

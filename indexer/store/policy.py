@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 Storage = Literal["auto", "fp32", "fp16", "sq8"]
 STORAGES: tuple[str, ...] = ("auto", "fp32", "fp16", "sq8")

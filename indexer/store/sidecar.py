@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import IndexMismatchError
-from indexer.store.atomic import atomic_write_json
+from splitaudit.indexer.errors import IndexMismatchError
+from splitaudit.indexer.store.atomic import atomic_write_json
 
 FORMAT_VERSION = 1
 
@@ -72,7 +72,7 @@ class Sidecar:
                 )
 
 
-# The corpus's match-threshold record (``indexer.audit.calibrate_thresholds``) lives next to
+# The corpus's match-threshold record (``splitaudit.indexer.match.calibrate_thresholds``) lives next to
 # its index sidecars: which cosines its model gets, where they came from, the figures behind.
 THRESHOLDS_FILE = "thresholds.json"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from indexer.store.atomic import atomic_write_bytes
+from splitaudit.indexer.store.atomic import atomic_write_bytes
 
 VECTORS_DIR = "vectors"
 

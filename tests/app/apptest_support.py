@@ -13,9 +13,9 @@ from conftest import photo
 from helpers.app_home import app_client
 from helpers.app_home import new_home as new_home  # re-exported for the tests
 
-from indexer.db.engine import transaction
-from indexer.db.models import Audit, Corpus, Item, Job, Match, Shard, Split, SplitItem
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Audit, Corpus, Item, Job, Match, Shard, Split, SplitItem
+from splitaudit.indexer.workspace import Workspace
 
 api_client = app_client
 

@@ -21,8 +21,8 @@ from apptest_support import (
 )
 from fastapi.testclient import TestClient
 
-from indexer.db.engine import transaction
-from indexer.db.models import Audit, Corpus, Job, Split
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Audit, Corpus, Job, Split
 
 IMAGES = {
     "cat/a.jpg": jpeg_bytes(1, (64, 48)),

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from apptest_support import api_client, assert_error, new_home, seed_audit, workspace
 
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, FailedItem, Job, Shard
-from indexer.store.sidecar import Sidecar
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, FailedItem, Job, Shard
+from splitaudit.indexer.store.sidecar import Sidecar
 
 
 def test_create_list_and_get(tmp_path: Path) -> None:

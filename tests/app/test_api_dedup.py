@@ -9,8 +9,8 @@ from typing import Any
 from apptest_support import api_client, assert_error, new_home, seed_audit, workspace
 from helpers.planted_dedup import plant
 
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
 
 
 def _wait(client: Any, run_id: int) -> dict[str, Any]:

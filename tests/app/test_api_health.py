@@ -6,7 +6,7 @@ from pathlib import Path
 
 from apptest_support import api_client, new_home
 
-from indexer import __version__
+from splitaudit.indexer import __version__
 
 
 def test_health_reports_database_and_worker(tmp_path: Path) -> None:

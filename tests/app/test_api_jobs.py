@@ -7,8 +7,8 @@ from pathlib import Path
 
 from apptest_support import api_client, assert_error, new_home, seed_audit, workspace
 
-from indexer.db.engine import transaction
-from indexer.jobs.queue import enqueue
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.jobs.queue import enqueue
 
 
 def test_job_detail_and_list(tmp_path: Path) -> None:

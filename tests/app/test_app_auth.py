@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from apptest_support import api_client, assert_error, new_home, seed_audit
 
-from app.auth import ANONYMOUS, authenticate, bearer_token
-from indexer.errors import AuthError
+from splitaudit.app.auth import ANONYMOUS, authenticate, bearer_token
+from splitaudit.indexer.errors import AuthError
 
 TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}
 

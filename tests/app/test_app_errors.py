@@ -8,11 +8,11 @@ import pytest
 from apptest_support import api_client, assert_error, new_home
 from fastapi.testclient import TestClient
 
-from app.errors import status_for
-from app.main import create_app
-from app.settings import ApiSettings
-from app.thumbnails import SourceMissingError
-from indexer import errors
+from splitaudit.app.errors import status_for
+from splitaudit.app.main import create_app
+from splitaudit.app.settings import ApiSettings
+from splitaudit.app.thumbnails import SourceMissingError
+from splitaudit.indexer import errors
 
 
 @pytest.mark.parametrize(

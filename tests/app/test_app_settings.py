@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.settings import ApiSettings
+from splitaudit.app.settings import ApiSettings
 
 
 def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -46,10 +46,10 @@ def test_bad_token_lists_are_refused(value: str) -> None:
 
 def test_importing_the_app_builds_nothing() -> None:
     code = (
-        "import sys, app.main, app.api.router\n"
+        "import sys, splitaudit.app.main, splitaudit.app.api.router\n"
         "import fastapi\n"
         "assert 'torch' not in sys.modules and 'faiss' not in sys.modules, 'heavy import'\n"
-        "assert not hasattr(app.main, 'app'), 'module-level app instance'\n"
+        "assert not hasattr(splitaudit.app.main, 'app'), 'module-level app instance'\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -17,8 +17,8 @@ import httpx
 import pytest
 import yaml
 
-from app.container import ENTRYPOINT_ENV, migrate_when_reachable
-from app.settings import ApiSettings
+from splitaudit.app.container import ENTRYPOINT_ENV, migrate_when_reachable
+from splitaudit.app.settings import ApiSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _entrypoint(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.container", *args],
+        [sys.executable, "-m", "splitaudit.app.container", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -62,7 +62,7 @@ def test_api_migrates_serves_and_passes_its_healthcheck(tmp_path: Path) -> None:
     log = tmp_path / "api.log"
     with open(log, "w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.container", "api"],
+            [sys.executable, "-m", "splitaudit.app.container", "api"],
             cwd=REPO,
             env=env,
             stdout=fh,
@@ -111,7 +111,7 @@ def test_migration_retries_until_the_database_answers(
 ) -> None:
     from sqlalchemy.exc import OperationalError
 
-    import indexer.db.migrate as migrate
+    import splitaudit.indexer.db.migrate as migrate
 
     calls: list[str] = []
     real = migrate.upgrade
@@ -187,11 +187,11 @@ def test_dockerfile_is_multi_stage_non_root_cpu_torch_with_a_healthcheck() -> No
     assert re.search(r"--build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu\d+", text)
     user = [line for line in lines if line.startswith("USER ")]
     assert user and user[-1] != "USER root"
-    assert 'CMD ["python", "-m", "app.container", "healthcheck"]' in text
+    assert 'CMD ["python", "-m", "splitaudit.app.container", "healthcheck"]' in text
     assert lines.index(next(ln for ln in lines if ln.startswith("HEALTHCHECK"))) > lines.index(
         user[-1]
     )
-    assert 'ENTRYPOINT ["python", "-m", "app.container"]' in lines
+    assert 'ENTRYPOINT ["python", "-m", "splitaudit.app.container"]' in lines
     assert sum("pip install" in line for line in lines) == 2  # torch, then the wheel: once each
     assert not any(
         line.startswith("COPY") and "--from" not in line

@@ -14,8 +14,8 @@ import pytest
 import uvicorn
 from apptest_support import api_client, assert_error, new_home
 
-from app.main import create_app
-from app.settings import ApiSettings
+from splitaudit.app.main import create_app
+from splitaudit.app.settings import ApiSettings
 
 DEEP = "[" * 100_000 + "]" * 100_000
 WRITE_ROUTES = (
@@ -196,7 +196,7 @@ def test_deeply_nested_json_inside_uploaded_files_is_never_a_500(tmp_path: Path)
             files={"split": ("s.zip", archive.getvalue()), "label_names": ("n.json", deep)},
         )
         assert 400 <= names.status_code < 500, names.text  # unknown corpus or bad names file
-    from indexer.sources.manifest import ManifestSource
+    from splitaudit.indexer.sources.manifest import ManifestSource
 
     (tmp_path / "m.jsonl").write_bytes(b'{"path": "a.png"}\n' + deep + b"\n")
     source = ManifestSource(tmp_path / "m.jsonl")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from apptest_support import api_client, assert_error, new_home
 
-from app.params import MAX_ID
+from splitaudit.app.params import MAX_ID
 
 HUGE = 9223372036854775808  # 2**63: Python int fine, SQLite/PostgreSQL overflow
 OUT_OF_RANGE_IDS = (0, -1, MAX_ID + 1, HUGE, 10**40)

@@ -11,11 +11,11 @@ from apptest_support import api_client, assert_error, new_home, workspace
 from conftest import photo
 from sqlalchemy import select
 
-from indexer.db.models import Job, SplitItem
-from indexer.jobs.handlers import default_handlers
-from indexer.jobs.worker import Worker
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
+from splitaudit.indexer.db.models import Job, SplitItem
+from splitaudit.indexer.jobs.worker import Worker
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.runtime.handlers import default_handlers
+from splitaudit.indexer.sources.folder import FolderSource
 
 
 def _rows(*paths: str) -> str:

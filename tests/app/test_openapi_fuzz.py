@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from apptest_support import new_home, seed_audit
 
-from app.main import create_app
-from app.settings import ApiSettings
 from bench.fuzz_api import fuzz, live_server
+from splitaudit.app.main import create_app
+from splitaudit.app.settings import ApiSettings
 
 pytestmark = pytest.mark.slow
 EXAMPLES = 12  # per operation and generation mode: the whole module stays around a minute or two

@@ -13,9 +13,9 @@ import pytest
 from apptest_support import new_home, workspace
 from click.testing import CliRunner
 
-from indexer.cli.main import cli
-from indexer.db.engine import transaction
-from indexer.jobs.queue import enqueue, get_job
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.jobs.queue import enqueue, get_job
 
 SPLITAUDIT = str(Path(sys.executable).parent / "splitaudit")
 
@@ -104,8 +104,8 @@ def test_serve_refuses_a_non_loopback_host_without_tokens(
 
 
 def test_exposure_rules() -> None:
-    from app.settings import ApiSettings
-    from indexer.cli.serve_cmd import check_exposure, is_loopback_host
+    from splitaudit.app.settings import ApiSettings
+    from splitaudit.indexer.cli.serve_cmd import check_exposure, is_loopback_host
 
     assert all(is_loopback_host(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"))
     assert not any(is_loopback_host(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.org"))

@@ -16,7 +16,7 @@ from ui_browser_support import (
     zip_folder,
 )
 
-from indexer.cli.main import cli
+from splitaudit.indexer.cli.main import cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

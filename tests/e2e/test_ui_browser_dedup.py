@@ -13,10 +13,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 def test_dedup_clusters_page_review_persists(tmp_path: Path) -> None:
     require_chromium()
-    from indexer.dedup.service import create_dedup, run_dedup
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.folder import FolderSource
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.workspace import Workspace
 
     truth = plant(tmp_path / "corpus")
     ws = Workspace.open(tmp_path / "home")

@@ -49,12 +49,12 @@ class DemoHome:
 
 def build_demo_home(root: Path, *, audit: bool = True) -> DemoHome:
     """Index the demo corpus with ``embedder=None`` (fast) and optionally run an audit of the demo split."""
-    from indexer.audit.service import create_audit, create_split, run_audit
-    from indexer.demo import write_demo
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.folder import FolderSource
-    from indexer.sources.open import open_split
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+    from splitaudit.indexer.demo import write_demo
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.sources.open import open_split
+    from splitaudit.indexer.workspace import Workspace
 
     demo = write_demo(root / "data")
     ws = Workspace.open(root / "home")
@@ -103,7 +103,7 @@ class Server:
 
 @contextmanager
 def serve(
-    home: Path, log: Path, factory: str = "app.main:create_app", **env: str
+    home: Path, log: Path, factory: str = "splitaudit.app.main:create_app", **env: str
 ) -> Iterator[Server]:
     """Run ``uvicorn --factory FACTORY`` over ``home`` until the block ends.
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import ApiSettings
-from indexer.workspace import Workspace
+from splitaudit.app.main import create_app
+from splitaudit.app.settings import ApiSettings
+from splitaudit.indexer.workspace import Workspace
 
 DB_NAME = "splitaudit.db"
 

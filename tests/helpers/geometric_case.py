@@ -6,12 +6,12 @@ from pathlib import Path
 
 from PIL import Image
 
-from indexer.audit.service import create_split
-from indexer.demo import sample_photo
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import create_split
+from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.open import open_split
+from splitaudit.indexer.workspace import Workspace
 
 
 def crop_rotation_case(tmp_path: Path, model_spec: str) -> tuple[Workspace, int]:
@@ -21,7 +21,7 @@ def crop_rotation_case(tmp_path: Path, model_spec: str) -> tuple[Workspace, int]
 
     Returns the workspace and the split's id.
     """
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     scene = sample_photo("astronaut")  # 512 x 512
     corpus = tmp_path / "corpus" / "all"

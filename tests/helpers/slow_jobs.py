@@ -12,12 +12,12 @@ import time
 
 from fastapi import FastAPI
 
-from app.main import create_app
-from app.settings import ApiSettings
-from indexer.jobs.handlers import default_handlers
-from indexer.jobs.queue import ClaimedJob
-from indexer.jobs.worker import Handler, JobOutcome, ProgressFn
-from indexer.workspace import Workspace
+from splitaudit.app.main import create_app
+from splitaudit.app.settings import ApiSettings
+from splitaudit.indexer.jobs.queue import ClaimedJob
+from splitaudit.indexer.jobs.worker import Handler, JobOutcome, ProgressFn
+from splitaudit.indexer.runtime.handlers import default_handlers
+from splitaudit.indexer.workspace import Workspace
 
 
 def slowed(handler: Handler, delay_s: float) -> Handler:

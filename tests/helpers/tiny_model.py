@@ -72,6 +72,6 @@ if __name__ == "__main__":
     # `python -m helpers.tiny_model ARGS...`: the splitaudit CLI with the tiny tag registered
     # (open_clip's tables live in the process, so a subprocess test registers them here).
     register_tiny_pretrained()
-    from indexer.cli.main import main
+    from splitaudit.indexer.cli.main import main
 
     main()

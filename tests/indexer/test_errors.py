@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from indexer import errors
-from indexer.gate.client import error_for_answer
+from splitaudit.indexer import errors
+from splitaudit.indexer.gate.client import error_for_answer
 
 ERROR_CLASSES = [
     cls

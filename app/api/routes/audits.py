@@ -13,21 +13,21 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from app.audits import get_audit, list_audits, require_done
-from app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
-from app.jsonbody import read_json_body
-from app.params import IdPath, PageQuery, PageSizeQuery
-from app.paths import resolve_under_roots
-from app.schemas import AuditFromPaths, ErrorResponse, JobAccepted
-from app.submit import (
+from splitaudit.app.audits import get_audit, list_audits, require_done
+from splitaudit.app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
+from splitaudit.app.jsonbody import read_json_body
+from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
+from splitaudit.app.paths import resolve_under_roots
+from splitaudit.app.schemas import AuditFromPaths, ErrorResponse, JobAccepted
+from splitaudit.app.submit import (
     AuditRequest,
     audit_from_paths,
     audit_from_upload,
     normalise_label_names,
     remove_tree,
 )
-from app.uploads import receive_multipart
-from indexer.audit.reviews import list_matches
+from splitaudit.app.uploads import receive_multipart
+from splitaudit.indexer.review.matches import list_matches
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 
@@ -187,16 +187,16 @@ def audit_report_get(
 ) -> Response:
     """The report of a finished audit as JSON, CSV, JUnit XML, Markdown or one self-contained HTML
     page with the flagged pairs' thumbnails inline (409 while it runs)."""
-    from indexer.audit.formats import render
-    from indexer.audit.report import audit_report
+    from splitaudit.indexer.reporting.formats import render
+    from splitaudit.indexer.reporting.report import audit_report
 
     require_done(session, audit_id=audit_id)
     report = audit_report(session, audit_id)
     if fmt == "json":
         return JSONResponse(report)
     if fmt == "html":
-        from indexer.audit.html_report import pair_thumbnails, render_html
-        from indexer.audit.html_thumbs import db_thumbnail_fetcher
+        from splitaudit.indexer.reporting.html_report import pair_thumbnails, render_html
+        from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
 
         text = render_html(
             report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session))

@@ -8,15 +8,22 @@ from fastapi import APIRouter, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from app.corpora import corpus_detail, corpus_dict, list_corpora
-from app.deps import ReaderDep, SessionDep, SettingsDep, TransactionDep, WorkspaceDep, WriterDep
-from app.params import PageQuery, PageSizeQuery
-from app.paths import resolve_under_roots
-from app.schemas import CorpusCreate, JobAccepted, SourcesCreate
-from app.submit import queue_index_job
-from indexer.db.models import Corpus
-from indexer.errors import ConflictError
-from indexer.workspace import check_corpus_name
+from splitaudit.app.corpora import corpus_detail, corpus_dict, list_corpora
+from splitaudit.app.deps import (
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    TransactionDep,
+    WorkspaceDep,
+    WriterDep,
+)
+from splitaudit.app.params import PageQuery, PageSizeQuery
+from splitaudit.app.paths import resolve_under_roots
+from splitaudit.app.schemas import CorpusCreate, JobAccepted, SourcesCreate
+from splitaudit.app.submit import queue_index_job
+from splitaudit.indexer.db.models import Corpus
+from splitaudit.indexer.errors import ConflictError
+from splitaudit.indexer.workspace import check_corpus_name
 
 router = APIRouter(prefix="/corpora", tags=["corpora"])
 
@@ -33,7 +40,7 @@ def corpus_create(
     body: CorpusCreate, session: TransactionDep, settings: SettingsDep, _caller: WriterDep
 ) -> JSONResponse:
     """Create an empty corpus (409 if it exists); ``sources`` also queues an index job."""
-    from indexer.embed.spec import DEFAULT_MODEL_SPEC
+    from splitaudit.indexer.embed.spec import DEFAULT_MODEL_SPEC
 
     name = check_corpus_name(body.name)
     if session.scalar(select(Corpus.id).where(Corpus.name == name)) is not None:

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from app.audits import require_done
-from app.deps import ReaderDep, SessionDep
-from app.params import IdPath
+from splitaudit.app.audits import require_done
+from splitaudit.app.deps import ReaderDep, SessionDep
+from splitaudit.app.params import IdPath
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 FailOn = Annotated[
@@ -28,10 +28,10 @@ def audit_blocklist(
     fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "csv",
 ) -> Response:
     """Corpus items matched at the failing tiers (reviewed ``not_duplicate`` excluded, ``duplicate`` always in)."""
-    from indexer.audit.report import audit_report
-    from indexer.dedup.outputs import render_csv
-    from indexer.gate.decontaminate import BLOCKLIST_COLUMNS, blocklist_rows
-    from indexer.gate.policy import parse_tiers
+    from splitaudit.indexer.dedup.outputs import render_csv
+    from splitaudit.indexer.gate.decontaminate import BLOCKLIST_COLUMNS, blocklist_rows
+    from splitaudit.indexer.gate.policy import parse_tiers
+    from splitaudit.indexer.reporting.report import audit_report
 
     tiers = parse_tiers(fail_on)
     require_done(session, audit_id=audit_id)
@@ -52,10 +52,10 @@ def audit_clean_split(
     fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "txt",
 ) -> Response:
     """Test items with no counted match at the failing tiers: keys, or CSV ``key,path,label``."""
-    from indexer.audit.report import audit_report
-    from indexer.dedup.outputs import render_csv
-    from indexer.gate.decontaminate import CLEAN_COLUMNS, clean_split_rows, render_keys
-    from indexer.gate.policy import parse_tiers
+    from splitaudit.indexer.dedup.outputs import render_csv
+    from splitaudit.indexer.gate.decontaminate import CLEAN_COLUMNS, clean_split_rows, render_keys
+    from splitaudit.indexer.gate.policy import parse_tiers
+    from splitaudit.indexer.reporting.report import audit_report
 
     tiers = parse_tiers(fail_on)
     require_done(session, audit_id=audit_id)

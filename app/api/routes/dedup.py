@@ -9,12 +9,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from app.deps import ReaderDep, SessionDep, TransactionDep, WorkspaceDep, WriterDep
-from app.params import IdPath, PageQuery, PageSizeQuery
-from app.schemas import JobAccepted
-from indexer.db.models import DedupRun
-from indexer.dedup.keep import DEFAULT_POLICY
-from indexer.errors import ConflictError
+from splitaudit.app.deps import ReaderDep, SessionDep, TransactionDep, WorkspaceDep, WriterDep
+from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
+from splitaudit.app.schemas import JobAccepted
+from splitaudit.indexer.db.models import DedupRun
+from splitaudit.indexer.dedup.keep import DEFAULT_POLICY
+from splitaudit.indexer.errors import ConflictError
 
 router = APIRouter(tags=["dedup"])
 
@@ -44,7 +44,7 @@ class MemberReview(BaseModel):
 
 def require_done(session: Session, run_id: int) -> dict[str, Any]:
     """The run's header; ``ConflictError`` unless it finished."""
-    from indexer.dedup.outputs import run_header
+    from splitaudit.indexer.dedup.outputs import run_header
 
     header = run_header(session, run_id)
     if header["status"] == "failed":
@@ -65,7 +65,7 @@ def dedup_submit(
     name: str, ws: WorkspaceDep, _caller: WriterDep, body: DedupCreate | None = None
 ) -> JSONResponse:
     """Deduplicate a corpus as a background job: exact and near pairs, clusters, a kept member each."""
-    from indexer.dedup.service import create_dedup
+    from splitaudit.indexer.dedup.service import create_dedup
 
     body = body or DedupCreate.model_validate({})
     run_id = create_dedup(
@@ -99,7 +99,7 @@ def dedup_submit(
 @router.get("/dedup/{run_id}")
 def dedup_get(run_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Status, progress, parameters and summary of one dedup run."""
-    from indexer.dedup.outputs import run_header
+    from splitaudit.indexer.dedup.outputs import run_header
 
     return run_header(session, run_id)
 
@@ -114,7 +114,7 @@ def dedup_clusters(
     page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One page of a finished run's clusters (``semantic=true``: the semantic clusters)."""
-    from indexer.dedup.outputs import clusters_page
+    from splitaudit.indexer.dedup.outputs import clusters_page
 
     require_done(session, run_id)
     items, total = clusters_page(
@@ -133,7 +133,7 @@ def dedup_drop_list(
     fmt: Annotated[str, Query(alias="format", pattern="^(txt|csv)$")] = "txt",
 ) -> Response:
     """The keys to drop (every member but the kept one): one per line, or CSV ``key,url``."""
-    from indexer.dedup.outputs import drop_rows, render_csv
+    from splitaudit.indexer.dedup.outputs import drop_rows, render_csv
 
     require_done(session, run_id)
     rows = drop_rows(session, run_id)
@@ -151,7 +151,7 @@ def dedup_member_review(
     run_id: IdPath, item_id: IdPath, body: MemberReview, session: TransactionDep, caller: WriterDep
 ) -> dict[str, Any]:
     """Judge a cluster member (``not_duplicate``: it leaves the cluster on the next run)."""
-    from indexer.dedup.reviews import review_member
+    from splitaudit.indexer.dedup.reviews import review_member
 
     require_done(session, run_id)
     return review_member(

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.deps import WorkspaceDep
-from app.schemas import Health
-from indexer import __version__
+from splitaudit.app.deps import WorkspaceDep
+from splitaudit.app.schemas import Health
+from splitaudit.indexer import __version__
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)

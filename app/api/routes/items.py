@@ -9,11 +9,11 @@ from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.deps import ReaderDep, SessionDep, SettingsDep
-from app.params import IdPath
-from app.thumbnails import read_original, render_thumbnail, thumbnail_etag
-from indexer.db.models import Audit, Item, SplitItem
-from indexer.errors import NotFoundError
+from splitaudit.app.deps import ReaderDep, SessionDep, SettingsDep
+from splitaudit.app.params import IdPath
+from splitaudit.app.thumbnails import read_original, render_thumbnail, thumbnail_etag
+from splitaudit.indexer.db.models import Audit, Item, SplitItem
+from splitaudit.indexer.errors import NotFoundError
 
 router = APIRouter(tags=["items"])
 SizeQuery = Annotated[int, Query(ge=16, le=1024, description="Longest side in pixels.")]

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
-from app.deps import ReaderDep, SessionDep
-from app.params import IdPath, PageQuery, PageSizeQuery
-from indexer.db.models import Audit, Job
-from indexer.errors import UsageError
-from indexer.jobs.queue import get_job
-from indexer.kinds import JOB_STATUSES
-from indexer.timefmt import iso
+from splitaudit.app.deps import ReaderDep, SessionDep
+from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
+from splitaudit.indexer.db.models import Audit, Job
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.jobs.queue import get_job
+from splitaudit.indexer.kinds import JOB_STATUSES
+from splitaudit.indexer.timefmt import iso
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 STATUSES = JOB_STATUSES

@@ -6,11 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.deps import ReaderDep, SessionDep, TransactionDep, WriterDep
-from app.params import IdPath
-from app.schemas import ReviewIn, ReviewOut
-from indexer.audit.reviews import match_detail, set_review
-from indexer.timefmt import iso
+from splitaudit.app.deps import ReaderDep, SessionDep, TransactionDep, WriterDep
+from splitaudit.app.params import IdPath
+from splitaudit.app.schemas import ReviewIn, ReviewOut
+from splitaudit.indexer.review.matches import match_detail, set_review
+from splitaudit.indexer.timefmt import iso
 
 router = APIRouter(prefix="/matches", tags=["matches"])
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 if TYPE_CHECKING:
-    from indexer.embed.protocol import Embedder
+    from splitaudit.indexer.embed.protocol import Embedder
 
 __all__ = [
     "AUTO_PREFERENCE",
@@ -101,13 +101,13 @@ def load_embedder_on_backend(
     """Load the model named by ``spec`` and run it on ``backend`` (exports cached in ``cache_dir``).
 
     An export accepted before starts from its launch record without loading torch
-    (``indexer.embed.backends.launch``); otherwise the model loads through torch and the export
+    (``splitaudit.indexer.embed.backends.launch``); otherwise the model loads through torch and the export
     is made or reused, and its launch record written.
     """
-    from indexer.embed.backends.exported import ExportedEmbedder, accelerate
-    from indexer.embed.backends.launch import launch, remember
-    from indexer.embed.embedder import OpenClipEmbedder
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.backends.exported import ExportedEmbedder, accelerate
+    from splitaudit.indexer.embed.backends.launch import launch, remember
+    from splitaudit.indexer.embed.embedder import OpenClipEmbedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     chosen = resolve_backend(backend, device)
     if chosen != "torch":

@@ -2,7 +2,7 @@
 
 ``BatchPreprocess`` runs a torchvision ``Compose`` (resize, centre crop, convert, to-tensor,
 normalise), which needs torch and torchvision imported (~2 s of a run's start). A cached
-export (``indexer.embed.backends.launch``) needs neither: ``describe`` turns the transform into
+export (``splitaudit.indexer.embed.backends.launch``) needs neither: ``describe`` turns the transform into
 plain data once, when the export is accepted, and ``ArrayPreprocess`` replays it with Pillow
 and numpy. Every step is the one torchvision runs on a PIL image (the same output size
 arithmetic, the same ``Image.resize`` call, the same crop box and zero padding) and the
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageOps
 
-from indexer.embed.embedder import _is_normalize, _is_to_tensor
+from splitaudit.indexer.embed.embedder import _is_normalize, _is_to_tensor
 
 FORMAT = 1  # bump when the description's meaning changes
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 

@@ -21,15 +21,15 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from indexer.embed.backends.cache import CacheEntry, ExportCache, cache_key
-from indexer.embed.embedder import OpenClipEmbedder
+from splitaudit.indexer.embed.backends.cache import CacheEntry, ExportCache, cache_key
+from splitaudit.indexer.embed.embedder import OpenClipEmbedder
 
 if TYPE_CHECKING:
     import torch
 
-    from indexer.embed.backends.array_preprocess import ArrayPreprocess
-    from indexer.embed.embedder import BatchPreprocess
-    from indexer.embed.protocol import Embedder
+    from splitaudit.indexer.embed.backends.array_preprocess import ArrayPreprocess
+    from splitaudit.indexer.embed.embedder import BatchPreprocess
+    from splitaudit.indexer.embed.protocol import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> 
 
 def held_out_images() -> list[Image.Image]:
     """The fixed agreement batch: procedural photos of several sizes and aspect ratios."""
-    from indexer.demo import synthetic_photo
+    from splitaudit.indexer.demo import synthetic_photo
 
     return [synthetic_photo(1000 + i, size) for i, size in enumerate(HELD_OUT_SIZES)]
 
@@ -176,7 +176,7 @@ def export_tower(encode_image: Callable[..., Any]) -> tuple[torch.nn.Module | No
     A token-pooled open_clip ViT exports with its last block on the class token only
     (``cls_tower``, same numbers, ~7% fewer multiply-adds for ViT-B-32); anything else whole.
     """
-    from indexer.embed.backends.cls_tower import RECIPE, cls_only_tower
+    from splitaudit.indexer.embed.backends.cls_tower import RECIPE, cls_only_tower
 
     pruned = cls_only_tower(encode_image)
     if pruned is not None:
@@ -274,11 +274,11 @@ def _open_runner(
 
 def _backend_module(backend: str) -> Any:
     if backend == "onnxruntime":
-        from indexer.embed.backends import onnx
+        from splitaudit.indexer.embed.backends import onnx
 
         return onnx
     if backend == "openvino":
-        from indexer.embed.backends import openvino
+        from splitaudit.indexer.embed.backends import openvino
 
         return openvino
     raise ValueError(f"no exported backend named {backend!r}")
@@ -297,7 +297,7 @@ def _threads() -> int:
         import torch
 
         return max(1, torch.get_num_threads())
-    from indexer.embed.backends.launch import default_threads
+    from splitaudit.indexer.embed.backends.launch import default_threads
 
     return default_threads()
 

@@ -30,13 +30,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
-from indexer.embed.backends.cache import FORMAT_VERSION, ExportCache
-from indexer.embed.spec import parse_model_spec
-from indexer.errors import UsageError
+from splitaudit.indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
+from splitaudit.indexer.embed.backends.cache import FORMAT_VERSION, ExportCache
+from splitaudit.indexer.embed.spec import parse_model_spec
+from splitaudit.indexer.errors import UsageError
 
 if TYPE_CHECKING:
-    from indexer.embed.backends.exported import ExportedEmbedder
+    from splitaudit.indexer.embed.backends.exported import ExportedEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def launch_id(spec: str, backend: str) -> str | None:
         "cache_format": FORMAT_VERSION,
     }
     if parsed.kind == "bundled":
-        from indexer.embed.efficientnet import load_config
+        from splitaudit.indexer.embed.efficientnet import load_config
 
         identity["versions"][_BUNDLED_DISTRIBUTION] = _version(_BUNDLED_DISTRIBUTION)
         identity["config"] = load_config()
@@ -99,7 +99,11 @@ def remember(spec: str, embedder: ExportedEmbedder, transform: Any, cache_dir: P
 
 def launch(spec: str, backend: str, *, cache_dir: Path, batch_size: int) -> ExportedEmbedder | None:
     """The exported embedder for ``spec`` straight from its launch record, or None."""
-    from indexer.embed.backends.exported import ExportedEmbedder, _backend_module, _threads
+    from splitaudit.indexer.embed.backends.exported import (
+        ExportedEmbedder,
+        _backend_module,
+        _threads,
+    )
 
     ident = launch_id(spec, backend)
     if ident is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ui_support import new_home, parse, seed, ui_client
 
-from indexer.gate.baseline import parse_baseline
+from splitaudit.indexer.gate.baseline import parse_baseline
 
 TOKENS = "alice:s3cret-alice"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app.ui.charts import cosine_histogram, hamming_histogram, histogram, label_bar_chart
+from splitaudit.app.ui.charts import cosine_histogram, hamming_histogram, histogram, label_bar_chart
 
 THRESHOLDS = {
     "phash_hamming": 8,

@@ -8,10 +8,10 @@ from pathlib import Path
 from helpers.app_home import app_client, new_home
 from helpers.planted_dedup import plant
 
-from indexer.dedup.service import create_dedup, run_dedup
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.workspace import Workspace
 
 
 def test_dedup_pages_show_clusters_kept_members_and_review_buttons(tmp_path: Path) -> None:

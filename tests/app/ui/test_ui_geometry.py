@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from ui_support import new_home, parse, seed, ui_client
 
-from indexer.db.engine import transaction
-from indexer.db.models import Item, Match
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Item, Match
+from splitaudit.indexer.workspace import Workspace
 
 GEOMETRY = {"inliers": 31, "scale": 0.414, "angle": 10.0, "box": [0.25, 0.5, 0.75, 0.9]}
 

@@ -232,9 +232,9 @@ def test_pair_past_the_end_and_unknown_match(tmp_path: Path) -> None:
 
 def test_self_leak_pair_has_no_corpus_image(tmp_path: Path) -> None:
     home, s = _seeded(tmp_path)
-    from indexer.db.engine import transaction
-    from indexer.db.models import Match
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.engine import transaction
+    from splitaudit.indexer.db.models import Match
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(home, migrate=False)
     with transaction(ws.sessions) as session:

@@ -14,8 +14,8 @@ from conftest import photo
 from helpers.app_home import app_client
 from helpers.app_home import new_home as new_home  # re-exported for the tests
 
-from indexer.db.engine import transaction
-from indexer.db.models import (
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import (
     Audit,
     Corpus,
     FailedItem,
@@ -28,7 +28,7 @@ from indexer.db.models import (
     SplitDuplicate,
     SplitItem,
 )
-from indexer.workspace import Workspace
+from splitaudit.indexer.workspace import Workspace
 
 THRESHOLDS = {
     "phash_hamming": 8,

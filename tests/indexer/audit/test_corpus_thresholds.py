@@ -9,26 +9,26 @@ import numpy as np
 import pytest
 from conftest import photo
 
-from indexer.audit.calibrate_thresholds import (
+from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+from splitaudit.indexer.db.models import Audit
+from splitaudit.indexer.match.calibrate_thresholds import (
     EDITS,
     ThresholdCalibration,
     choose_cosines,
     null_ceiling,
 )
-from indexer.audit.corpus_thresholds import (
+from splitaudit.indexer.match.corpus_thresholds import (
     RECALIBRATE_FACTOR,
     load_corpus_thresholds,
     thresholds_for_corpus,
 )
-from indexer.audit.formats import render_markdown
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.audit.thresholds import DEFAULT_THRESHOLDS, LITERATURE_CLIP
-from indexer.db.models import Audit
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.store.sidecar import THRESHOLDS_FILE
-from indexer.workspace import Workspace
+from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS, LITERATURE_CLIP
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.reporting.formats import render_markdown
+from splitaudit.indexer.reporting.report import audit_report
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.store.sidecar import THRESHOLDS_FILE
+from splitaudit.indexer.workspace import Workspace
 
 
 def _photos(root: Path, seeds: range) -> Path:
@@ -40,7 +40,7 @@ def _photos(root: Path, seeds: range) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_embedder(tiny_model_spec: str) -> object:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     return load_embedder(tiny_model_spec)
 
@@ -175,8 +175,8 @@ def test_precomputed_embeddings_without_bytes_record_the_literature_values(tmp_p
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from indexer.pipeline.precomputed import DeclaredModel
-    from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+    from splitaudit.indexer.pipeline.precomputed import DeclaredModel
+    from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
     root = tmp_path / "laion"  # the clip-retrieval layout, URLs only (no image bytes)
     (root / "img_emb").mkdir(parents=True)
@@ -244,8 +244,12 @@ def test_efficientnet_self_calibration_on_the_bench_photos_lands_near_the_measur
     near-alike frost textures added, near_cosine lands at 0.89)."""
     pytest.importorskip("skimage")
     from bench.accuracy.photos import collect_photos
-    from indexer.audit.calibrate_thresholds import calibrate_from_curves, copy_cosines, null_cosines
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
+    from splitaudit.indexer.match.calibrate_thresholds import (
+        calibrate_from_curves,
+        copy_cosines,
+        null_cosines,
+    )
 
     images = [p.image for p in collect_photos() if p.origin == "scikit-image"]
     assert len(images) >= 15

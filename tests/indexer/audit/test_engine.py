@@ -8,14 +8,14 @@ import pytest
 from conftest import photo
 from PIL import Image, ImageOps
 
-from indexer.audit.report import SCHEMA, audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.db.models import Job
-from indexer.errors import NotFoundError, UsageError
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+from splitaudit.indexer.db.models import Job
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.reporting.report import SCHEMA, audit_report
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.open import open_split
+from splitaudit.indexer.workspace import Workspace
 
 
 def _corpus(root: Path, n: int = 12) -> Path:
@@ -104,7 +104,7 @@ def test_bad_corpus_and_thresholds_are_refused(tmp_path: Path) -> None:
 
 
 def test_semantic_tier_with_embeddings(tmp_path: Path, tiny_model_spec: str) -> None:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     corpus = _corpus(tmp_path / "corpus", 6)
     ws = Workspace.open(tmp_path / "home")

@@ -10,10 +10,16 @@ from typing import Any
 
 import pytest
 
-from indexer.audit.formats import CSV_COLUMNS, render, render_csv, render_junit, render_markdown
-from indexer.errors import UsageError
-from indexer.gate.evaluate import apply_gate, evaluate
-from indexer.gate.policy import Policy
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.gate.evaluate import apply_gate, evaluate
+from splitaudit.indexer.gate.policy import Policy
+from splitaudit.indexer.reporting.formats import (
+    CSV_COLUMNS,
+    render,
+    render_csv,
+    render_junit,
+    render_markdown,
+)
 
 
 def sample_report() -> dict[str, Any]:
@@ -255,7 +261,7 @@ def test_markdown_escapes_table_cells_and_reports_skipped_semantic() -> None:
 
 
 def test_baseline_suppression_and_stale_entries_are_shown() -> None:
-    from indexer.gate.baseline import Baseline, BaselineEntry
+    from splitaudit.indexer.gate.baseline import Baseline, BaselineEntry
 
     report = sample_report()
     used = BaselineEntry(corpus="laion", kind="near", test_sha256="s1", corpus_key="000/17.jpg")

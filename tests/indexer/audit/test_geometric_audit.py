@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers.geometric_case import crop_rotation_case
 
-from indexer.audit.formats import render_markdown
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, run_audit
+from splitaudit.indexer.audit.service import create_audit, run_audit
+from splitaudit.indexer.reporting.formats import render_markdown
+from splitaudit.indexer.reporting.report import audit_report
 
 # The tiny test model's cosines are not semantic; nominate every neighbour so that the
 # geometric match -- not the embedding -- decides, as it does for a real model's candidates.

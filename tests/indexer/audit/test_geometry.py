@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageOps
 
-from indexer.audit.geometry import MIN_INLIERS, geometric_match, keypoints
-from indexer.demo import sample_photo
+from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.match.geometry import MIN_INLIERS, geometric_match, keypoints
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_flat_images_give_no_match_not_an_error() -> None:
 def test_keypoints_detected_in_a_pool_equal_the_sequential_ones() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from indexer.audit.geometry import keypoints_async
+    from splitaudit.indexer.match.geometry import keypoints_async
 
     image = sample_photo("coffee")
     want = keypoints(image, with_mirror=True)
@@ -103,7 +103,7 @@ def test_keypoints_detected_in_a_pool_equal_the_sequential_ones() -> None:
 
 
 def test_reflected_keypoints_are_those_detected_on_the_mirror_image() -> None:
-    from indexer.audit import geometry
+    from splitaudit.indexer.audit import geometry
 
     image = sample_photo("coffee")
     plain = keypoints(image, with_mirror=True)

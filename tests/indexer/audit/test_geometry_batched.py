@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from indexer.audit import geometry
-from indexer.audit.geometry import GeometricMatch, Keypoints, keypoints, match_many
-from indexer.demo import CORPUS_PHOTOS, sample_photo
+from splitaudit.indexer.audit import geometry
+from splitaudit.indexer.demo import CORPUS_PHOTOS, sample_photo
+from splitaudit.indexer.match.geometry import GeometricMatch, Keypoints, keypoints, match_many
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_match_many_of_nothing_and_of_featureless_references(photos: list[Image.
 
 
 def test_threaded_detection_gives_the_same_matches(photos: list[Image.Image]) -> None:
-    from indexer.audit.geometric_tier import GeometricTier
+    from splitaudit.indexer.match.geometric_tier import GeometricTier
 
     corpus = dict(enumerate(photos))
     query = photos[0].crop((40, 40, 400, 400)).rotate(6)

@@ -8,9 +8,9 @@ from typing import Any
 
 from PIL import Image
 
-from indexer.audit.html_report import flagged_pairs, pair_thumbnails, render_html
-from indexer.audit.html_thumbs import EmbeddedImage, Side, data_uri
-from indexer.thumbnails import SourceMissingError
+from splitaudit.indexer.reporting.html_report import flagged_pairs, pair_thumbnails, render_html
+from splitaudit.indexer.reporting.html_thumbs import EmbeddedImage, Side, data_uri
+from splitaudit.indexer.thumbnails import SourceMissingError
 
 
 def _jpeg(color: tuple[int, int, int]) -> bytes:

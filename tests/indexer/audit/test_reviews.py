@@ -8,10 +8,21 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from indexer.audit.reviews import list_matches, match_detail, review_history, set_review
-from indexer.db.engine import make_engine, make_session_factory
-from indexer.db.models import Audit, Base, Corpus, Item, Job, Match, Review, Shard, Split, SplitItem
-from indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.db.engine import make_engine, make_session_factory
+from splitaudit.indexer.db.models import (
+    Audit,
+    Base,
+    Corpus,
+    Item,
+    Job,
+    Match,
+    Review,
+    Shard,
+    Split,
+    SplitItem,
+)
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.review.matches import list_matches, match_detail, review_history, set_review
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from conftest import photo
 from helpers.hf_layout import jpeg
 from sqlalchemy import func, select
 
-from indexer.audit.service import run_audit, submit_audit
-from indexer.db.models import Audit, Job, Split, SplitItem
-from indexer.errors import InputError, NotFoundError, UsageError
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split, split_location
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import run_audit, submit_audit
+from splitaudit.indexer.db.models import Audit, Job, Split, SplitItem
+from splitaudit.indexer.errors import InputError, NotFoundError, UsageError
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.open import open_split, split_location
+from splitaudit.indexer.workspace import Workspace
 
 
 def _home_with_corpus(tmp_path: Path) -> Workspace:

@@ -7,12 +7,12 @@ import io
 import numpy as np
 from PIL import Image
 
-from indexer.audit.engine import Pair, _classify, split_duplicates
-from indexer.audit.ingest import SplitState
-from indexer.audit.thresholds import thresholds_for_model
-from indexer.audit.verify import verify_score, verify_thumbnail
-from indexer.demo import synthetic_photo
-from indexer.features.extract import extract_features
+from splitaudit.indexer.demo import synthetic_photo
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.match.engine import Pair, _classify, split_duplicates
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import thresholds_for_model
+from splitaudit.indexer.match.verify import verify_score, verify_thumbnail
 
 
 def _png(image: Image.Image) -> bytes:

@@ -9,13 +9,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from indexer.audit.thresholds import (
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.match.thresholds import (
     DEFAULT_THRESHOLDS,
     MODEL_THRESHOLDS,
     Thresholds,
     thresholds_for_model,
 )
-from indexer.errors import UsageError
 
 RULE = Thresholds(
     phash_hamming=8,

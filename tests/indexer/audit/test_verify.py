@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.audit.verify import (
+from splitaudit.indexer.match.verify import (
     THUMB_SIZE,
     prepare_references,
     verify_score,
@@ -150,7 +150,7 @@ def test_no_candidates_gives_an_empty_array() -> None:
 
 @pytest.mark.parametrize("fraction", [0.8, 0.7, 0.6])
 def test_lowres_zoom_in_crop_verifies_and_other_tiles_do_not(fraction: float) -> None:
-    from indexer.demo import sample_photo
+    from splitaudit.indexer.demo import sample_photo
 
     scene = sample_photo("astronaut")
     tiles = [
@@ -172,7 +172,7 @@ def test_lowres_zoom_in_crop_verifies_and_other_tiles_do_not(fraction: float) ->
 
 def _astronaut_crop_and_tiles(fraction: float) -> tuple[Image.Image, list[Image.Image]]:
     """A 32 px query showing ``fraction`` of the first of four 32 px tiles of one photo."""
-    from indexer.demo import sample_photo
+    from splitaudit.indexer.demo import sample_photo
 
     scene = sample_photo("astronaut")
     tiles = [(96.0 + c * 160, 96.0, 256.0 + c * 160, 256.0) for c in range(2)]
@@ -210,7 +210,7 @@ def test_zoom_in_asked_of_references_prepared_without_it_is_refused() -> None:
 
 
 def test_references_take_scores_like_a_fresh_preparation() -> None:
-    from indexer.audit.verify import prepare_references
+    from splitaudit.indexer.match.verify import prepare_references
 
     rng = np.random.default_rng(3)
     thumbs = rng.integers(0, 256, (6, 32, 32), dtype=np.uint8)

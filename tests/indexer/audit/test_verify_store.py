@@ -12,14 +12,14 @@ import pytest
 from helpers.geometric_case import crop_rotation_case
 from PIL import Image
 
-from indexer.audit import engine
-from indexer.audit.geometry import keypoints
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, run_audit
-from indexer.audit.verify import verify_thumbnail
-from indexer.audit.verify_store import STORE_FILE, VerifyStore, open_verify_store
-from indexer.demo import sample_photo
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit import engine
+from splitaudit.indexer.audit.service import create_audit, run_audit
+from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.match.geometry import keypoints
+from splitaudit.indexer.match.verify import verify_thumbnail
+from splitaudit.indexer.match.verify_store import STORE_FILE, VerifyStore, open_verify_store
+from splitaudit.indexer.reporting.report import audit_report
+from splitaudit.indexer.workspace import Workspace
 
 NOMINATE_ALL = {"candidate_cosine": -1.0}  # every neighbour goes to the geometric match
 
@@ -180,7 +180,7 @@ def test_a_second_audit_reuses_the_store_with_the_same_results(
 def test_split_images_beyond_the_kept_budget_are_decoded_again_with_the_same_results(
     geometric_case: tuple[Workspace, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from indexer.audit import ingest
+    from splitaudit.indexer.audit import ingest
 
     ws, split_id = geometric_case
     decoded: list[dict[str, Any] | None] = []
@@ -209,7 +209,7 @@ def test_verification_runs_blas_on_the_calling_thread_only(
     # CPU time: the verification step runs its products single-threaded, and restores BLAS after.
     from threadpoolctl import threadpool_info
 
-    from indexer.audit.geometric_tier import GeometricTier
+    from splitaudit.indexer.match.geometric_tier import GeometricTier
 
     def blas_threads() -> int:
         return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from indexer.audit.geometric_tier import shortlist, zoom_in_mask
-from indexer.audit.thresholds import DEFAULT_THRESHOLDS as TH
+from splitaudit.indexer.match.geometric_tier import shortlist, zoom_in_mask
+from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS as TH
 
 
 def test_small_pairs_and_pairs_without_cosine_get_the_zoom_in_search() -> None:

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import photo
 from PIL import Image
 
-from indexer.cli.main import cli
+from splitaudit.indexer.cli.main import cli
 
 SPLITAUDIT = str(Path(sys.executable).parent / "splitaudit")
 CORPUS_SEEDS = range(6)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from conftest import photo
 
-from indexer.demo import write_demo
+from splitaudit.indexer.demo import write_demo
 
 # The CLI with `openvino` made unimportable, as on a machine where it is not installed.
 _WITHOUT_OPENVINO = (
-    "import sys; sys.modules['openvino'] = None; from indexer.cli.main import main; "
+    "import sys; sys.modules['openvino'] = None; from splitaudit.indexer.cli.main import main; "
     "sys.argv[0] = 'splitaudit'; main()"
 )
 
@@ -34,7 +34,7 @@ def run(
     ):
         full_env.pop(inherited, None)
     full_env.update(env or {})
-    head = ["-c", _WITHOUT_OPENVINO] if block_openvino else ["-m", "indexer.cli.main"]
+    head = ["-c", _WITHOUT_OPENVINO] if block_openvino else ["-m", "splitaudit.indexer.cli.main"]
     return subprocess.run(
         [sys.executable, *head, *map(str, args)],
         cwd=cwd,

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import photo
 
-from indexer.cli.main import cli
+from splitaudit.indexer.cli.main import cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -47,7 +47,7 @@ def test_every_command_has_help_text(command: tuple[str, ...]) -> None:
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "indexer.cli.main", *args],
+        [sys.executable, "-m", "splitaudit.indexer.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=300,

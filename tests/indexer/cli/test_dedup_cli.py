@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 from helpers.planted_dedup import plant
 
-from indexer.cli.main import cli
+from splitaudit.indexer.cli.main import cli
 
 
 def _invoke(*args: str | Path) -> tuple[int, str]:

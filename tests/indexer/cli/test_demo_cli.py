@@ -13,7 +13,7 @@ import pytest
 @pytest.mark.slow
 def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "indexer.cli.main", "demo"],
+        [sys.executable, "-m", "splitaudit.indexer.cli.main", "demo"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -45,7 +45,7 @@ def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
     # the default backend (auto) exported the model once; a second demo starts from that export
     assert list((tmp_path / ".splitaudit" / "exports" / "launch").glob("*/*.json"))
     again = subprocess.run(
-        [sys.executable, "-m", "indexer.cli.main", "-v", "demo"],
+        [sys.executable, "-m", "splitaudit.indexer.cli.main", "-v", "demo"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -60,7 +60,7 @@ def test_demo_flags_exactly_the_planted_leaks(tmp_path: Path) -> None:
 
 def test_demo_refuses_a_backend_that_is_not_installed(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "indexer.cli.main", "demo", "--backend", "tensorrt"],
+        [sys.executable, "-m", "splitaudit.indexer.cli.main", "demo", "--backend", "tensorrt"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -13,7 +13,7 @@ import pytest
 from conftest import photo
 from helpers.hf_layout import HFRows, jpeg, write_parquet
 
-from indexer.pipeline.progress_log import ProgressLog, format_duration
+from splitaudit.indexer.pipeline.progress_log import ProgressLog, format_duration
 
 LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ indexing ref: (\d+)/8 img, [\d.]+ img/s, \d+s elapsed"
@@ -78,7 +78,7 @@ def _index(tmp_path: Path, *extra: str, source: Path | None = None) -> str:
             [
                 sys.executable,
                 "-m",
-                "indexer.cli.main",
+                "splitaudit.indexer.cli.main",
                 "index",
                 str(source),
                 "--corpus",
@@ -151,8 +151,8 @@ def test_quiet_silences_progress(tmp_path: Path) -> None:
 
 
 def test_folder_totals_count_images_only(tmp_path: Path) -> None:
-    from indexer.pipeline.progress_log import count_folder_images
-    from indexer.sources.folder import FolderSource
+    from splitaudit.indexer.pipeline.progress_log import count_folder_images
+    from splitaudit.indexer.sources.folder import FolderSource
 
     root = tmp_path / "corpus"
     (root / "cat").mkdir(parents=True)

@@ -9,8 +9,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import photo
 
-from indexer.cli.main import cli
-from indexer.cli.workers_option import AUTO_CAP, WorkersType, resolve_workers, usable_cpus
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.cli.workers_option import (
+    AUTO_CAP,
+    WorkersType,
+    resolve_workers,
+    usable_cpus,
+)
 
 
 @pytest.mark.parametrize(("raw", "parsed"), [("auto", "auto"), ("1", 1), ("12", 12), (3, 3)])
@@ -27,9 +32,9 @@ def test_refuses_anything_else(raw: str) -> None:
 def test_auto_is_one_process_per_cpu_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_workers(5) == 5  # an explicit count is kept
     assert resolve_workers("auto") == min(usable_cpus(), AUTO_CAP)
-    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 3)
+    monkeypatch.setattr("splitaudit.indexer.cli.workers_option.usable_cpus", lambda: 3)
     assert resolve_workers("auto") == 3
-    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 96)
+    monkeypatch.setattr("splitaudit.indexer.cli.workers_option.usable_cpus", lambda: 96)
     assert resolve_workers("auto") == AUTO_CAP
 
 
@@ -64,7 +69,7 @@ def test_audit_cli_takes_auto_by_default_and_refuses_zero(
                                    "--workers", "0"])  # fmt: skip
     assert bad.exit_code == 2 and "--workers" in bad.output
     seen: list[int] = []
-    import indexer.audit.ingest as ingest
+    import splitaudit.indexer.audit.ingest as ingest
 
     real = ingest.Extractor
 
@@ -73,7 +78,7 @@ def test_audit_cli_takes_auto_by_default_and_refuses_zero(
         return real(workers=workers, keep_image=keep_image)
 
     monkeypatch.setattr(ingest, "Extractor", recording)
-    monkeypatch.setattr("indexer.cli.workers_option.usable_cpus", lambda: 2)
+    monkeypatch.setattr("splitaudit.indexer.cli.workers_option.usable_cpus", lambda: 2)
     ok = CliRunner().invoke(cli, ["audit", str(folder), "--corpus", "c", "--home", home])
     # every test image is an exact copy of an indexed one: the gate fails (exit 1), nothing broke
     assert ok.exit_code == 1, ok.output

@@ -9,9 +9,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from indexer.db.engine import make_engine, sqlite_url
-from indexer.db.migrate import upgrade
-from indexer.db.models import Base
+from splitaudit.indexer.db.engine import make_engine, sqlite_url
+from splitaudit.indexer.db.migrate import upgrade
+from splitaudit.indexer.db.models import Base
 
 
 def _diff(url: str) -> list[object]:
@@ -52,14 +52,14 @@ def test_head_revision_constant_is_alembics_head(tmp_path: Path) -> None:
     """Adding a migration without bumping HEAD_REVISION would open new databases un-migrated."""
     from alembic.script import ScriptDirectory
 
-    from indexer.db.migrate import HEAD_REVISION, alembic_config
+    from splitaudit.indexer.db.migrate import HEAD_REVISION, alembic_config
 
     script = ScriptDirectory.from_config(alembic_config(sqlite_url(tmp_path)))
     assert script.get_heads() == [HEAD_REVISION]
 
 
 def test_at_head_only_after_a_full_upgrade(tmp_path: Path) -> None:
-    from indexer.db.migrate import at_head
+    from splitaudit.indexer.db.migrate import at_head
 
     url = sqlite_url(tmp_path)
     engine = make_engine(url)
@@ -78,8 +78,8 @@ def test_a_new_sqlite_database_is_built_at_head_like_the_migrations_build_it(
 ) -> None:
     from alembic.runtime.migration import MigrationContext as Ctx
 
-    from indexer.db.migrate import HEAD_REVISION, at_head, create_new_sqlite
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.db.migrate import HEAD_REVISION, at_head, create_new_sqlite
+    from splitaudit.indexer.workspace import Workspace
 
     ws = Workspace.open(tmp_path / "fast")  # takes the create_new_sqlite path
     try:

@@ -8,15 +8,15 @@ import pytest
 from helpers.planted_dedup import plant
 from sqlalchemy import func, select
 
-from indexer.db.engine import transaction
-from indexer.db.models import DedupEdge, DedupRun
-from indexer.dedup.outputs import dedup_report, drop_rows
-from indexer.dedup.reviews import review_member
-from indexer.dedup.service import create_dedup, run_dedup
-from indexer.errors import NotFoundError, UsageError
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import DedupEdge, DedupRun
+from splitaudit.indexer.dedup.outputs import dedup_report, drop_rows
+from splitaudit.indexer.dedup.reviews import review_member
+from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.workspace import Workspace
 
 
 def _indexed(
@@ -167,7 +167,7 @@ def test_interrupted_run_resumes_without_duplicate_pairs(tmp_path: Path) -> None
 def test_semantic_clusters_are_separate_and_never_dropped(
     tmp_path: Path, tiny_model_spec: str
 ) -> None:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     ws, truth = _indexed(tmp_path, load_embedder(tiny_model_spec), tiny_model_spec)
     # The tiny model has random weights: its cosines only nominate candidates here (near_cosine
@@ -189,7 +189,7 @@ def test_a_repeated_run_reads_the_verification_store_with_the_same_clusters(
 ) -> None:
     import sqlite3
 
-    from indexer.audit import engine
+    from splitaudit.indexer.audit import engine
 
     ws, truth = _indexed(tmp_path)
     decoded: list[object] = []

@@ -9,9 +9,9 @@ from conftest import photo
 from PIL import Image
 from torchvision import transforms
 
-from indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
-from indexer.embed.efficientnet import load_efficientnet_lite0
-from indexer.embed.embedder import BatchPreprocess
+from splitaudit.indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
+from splitaudit.indexer.embed.efficientnet import load_efficientnet_lite0
+from splitaudit.indexer.embed.embedder import BatchPreprocess
 
 SIZES = [(1, 1), (7, 300), (300, 7), (224, 224), (225, 224), (224, 225), (500, 375), (96, 96)]
 

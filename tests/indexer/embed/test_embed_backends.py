@@ -12,23 +12,23 @@ import pytest
 import torch
 from conftest import photo
 
-from indexer.embed.backends import (
+from splitaudit.indexer.embed.backends import (
     AUTO_PREFERENCE,
     backend_embedder_factory,
     installed_backends,
     load_embedder_on_backend,
     resolve_backend,
 )
-from indexer.embed.backends.cache import META_FILE
-from indexer.embed.backends.exported import (
+from splitaudit.indexer.embed.backends.cache import META_FILE
+from splitaudit.indexer.embed.backends.exported import (
     ExportedEmbedder,
     accelerate,
     held_out_images,
     min_cosine,
 )
-from indexer.embed.embedder import OpenClipEmbedder
-from indexer.embed.loader import load_embedder
-from indexer.errors import UsageError
+from splitaudit.indexer.embed.embedder import OpenClipEmbedder
+from splitaudit.indexer.embed.loader import load_embedder
+from splitaudit.indexer.errors import UsageError
 
 EXPORTED = ["onnxruntime", "openvino"]
 

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from conftest import photo
 from helpers.tiny_model import build_tiny_checkpoint
 
-from indexer.cli.main import cli
-from indexer.embed.device import TorchProbe, available_devices, resolve_device
-from indexer.errors import UsageError
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.embed.device import TorchProbe, available_devices, resolve_device
+from splitaudit.indexer.errors import UsageError
 
 
 @dataclass
@@ -76,7 +76,7 @@ def test_unknown_device_names_are_refused(bad: str) -> None:
 
 
 def test_torch_probe_follows_torch_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("indexer.embed.device._no_gpu_devices", lambda: False)
+    monkeypatch.setattr("splitaudit.indexer.embed.device._no_gpu_devices", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(
         UsageError, match=r"'cuda' is not available on this machine; available: .*cpu.*no CUDA GPU"
@@ -93,7 +93,7 @@ def test_torch_probe_follows_torch_cuda(monkeypatch: pytest.MonkeyPatch) -> None
         and picked.embed_batch == 256
     )
     # a Linux machine without GPU device nodes: torch is not even asked
-    monkeypatch.setattr("indexer.embed.device._no_gpu_devices", lambda: True)
+    monkeypatch.setattr("splitaudit.indexer.embed.device._no_gpu_devices", lambda: True)
     assert TorchProbe().cuda_count() == 0
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from indexer.embed import load_embedder
-from indexer.embed.efficientnet import load_config, map_state_dict, weights_path
-from indexer.errors import ModelUnavailableError
+from splitaudit.indexer.embed import load_embedder
+from splitaudit.indexer.embed.efficientnet import load_config, map_state_dict, weights_path
+from splitaudit.indexer.errors import ModelUnavailableError
 
 # scikit-image's bundled sample photos (no download): people, objects, space, medical, texture
 PHOTOS = (

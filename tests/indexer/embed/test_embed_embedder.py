@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.embed.embedder import BatchPreprocess, OpenClipEmbedder
+from splitaudit.indexer.embed.embedder import BatchPreprocess, OpenClipEmbedder
 
 
 def _image(seed: int, size: tuple[int, int], mode: str = "RGB") -> Image.Image:

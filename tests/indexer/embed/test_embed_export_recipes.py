@@ -12,12 +12,12 @@ import torch
 from conftest import photo
 from helpers.tiny_model import TINY_MODEL_CFG
 
-from indexer.embed.backends import load_embedder_on_backend
-from indexer.embed.backends.cache import META_FILE, cache_key
-from indexer.embed.backends.cls_tower import RECIPE, ClsOnlyLastBlock, cls_only_tower
-from indexer.embed.backends.exported import WHOLE_RECIPE, ExportedEmbedder, export_tower
-from indexer.embed.backends.openvino import OpenVinoRunner, stream_count
-from indexer.embed.loader import load_embedder
+from splitaudit.indexer.embed.backends import load_embedder_on_backend
+from splitaudit.indexer.embed.backends.cache import META_FILE, cache_key
+from splitaudit.indexer.embed.backends.cls_tower import RECIPE, ClsOnlyLastBlock, cls_only_tower
+from splitaudit.indexer.embed.backends.exported import WHOLE_RECIPE, ExportedEmbedder, export_tower
+from splitaudit.indexer.embed.backends.openvino import OpenVinoRunner, stream_count
+from splitaudit.indexer.embed.loader import load_embedder
 
 
 def _tiny_clip(**vision: object) -> open_clip.CLIP:

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from conftest import photo
 
-from indexer.embed.backends import launch as launch_module
-from indexer.embed.backends import load_embedder_on_backend
-from indexer.embed.backends.cache import META_FILE
-from indexer.embed.backends.exported import ExportedEmbedder
-from indexer.embed.backends.launch import LAUNCH_DIR, default_threads, launch_id
-from indexer.embed.device import _no_gpu_devices
+from splitaudit.indexer.embed.backends import launch as launch_module
+from splitaudit.indexer.embed.backends import load_embedder_on_backend
+from splitaudit.indexer.embed.backends.cache import META_FILE
+from splitaudit.indexer.embed.backends.exported import ExportedEmbedder
+from splitaudit.indexer.embed.backends.launch import LAUNCH_DIR, default_threads, launch_id
+from splitaudit.indexer.embed.device import _no_gpu_devices
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPORTED = ["onnxruntime", "openvino"]
@@ -33,7 +33,7 @@ def _forbid_torch_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded through torch")
 
-    monkeypatch.setattr("indexer.embed.loader.load_embedder", refuse)
+    monkeypatch.setattr("splitaudit.indexer.embed.loader.load_embedder", refuse)
 
 
 @pytest.mark.parametrize("backend", EXPORTED)
@@ -67,7 +67,7 @@ def test_a_started_run_imports_neither_torch_nor_torchvision(tmp_path: Path) -> 
     script = textwrap.dedent(
         f"""
         import sys
-        from indexer.embed.backends import load_embedder_on_backend
+        from splitaudit.indexer.embed.backends import load_embedder_on_backend
         from conftest import photo
         e = load_embedder_on_backend({SPEC!r}, backend="openvino", cache_dir={str(cache)!r})
         vector = e.embed([photo(1)])
@@ -140,7 +140,7 @@ def test_default_threads_follow_omp_num_threads(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.skipif(not _no_gpu_devices(), reason="this machine has GPU device nodes")
 def test_auto_device_resolves_to_cpu_without_importing_torch() -> None:
     script = (
-        "import sys; from indexer.embed.device import resolve_device; "
+        "import sys; from splitaudit.indexer.embed.device import resolve_device; "
         "print(resolve_device('auto').device, 'torch' in sys.modules)"
     )
     done = subprocess.run(

@@ -10,10 +10,10 @@ import pytest
 from helpers.tiny_model import build_tiny_checkpoint
 from PIL import Image
 
-from indexer.embed import DEFAULT_MODEL_SPEC, load_embedder
-from indexer.embed.embedder import OpenClipEmbedder
-from indexer.embed.loader import weights_digest
-from indexer.errors import ModelUnavailableError, UsageError
+from splitaudit.indexer.embed import DEFAULT_MODEL_SPEC, load_embedder
+from splitaudit.indexer.embed.embedder import OpenClipEmbedder
+from splitaudit.indexer.embed.loader import weights_digest
+from splitaudit.indexer.errors import ModelUnavailableError, UsageError
 
 BIN = "open_clip_pytorch_model.bin"
 

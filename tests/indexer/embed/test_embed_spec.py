@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.embed.spec import DEFAULT_MODEL_SPEC, ModelSpec, parse_model_spec
-from indexer.errors import UsageError
+from splitaudit.indexer.embed.spec import DEFAULT_MODEL_SPEC, ModelSpec, parse_model_spec
+from splitaudit.indexer.errors import UsageError
 
 
 def test_default_spec_is_registry_vit_b_32() -> None:

@@ -20,7 +20,7 @@ from helpers.tiny_model import (
     tiny_hub_files,
 )
 
-from indexer.errors import ModelUnavailableError
+from splitaudit.indexer.errors import ModelUnavailableError
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = f"{TINY_ARCH}:{TINY_TAG}"
@@ -184,7 +184,7 @@ def test_an_unanswering_hub_fails_within_the_bound_the_issue_sets(
     from huggingface_hub import constants
     from open_clip import factory, pretrained
 
-    from indexer.embed.hub import download_weights
+    from splitaudit.indexer.embed.hub import download_weights
 
     # registered for this test only (the subprocess tests register it in their own process)
     monkeypatch.setattr(factory, "_MODEL_CONFIGS", dict(factory._MODEL_CONFIGS))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.errors import ImageDecodeError
-from indexer.features.decode import decode_image
-from indexer.features.extract import extract_features
-from indexer.features.hashes import hamming
+from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.features.hashes import hamming
 
 T = Image.Transpose
 # Orientation tag -> how the stored pixels were turned from the upright image.

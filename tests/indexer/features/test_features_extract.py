@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.errors import ImageDecodeError
-from indexer.features.exact import sha256_bytes
-from indexer.features.extract import extract_features
-from indexer.features.perceptual import perceptual_hashes
-from indexer.features.types import ImageFeatures
+from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.exact import sha256_bytes
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.features.perceptual import perceptual_hashes
+from splitaudit.indexer.features.types import ImageFeatures
 
 
 def _jpeg(width: int, height: int) -> bytes:

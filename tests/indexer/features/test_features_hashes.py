@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexer.features.hashes import (
+from splitaudit.indexer.features.hashes import (
     Hash64,
     from_faiss_bytes,
     hamming,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageOps
 
-from indexer.features.extract import extract_features
-from indexer.features.hashes import Hash64, hamming
-from indexer.features.perceptual import dhash, perceptual_hashes, phash, phash_lowfreq
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.features.hashes import Hash64, hamming
+from splitaudit.indexer.features.perceptual import dhash, perceptual_hashes, phash, phash_lowfreq
 
 skimage_data = pytest.importorskip("skimage.data")
 

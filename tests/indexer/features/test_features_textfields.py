@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 from PIL import Image, PngImagePlugin
 
-from indexer.features.decode import decode_image
-from indexer.features.textfields import decode_user_comment, decode_xp, extract_text_fields
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.textfields import (
+    decode_user_comment,
+    decode_xp,
+    extract_text_fields,
+)
 
 EXIF_IFD = 0x8769
 

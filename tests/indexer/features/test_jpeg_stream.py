@@ -8,8 +8,8 @@ import pytest
 from conftest import photo
 from PIL import Image
 
-from indexer.features.extract import extract_features
-from indexer.features.jpeg_stream import jpeg_stream_digest
+from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.features.jpeg_stream import jpeg_stream_digest
 
 
 def _jpeg(**save: object) -> bytes:

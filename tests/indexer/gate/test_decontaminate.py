@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from conftest import photo
 from PIL import Image
 
-from indexer.audit.reviews import set_review
-from indexer.cli.main import cli
-from indexer.db.engine import transaction
-from indexer.gate.decontaminate import blocklist_rows, clean_split_rows
-from indexer.workspace import Workspace
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.gate.decontaminate import blocklist_rows, clean_split_rows
+from splitaudit.indexer.review.matches import set_review
+from splitaudit.indexer.workspace import Workspace
 
 
 def _invoke(*args: str | Path) -> tuple[int, str]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from indexer.errors import InputError, UsageError
-from indexer.gate.baseline import (
+from splitaudit.indexer.errors import InputError, UsageError
+from splitaudit.indexer.gate.baseline import (
     SCHEMA,
     Baseline,
     BaselineEntry,

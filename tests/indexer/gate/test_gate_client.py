@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.errors import (
+from splitaudit.indexer.errors import (
     AuthError,
     InputError,
     NotFoundError,
@@ -22,7 +22,7 @@ from indexer.errors import (
     UploadTooLargeError,
     UsageError,
 )
-from indexer.gate.client import AuditClient
+from splitaudit.indexer.gate.client import AuditClient
 
 
 def parse_multipart(request: httpx.Request) -> dict[str, list[tuple[str | None, bytes]]]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from indexer.gate.baseline import Baseline, BaselineEntry
-from indexer.gate.evaluate import apply_gate, evaluate
-from indexer.gate.policy import Policy
+from splitaudit.indexer.gate.baseline import Baseline, BaselineEntry
+from splitaudit.indexer.gate.evaluate import apply_gate, evaluate
+from splitaudit.indexer.gate.policy import Policy
 
 
 def match(

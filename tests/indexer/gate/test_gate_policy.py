@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.errors import UsageError
-from indexer.gate.policy import (
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.gate.policy import (
     Policy,
     find_policy_file,
     load_policy,
@@ -179,7 +179,7 @@ def test_describe_and_to_dict() -> None:
 
 
 def test_cli_threshold_integers_stay_integers_and_build_thresholds() -> None:
-    from indexer.audit.thresholds import Thresholds
+    from splitaudit.indexer.match.thresholds import Thresholds
 
     parsed = parse_threshold_options(["phash_hamming=6", "small_side=48", "semantic=0.75"])
     assert parsed == {"phash_hamming": 6, "small_side": 48, "semantic_cosine": 0.75}
@@ -189,7 +189,7 @@ def test_cli_threshold_integers_stay_integers_and_build_thresholds() -> None:
 
 
 def test_policy_file_integer_thresholds_build_thresholds(tmp_path: Path) -> None:
-    from indexer.audit.thresholds import Thresholds
+    from splitaudit.indexer.match.thresholds import Thresholds
 
     (tmp_path / "splitaudit.toml").write_text("[thresholds]\nphash_hamming = 6\nsmall_side = 40\n")
     th = Thresholds.from_mapping(load_policy(tmp_path).thresholds)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from test_gate_evaluate import clean, report
 
-from indexer.audit.formats import render_junit, render_markdown
-from indexer.errors import UsageError
-from indexer.gate.evaluate import apply_gate, evaluate
-from indexer.gate.policy import Policy, load_policy_file
-from indexer.gate.summary import summary_paragraph
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.gate.evaluate import apply_gate, evaluate
+from splitaudit.indexer.gate.policy import Policy, load_policy_file
+from splitaudit.indexer.gate.summary import summary_paragraph
+from splitaudit.indexer.reporting.formats import render_junit, render_markdown
 
 
 def test_all_unreadable_split_fails_by_default_and_names_them() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.gate.zipstream import ZipStream, folder_files
-from indexer.sources.archive import extract_archive
+from splitaudit.indexer.gate.zipstream import ZipStream, folder_files
+from splitaudit.indexer.sources.archive import extract_archive
 
 
 def make_tree(root: Path) -> Path:

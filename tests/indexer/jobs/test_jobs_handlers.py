@@ -10,12 +10,12 @@ import pytest
 from conftest import photo
 from sqlalchemy import select
 
-from indexer.db.engine import transaction
-from indexer.db.models import Audit, FailedItem, Item, Job, Split
-from indexer.errors import InputError, NotFoundError
-from indexer.jobs.handlers import audit_id_of, run_index_job
-from indexer.jobs.queue import ClaimedJob
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Audit, FailedItem, Item, Job, Split
+from splitaudit.indexer.errors import InputError, NotFoundError
+from splitaudit.indexer.jobs.queue import ClaimedJob
+from splitaudit.indexer.runtime.handlers import audit_id_of, run_index_job
+from splitaudit.indexer.workspace import Workspace
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, update
 
-from indexer.db.engine import make_engine, make_session_factory, transaction
-from indexer.db.models import Base, Job
-from indexer.errors import NotFoundError
-from indexer.jobs.queue import (
+from splitaudit.indexer.db.engine import make_engine, make_session_factory, transaction
+from splitaudit.indexer.db.models import Base, Job
+from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.jobs.queue import (
     claim_next,
     complete,
     enqueue,
@@ -24,7 +24,7 @@ from indexer.jobs.queue import (
     requeue_expired,
     utc_now,
 )
-from indexer.workspace import Workspace
+from splitaudit.indexer.workspace import Workspace
 
 
 def _workspace(tmp_path: Path) -> Workspace:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from indexer.db.engine import make_engine, make_session_factory, transaction
-from indexer.db.models import Base, Job
-from indexer.errors import InputError
-from indexer.jobs.queue import ClaimedJob, enqueue, get_job
-from indexer.jobs.worker import JobOutcome, ProgressFn, Worker
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import make_engine, make_session_factory, transaction
+from splitaudit.indexer.db.models import Base, Job
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.jobs.queue import ClaimedJob, enqueue, get_job
+from splitaudit.indexer.jobs.worker import JobOutcome, ProgressFn, Worker
+from splitaudit.indexer.workspace import Workspace
 
 
 @pytest.fixture

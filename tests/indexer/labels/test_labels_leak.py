@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from indexer.errors import UsageError
-from indexer.labels.leak import LeakEvidence, label_prevalence, match_leak, self_leak
-from indexer.labels.matcher import LabelMatcher
-from indexer.labels.names import label_terms
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.labels.leak import LeakEvidence, label_prevalence, match_leak, self_leak
+from splitaudit.indexer.labels.matcher import LabelMatcher
+from splitaudit.indexer.labels.names import label_terms
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from indexer.errors import UsageError
-from indexer.labels.matcher import LabelHit, LabelMatcher
-from indexer.labels.names import label_terms
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.labels.matcher import LabelHit, LabelMatcher
+from splitaudit.indexer.labels.names import label_terms
 
 
 def _found(matcher: LabelMatcher, text: str) -> list[tuple[str, str]]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.errors import InputError
-from indexer.labels.names import is_numeric_id, label_terms, load_label_names
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.labels.names import is_numeric_id, label_terms, load_label_names
 
 
 def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -120,7 +120,7 @@ def test_is_numeric_id(label: str, numeric: bool) -> None:
 
 def test_label_terms_adds_id_unless_numeric(caplog: pytest.LogCaptureFixture) -> None:
     names = {"n02123045": ["tabby", "tabby cat", "tabby"], "0": ["airplane"], "x": ["y"]}
-    with caplog.at_level(logging.WARNING, logger="indexer.labels.names"):
+    with caplog.at_level(logging.WARNING, logger="splitaudit.indexer.labels.names"):
         terms = label_terms(["n02123045", "0", "7", "tabby_cat", "0"], names)
     assert terms == {
         "n02123045": ["n02123045", "tabby", "tabby cat"],

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from indexer.labels.normalize import (
+from splitaudit.indexer.labels.normalize import (
     DEFAULT_STOPLIST,
     _tokenize_unicode,
     normalize_stoplist,

@@ -2,7 +2,7 @@
 
 Hash-only runs decode JPEGs at the smallest scale the hashes need (``hashes_only``), so a
 reduced JPEG gets no pixel digest there; its exact key is the stream digest, which does not
-depend on decoding (see ``indexer.features.decode`` and ``indexer.features.jpeg_stream``).
+depend on decoding (see ``splitaudit.indexer.features.decode`` and ``splitaudit.indexer.features.jpeg_stream``).
 These tests pin, on every path: stream digests equal; pixel digests equal wherever both runs
 computed one (non-JPEG, and JPEGs too small to be reduced); and a metadata-only copy of a JPEG
 is ``exact`` against a hash-only corpus.
@@ -18,16 +18,16 @@ from conftest import photo
 from PIL import Image
 from sqlalchemy import select
 
-from indexer.audit.ingest import ingest_split
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.db.models import Item, SplitItem
-from indexer.embed.loader import load_embedder
-from indexer.features.hashes import Hash64
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.ingest import ingest_split
+from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+from splitaudit.indexer.db.models import Item, SplitItem
+from splitaudit.indexer.embed.loader import load_embedder
+from splitaudit.indexer.features.hashes import Hash64
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.reporting.report import audit_report
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.open import open_split
+from splitaudit.indexer.workspace import Workspace
 
 Stored = dict[str, tuple[str | None, str | None, int | None]]
 SIZES = [(1600, 1200), (700, 520), (300, 200), (2400, 1800), (60, 40)]

@@ -8,12 +8,12 @@ import pytest
 from conftest import photo
 from sqlalchemy import select
 
-from indexer.db.models import FailedItem, Item
-from indexer.pipeline.extract import Extracted, Extractor, split_evenly
-from indexer.pipeline.index import index_sources
-from indexer.sources.folder import FolderSource
-from indexer.sources.record import Locator, Record
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import FailedItem, Item
+from splitaudit.indexer.pipeline.extract import Extracted, Extractor, split_evenly
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.record import Locator, Record
+from splitaudit.indexer.workspace import Workspace
 
 
 @pytest.mark.parametrize(("n", "parts"), [(0, 2), (1, 2), (5, 2), (64, 2), (7, 3), (3, 8)])

@@ -9,14 +9,14 @@ import pytest
 from conftest import photo
 from sqlalchemy import func, select
 
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, Item, Shard, VectorBatch
-from indexer.db.queries import ensure_corpus, ensure_shard
-from indexer.pipeline.extract import extract_record
-from indexer.pipeline.rows import PreparedBatch, commit_batches, prepare_batch
-from indexer.sources.folder import FolderSource
-from indexer.sources.record import Shard as ShardDesc
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, Item, Shard, VectorBatch
+from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard
+from splitaudit.indexer.pipeline.extract import extract_record
+from splitaudit.indexer.pipeline.rows import PreparedBatch, commit_batches, prepare_batch
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.record import Shard as ShardDesc
+from splitaudit.indexer.workspace import Workspace
 
 
 def _shard(tmp_path: Path, url: str | None) -> tuple[Workspace, dict, ShardDesc]:

@@ -8,10 +8,10 @@ import numpy as np
 from conftest import photo
 from sqlalchemy import func, select
 
-from indexer.db.models import FailedItem, Item, VectorBatch
-from indexer.pipeline.index import index_sources, open_corpus_index
-from indexer.sources.folder import FolderSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import FailedItem, Item, VectorBatch
+from splitaudit.indexer.pipeline.index import index_sources, open_corpus_index
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.workspace import Workspace
 
 
 def _corpus(root: Path, shards: dict[str, range]) -> Path:
@@ -61,7 +61,7 @@ def test_labels_and_provenance_are_stored(tmp_path: Path) -> None:
 
 
 def test_embedded_corpus_vectors_match_db_ids(tmp_path: Path, tiny_model_spec: str) -> None:
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     root = _corpus(tmp_path / "corpus", {"a": range(0, 9)})
     ws = Workspace.open(tmp_path / "home")

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from conftest import photo
 
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.pipeline.index import index_sources, open_corpus_index
-from indexer.sources.folder import FolderSource
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+from splitaudit.indexer.pipeline.index import index_sources, open_corpus_index
+from splitaudit.indexer.reporting.report import audit_report
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.open import open_split
+from splitaudit.indexer.workspace import Workspace
 
 
 @pytest.mark.postgres

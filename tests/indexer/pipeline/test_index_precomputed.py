@@ -15,13 +15,13 @@ from click.testing import CliRunner
 from conftest import photo
 from sqlalchemy import func, select
 
-from indexer.cli.main import cli
-from indexer.db.models import Corpus, Item
-from indexer.errors import ModelUnavailableError, UsageError
-from indexer.pipeline.index import index_sources, open_corpus_index
-from indexer.pipeline.precomputed import DeclaredModel, declare_model
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.db.models import Corpus, Item
+from splitaudit.indexer.errors import ModelUnavailableError, UsageError
+from splitaudit.indexer.pipeline.index import index_sources, open_corpus_index
+from splitaudit.indexer.pipeline.precomputed import DeclaredModel, declare_model
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.workspace import Workspace
 
 DIM = 16
 DECLARED = DeclaredModel(model_id="declared-model", dim=DIM, spec=None, verified=False)
@@ -213,10 +213,10 @@ def test_cli_indexes_precomputed_folder(tmp_path: Path) -> None:
 def test_audit_finds_a_split_image_through_precomputed_vectors(
     tmp_path: Path, tiny_model_spec: str
 ) -> None:
-    from indexer.audit.report import audit_report
-    from indexer.audit.service import create_audit, create_split, run_audit
-    from indexer.embed.loader import load_embedder
-    from indexer.sources.open import open_split
+    from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+    from splitaudit.indexer.embed.loader import load_embedder
+    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.sources.open import open_split
 
     embedder = load_embedder(tiny_model_spec)
     images = [photo(seed, (200, 150)) for seed in range(6)]  # above the small-image side

@@ -9,10 +9,10 @@ import pytest
 from conftest import photo
 from sqlalchemy import select
 
-from indexer.db.models import FailedItem, Item
-from indexer.pipeline.index import index_sources, open_corpus_index
-from indexer.sources.folder import FolderSource
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import FailedItem, Item
+from splitaudit.indexer.pipeline.index import index_sources, open_corpus_index
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.workspace import Workspace
 
 
 def _corpus(root: Path) -> Path:
@@ -43,7 +43,7 @@ def _state(ws: Workspace) -> tuple[dict[str, tuple], dict[str, np.ndarray], list
 def test_ray_executor_equals_local(tmp_path: Path, tiny_model_spec: str) -> None:
     import ray
 
-    from indexer.embed.loader import load_embedder
+    from splitaudit.indexer.embed.loader import load_embedder
 
     root = _corpus(tmp_path / "corpus")
     embedder = load_embedder(tiny_model_spec)

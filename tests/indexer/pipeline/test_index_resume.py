@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from conftest import photo
 
-from indexer.pipeline.index import open_corpus_index
-from indexer.workspace import Workspace
+from splitaudit.indexer.pipeline.index import open_corpus_index
+from splitaudit.indexer.workspace import Workspace
 
-SPLITAUDIT = [sys.executable, "-m", "indexer.cli.main"]
+SPLITAUDIT = [sys.executable, "-m", "splitaudit.indexer.cli.main"]
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.sources.record import Locator, read_capped
+from splitaudit.indexer.sources.record import Locator, read_capped
 
 
 class _Stingy(io.BytesIO):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.errors import InputError, UnsafeArchiveError
-from indexer.sources.archive import ArchiveSource, extract_archive, safe_member_name
-from indexer.sources.record import Record
+from splitaudit.indexer.errors import InputError, UnsafeArchiveError
+from splitaudit.indexer.sources.archive import ArchiveSource, extract_archive, safe_member_name
+from splitaudit.indexer.sources.record import Record
 
 
 def image_bytes(seed: int) -> bytes:

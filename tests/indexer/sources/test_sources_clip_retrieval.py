@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indexer.errors import InputError
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
 
 def write_part(root: Path, i: int, emb: np.ndarray, meta: dict[str, list[object]]) -> None:

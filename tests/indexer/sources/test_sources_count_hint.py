@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 from conftest import photo
 from helpers.hf_layout import HFRows, jpeg, write_parquet, write_save_to_disk
 
-from indexer.pipeline.progress_log import count_folder_images, try_count_images
-from indexer.sources.archive import ArchiveSource
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.sources.hf_arrow import HFArrowSource
-from indexer.sources.hf_parquet import HFParquetSource
-from indexer.sources.manifest import ManifestSource
-from indexer.sources.webdataset import WebDatasetSource
+from splitaudit.indexer.pipeline.progress_log import count_folder_images, try_count_images
+from splitaudit.indexer.sources.archive import ArchiveSource
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.sources.hf_arrow import HFArrowSource
+from splitaudit.indexer.sources.hf_parquet import HFParquetSource
+from splitaudit.indexer.sources.manifest import ManifestSource
+from splitaudit.indexer.sources.webdataset import WebDatasetSource
 
 
 def _rows(n: int) -> HFRows:

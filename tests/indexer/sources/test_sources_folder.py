@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.errors import InputError
-from indexer.sources.folder import FolderSource
-from indexer.sources.record import Record
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.record import Record
 
 
 def write_image(path: Path, seed: int = 0, fmt: str | None = None) -> bytes:

@@ -9,10 +9,10 @@ import pytest
 from conftest import photo
 from helpers.hf_layout import HFRows, jpeg, write_save_to_disk
 
-from indexer.errors import InputError
-from indexer.sources.hf_arrow import HFArrowSource
-from indexer.sources.open import open_source, open_split
-from indexer.sources.record import Locator
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.hf_arrow import HFArrowSource
+from splitaudit.indexer.sources.open import open_source, open_split
+from splitaudit.indexer.sources.record import Locator
 
 NAMES = ("bird", "cat")
 

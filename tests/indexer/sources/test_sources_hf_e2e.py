@@ -17,8 +17,8 @@ from conftest import photo
 from helpers.app_home import app_client
 from helpers.hf_layout import HFRows, jpeg, write_hub_cache, write_parquet, write_save_to_disk
 
-from indexer.audit.service import run_audit
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import run_audit
+from splitaudit.indexer.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ import pytest
 from conftest import photo
 from helpers.hf_layout import HFRows, jpeg, write_hub_cache, write_parquet
 
-from indexer.errors import InputError
-from indexer.sources.hf_hub import HFDatasetRef, resolve_hf_uri
-from indexer.sources.hf_parquet import HFParquetSource
-from indexer.sources.open import open_source, open_split
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.hf_hub import HFDatasetRef, resolve_hf_uri
+from splitaudit.indexer.sources.hf_parquet import HFParquetSource
+from splitaudit.indexer.sources.open import open_source, open_split
 
 
 def _rows(n: int) -> HFRows:

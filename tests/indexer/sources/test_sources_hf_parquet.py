@@ -10,11 +10,11 @@ import pytest
 from conftest import photo
 from helpers.hf_layout import HFRows, jpeg, write_parquet
 
-from indexer.errors import InputError
-from indexer.sources.hf_parquet import HFParquetSource
-from indexer.sources.manifest import ManifestSource
-from indexer.sources.open import open_source, open_split
-from indexer.sources.record import Locator
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.hf_parquet import HFParquetSource
+from splitaudit.indexer.sources.manifest import ManifestSource
+from splitaudit.indexer.sources.open import open_source, open_split
+from splitaudit.indexer.sources.record import Locator
 
 NAMES = ("airplane", "cat", "dog")
 
@@ -187,8 +187,8 @@ def test_path_only_images_are_read_only_inside_the_dataset_folder(tmp_path: Path
 
 
 def test_reindexing_a_parquet_dataset_adds_nothing(tmp_path: Path) -> None:
-    from indexer.pipeline.index import index_sources
-    from indexer.workspace import Workspace
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.workspace import Workspace
 
     root = tmp_path / "ds"
     write_parquet(root / "data" / "train-00000-of-00001.parquet", _rows(5), row_group_size=2)

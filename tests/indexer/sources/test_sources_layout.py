@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from indexer.sources._layout import (
+from splitaudit.indexer.sources._layout import (
     LayoutScan,
     is_hidden,
     is_image_name,

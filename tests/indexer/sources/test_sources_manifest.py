@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from indexer.errors import InputError
-from indexer.sources.manifest import ManifestSource
-from indexer.sources.record import Record
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.manifest import ManifestSource
+from splitaudit.indexer.sources.record import Record
 
 
 def write_image(path: Path, seed: int = 0) -> bytes:

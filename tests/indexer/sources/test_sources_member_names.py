@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import photo
 
-from indexer.audit.report import audit_report
-from indexer.audit.service import create_audit, create_split, run_audit
-from indexer.pipeline.index import index_sources
-from indexer.sources.archive import ArchiveSource, extract_archive
-from indexer.sources.folder import FolderSource
-from indexer.sources.member_names import escape_bytes_name, escape_undecodable
-from indexer.sources.open import open_split
-from indexer.workspace import Workspace
+from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.reporting.report import audit_report
+from splitaudit.indexer.sources.archive import ArchiveSource, extract_archive
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.member_names import escape_bytes_name, escape_undecodable
+from splitaudit.indexer.sources.open import open_split
+from splitaudit.indexer.workspace import Workspace
 
 
 def _png(seed: int) -> bytes:
@@ -152,7 +152,7 @@ def test_indexing_non_utf8_file_names_stores_escaped_keys(tmp_path: Path) -> Non
     ],
 )
 def test_has_surrogates_fast_paths_agree_with_the_definition(text: str, expected: bool) -> None:
-    from indexer.sources.member_names import has_surrogates
+    from splitaudit.indexer.sources.member_names import has_surrogates
 
     assert has_surrogates(text) is expected
     assert expected == any("\udc80" <= ch <= "\udcff" for ch in text)

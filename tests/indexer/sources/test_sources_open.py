@@ -14,15 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from indexer.errors import InputError, UsageError
-from indexer.sources.archive import ArchiveSource
-from indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
-from indexer.sources.folder import FolderSource
-from indexer.sources.labels_csv import LabelledSource
-from indexer.sources.manifest import ManifestSource
-from indexer.sources.open import load_labels_csv, open_source, open_split
-from indexer.sources.record import Record, Source
-from indexer.sources.webdataset import WebDatasetSource
+from splitaudit.indexer.errors import InputError, UsageError
+from splitaudit.indexer.sources.archive import ArchiveSource
+from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.sources.labels_csv import LabelledSource
+from splitaudit.indexer.sources.manifest import ManifestSource
+from splitaudit.indexer.sources.open import load_labels_csv, open_source, open_split
+from splitaudit.indexer.sources.record import Record, Source
+from splitaudit.indexer.sources.webdataset import WebDatasetSource
 
 
 def image_bytes(seed: int) -> bytes:

@@ -13,9 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from indexer.errors import InputError
-from indexer.sources.record import Record
-from indexer.sources.webdataset import WebDatasetSource, looks_like_webdataset, split_member_name
+from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.sources.record import Record
+from splitaudit.indexer.sources.webdataset import (
+    WebDatasetSource,
+    looks_like_webdataset,
+    split_member_name,
+)
 
 
 def image_bytes(seed: int, fmt: str = "JPEG") -> bytes:

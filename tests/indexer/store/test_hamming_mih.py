@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexer.store import hamming_mih
-from indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash, flip_masks
+from splitaudit.indexer.store import hamming_mih
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash, flip_masks
 
 
 def _brute(codes: np.ndarray, ids: np.ndarray, q: int, radius: int) -> dict[int, int]:

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from indexer.db.engine import transaction
-from indexer.db.models import Corpus, Item, VectorBatch
-from indexer.db.queries import ensure_corpus, ensure_shard
-from indexer.store.binary_index import MIH_TYPE
-from indexer.store.corpus_index import CorpusIndex, sync_corpus_index
-from indexer.store.exact import exact_search, recall_at_k
-from indexer.store.policy import IndexPolicy
-from indexer.store.vectors import batch_path, write_batch
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, Item, VectorBatch
+from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard
+from splitaudit.indexer.store.binary_index import MIH_TYPE
+from splitaudit.indexer.store.corpus_index import CorpusIndex, sync_corpus_index
+from splitaudit.indexer.store.exact import exact_search, recall_at_k
+from splitaudit.indexer.store.policy import IndexPolicy
+from splitaudit.indexer.store.vectors import batch_path, write_batch
+from splitaudit.indexer.workspace import Workspace
 
 DIM = 32
 SMALL = IndexPolicy(flat_max=1000, hash_flat_max=500, calibration_queries=200)

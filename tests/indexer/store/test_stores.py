@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.errors import IndexMismatchError
-from indexer.store.binary_index import BinaryStore, hashes_to_bytes, signed_to_unsigned
-from indexer.store.float_index import FloatStore
+from splitaudit.indexer.errors import IndexMismatchError
+from splitaudit.indexer.store.binary_index import BinaryStore, hashes_to_bytes, signed_to_unsigned
+from splitaudit.indexer.store.float_index import FloatStore
 
 
 def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -31,13 +31,13 @@ position of it (one batched FFT correlation per query for all candidates); ``r``
 of both searches, and the same ambiguity normalisation applies. It costs most of the
 verifier's time, so callers pass ``zoom_in`` to run it only where it is needed: the audit
 runs it on small pairs and pairs without a cosine, where the geometric match
-(``indexer.audit.geometry``), which finds crops on large pairs, never runs.
+(``splitaudit.indexer.match.geometry``), which finds crops on large pairs, never runs.
 
 Scores lie in [-1, 1]; 1 = the best alignment is perfect. Brightness, contrast, colour
 balance and JPEG quality barely move it (the correlation ignores gain and offset).
 Unrelated pictures almost all score below 0.3 even after the search (the highest of
 600,000 benchmark pairs: 0.65, a bright disc on grey against another); a perfect copy of
-an edge-only picture still scores 1. ``indexer.audit.thresholds`` holds the calibrated
+an edge-only picture still scores 1. ``splitaudit.indexer.match.thresholds`` holds the calibrated
 cut-off (see ``docs/thresholds.md``). Only the query is shifted and scaled, and the scales
 lean towards > 1: pass the test image as the query, so a test copy with a border added is
 found (the reverse direction tolerates borders up to ~5% a side).
@@ -274,7 +274,7 @@ def prepare_references(
 
     ``zoom_in`` (one bool, or one per candidate) says which candidates the zoom-in search
     may run on; preparing it costs three resizes and FFTs per candidate, so leave out the
-    pairs that do not need it (``indexer.audit.geometric_tier.zoom_in_mask``).
+    pairs that do not need it (``splitaudit.indexer.match.geometric_tier.zoom_in_mask``).
     """
     if isinstance(candidates, References):
         return candidates
@@ -378,7 +378,7 @@ def verify_scores(
     (prepared with a ``zoom_in`` covering this call's). ``zoom_in`` (one bool, or one per
     candidate) selects the pairs the zoom-in search runs on: it costs most of the time, and
     on large pairs the geometric match finds crops better (``zoom_in_mask`` in
-    ``indexer.audit.geometric_tier``).
+    ``splitaudit.indexer.match.geometric_tier``).
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)

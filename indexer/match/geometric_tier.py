@@ -1,6 +1,6 @@
 """The audit's geometric step: which candidate pairs get a geometric match, and running it.
 
-Geometric verification (``indexer.audit.geometry``) costs a SIFT detection per image and a
+Geometric verification (``splitaudit.indexer.match.geometry``) costs a SIFT detection per image and a
 descriptor match per pair, so it runs only where the cheap tiers cannot settle a pair: a
 large pair (both images at least ``small_side``; SIFT has too little to work with on
 thumbnails, where the pixel verifier decides) whose cosine nominates it
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from indexer.audit.geometry import (
+from splitaudit.indexer.match.geometry import (
     NO_MATCH,
     GeometricMatch,
     Keypoints,
@@ -32,10 +32,10 @@ from indexer.audit.geometry import (
     keypoints_async,
     match_many,
 )
-from indexer.audit.thresholds import Thresholds
+from splitaudit.indexer.match.thresholds import Thresholds
 
 if TYPE_CHECKING:
-    from indexer.audit.verify_store import VerifyStore
+    from splitaudit.indexer.match.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class GeometricTier:
         store: VerifyStore | None = None,
     ) -> None:
         self.cache = cache or KeypointCache()
-        self.store = store  # keypoints kept between audits (indexer.audit.verify_store)
+        self.store = store  # keypoints kept between audits (splitaudit.indexer.match.verify_store)
         # SIFT detection releases the GIL, and one detection uses one core (OpenCV's own
         # threads barely help it): detect the test image and the corpus images side by side.
         self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
-from indexer.errors import NotFoundError, SplitauditError
+from splitaudit.indexer.errors import NotFoundError, SplitauditError
 
 THUMB_PX = 160
 # Enough to judge a pair by eye; keeps a 500-pair page near 6 MB (see bench/html_report.py).
@@ -61,8 +61,8 @@ def embed_thumbnails(
 
 def db_thumbnail_fetcher(session: Session, *, size: int = THUMB_PX) -> ThumbnailFetcher:
     """Thumbnails read from the items' original bytes, found through their locators in the DB."""
-    from indexer.db.models import Item, SplitItem
-    from indexer.thumbnails import read_original, render_thumbnail
+    from splitaudit.indexer.db.models import Item, SplitItem
+    from splitaudit.indexer.thumbnails import read_original, render_thumbnail
 
     def fetch(side: Side, item_id: int) -> bytes:
         row: SplitItem | Item | None = (

@@ -11,9 +11,15 @@ from typing import Any
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
-from indexer.audit.report import KIND_RANK, KINDS, latest_review_ids, match_dict, review_dict
-from indexer.db.models import Audit, Item, Match, Review, Shard, SplitItem
-from indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.db.models import Audit, Item, Match, Review, Shard, SplitItem
+from splitaudit.indexer.errors import NotFoundError, UsageError
+from splitaudit.indexer.reporting.report import (
+    KIND_RANK,
+    KINDS,
+    latest_review_ids,
+    match_dict,
+    review_dict,
+)
 
 VERDICTS = ("duplicate", "not_duplicate", "unsure")
 # Accepted by ``list_matches(review=...)`` besides a verdict.

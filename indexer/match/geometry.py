@@ -1,6 +1,6 @@
 """Geometric verification: does the test image show a region of the corpus image (crop, rotation)?
 
-The pixel verifier (``indexer.audit.verify``) aligns 32x32 thumbnails over small shifts and
+The pixel verifier (``splitaudit.indexer.match.verify``) aligns 32x32 thumbnails over small shifts and
 scales, so it cannot find a quarter of a picture inside the whole, nor a copy rotated by
 10 degrees. This module decides those pairs the way classic copy detection does:
 

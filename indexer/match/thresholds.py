@@ -8,14 +8,14 @@ A pair (test item, corpus item) is *small* when either image's short side is bel
 ``small_side`` px. On small pairs a 64-bit pHash and an ImageNet-CNN embedding both see
 mostly blur: unrelated 32-64 px thumbnails reach pHash distance 6 and cosine 0.95. There
 hashes and cosines only nominate candidates and the pixel verifier
-(``indexer.audit.verify``) decides.
+(``splitaudit.indexer.match.verify``) decides.
 
 A pair is **near** when any of:
 
 1. pHash Hamming distance <= ``phash_hamming`` (the smaller of the test image's plain and
    mirrored pHash against the corpus pHash) -- on a small pair only if the verification
    score is also >= ``small_phash_verify`` (the pixels must not contradict the hash);
-2. geometric verification (``indexer.audit.geometry``) finds at least ``geometry_inliers``
+2. geometric verification (``splitaudit.indexer.match.geometry``) finds at least ``geometry_inliers``
    keypoint matches agreeing on one plausible similarity transform: the test image is a
    crop / rotation / overlay of a region of the corpus image;
 3. it is a verification candidate and the verification score is >= ``verify_score``
@@ -31,7 +31,7 @@ Cosine alone never makes a pair near: it measures *what* is shown, not whether t
 are shared (the other third of a symmetric scene reaches cosine 0.9). It nominates
 candidates; hashes, the pixel verifier and the geometric match decide. ``near_cosine`` is
 the cosine from which a large pair is always geometrically verified, past the engine's
-per-image cap (``indexer.audit.geometric_tier``).
+per-image cap (``splitaudit.indexer.match.geometric_tier``).
 
 Missing evidence never matches: pass ``None`` (scalars) or NaN (arrays; a Hamming distance
 above 64 for a missing hash). An unknown size (``None`` / NaN) counts as *not* small, so the
@@ -50,7 +50,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from indexer.errors import UsageError
+from splitaudit.indexer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ MODEL_THRESHOLDS: dict[str, Thresholds] = {
 }
 
 # Starting values for ViT-B/32-class CLIP models, used only where a corpus cannot calibrate its
-# own (``indexer.audit.corpus_thresholds``: precomputed embeddings without image bytes, too few
+# own (``splitaudit.indexer.match.corpus_thresholds``: precomputed embeddings without image bytes, too few
 # items). Sources: clip-retrieval deduplicates its results at cosine 0.94
 # (github.com/rom1504/clip-retrieval); SemDeDup (Abbas et al. 2023, arXiv:2303.09540) calls LAION
 # pairs within cosine distance 0.01-0.07 semantic duplicates (cosine 0.93-0.99); unrelated photos
@@ -327,7 +327,7 @@ def thresholds_for_model(model_id: str | None) -> Thresholds:
     """Model-level defaults: measured ones, else the literature CLIP starting values (logged).
 
     Never another model's cosines. Audits use the corpus's own record instead
-    (``indexer.audit.corpus_thresholds.thresholds_for_corpus``), calibrated at index time.
+    (``splitaudit.indexer.match.corpus_thresholds.thresholds_for_corpus``), calibrated at index time.
     """
     if model_id is None:
         return DEFAULT_THRESHOLDS

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from indexer.audit.formats import (
+from splitaudit.indexer.kinds import KIND_RANK
+from splitaudit.indexer.reporting.formats import (
     TIERS,
     _evidence_text,
     _fail_on,
@@ -20,15 +21,14 @@ from indexer.audit.formats import (
     _suppressed_by,
     _tier_counts,
 )
-from indexer.audit.html_thumbs import (
+from splitaudit.indexer.reporting.html_thumbs import (
     EmbeddedImage,
     Side,
     ThumbnailFetcher,
     embed_thumbnails,
     pair_item_ids,
 )
-from indexer.audit.report import semantic_status
-from indexer.kinds import KIND_RANK
+from splitaudit.indexer.reporting.report import semantic_status
 
 HTML_MAX_PAIRS = 500
 

@@ -17,22 +17,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from threadpoolctl import threadpool_limits
 
-from indexer.audit.found import DuplicatePair
-from indexer.audit.geometric_tier import GeometricTier, shortlist, zoom_in_mask
-from indexer.audit.geometry import GeometricMatch
-from indexer.audit.ingest import SplitState
-from indexer.audit.phases import PhaseTimes
-from indexer.audit.thresholds import Thresholds
-from indexer.db.models import Item, SplitItem
-from indexer.db.queries import in_chunks
-from indexer.features.decode import decode_image
-from indexer.kinds import MatchKind
-from indexer.sources.record import Locator
-from indexer.store.binary_index import BinaryStore
-from indexer.store.corpus_index import CorpusIndex
+from splitaudit.indexer.db.models import Item, SplitItem
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.match.found import DuplicatePair
+from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
+from splitaudit.indexer.match.geometry import GeometricMatch
+from splitaudit.indexer.match.phases import PhaseTimes
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.sources.record import Locator
+from splitaudit.indexer.store.binary_index import BinaryStore
+from splitaudit.indexer.store.corpus_index import CorpusIndex
 
 if TYPE_CHECKING:
-    from indexer.audit.verify_store import VerifyStore
+    from splitaudit.indexer.match.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
 TOP_K = 10
@@ -116,8 +116,8 @@ def match_corpus(
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
 
     ``state.ids`` are rows of ``query_model``: split items, or corpus items when a corpus is
-    matched against itself (``indexer.dedup``). ``store`` keeps corpus images' verification
-    features between audits (``indexer.audit.verify_store``; the same results either way).
+    matched against itself (``splitaudit.indexer.dedup``). ``store`` keeps corpus images' verification
+    features between audits (``splitaudit.indexer.match.verify_store``; the same results either way).
     """
     started = time.perf_counter()
     phases = phases or PhaseTimes()
@@ -296,8 +296,8 @@ def _verify_candidates(
     phases: PhaseTimes | None = None,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
-    geometric match on the large ones it does not settle either (``indexer.audit.geometric_tier``)."""
-    from indexer.audit.verify import verify_scores, verify_thumbnail
+    geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
+    from splitaudit.indexer.match.verify import verify_scores, verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for p in pairs:
@@ -470,7 +470,7 @@ def _verify_split_pairs(
     Row ``i`` is the query against all its open partners ``j > i`` in one ``verify_scores``
     call, on references prepared once per split row (the same scores as one call per pair).
     """
-    from indexer.audit.verify import prepare_references, verify_scores
+    from splitaudit.indexer.match.verify import prepare_references, verify_scores
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for (i, j), p in sorted(pairs.items()):

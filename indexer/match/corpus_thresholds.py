@@ -7,7 +7,7 @@ times since. ``thresholds_for_corpus`` gives an audit the corpus's thresholds. N
 gets another model's cosines:
 
 1. measured ones where ``bench.accuracy`` has them (``MODEL_THRESHOLDS``: efficientnet-lite0);
-2. otherwise calibrated from the corpus (``indexer.audit.calibrate_thresholds``): random pairs
+2. otherwise calibrated from the corpus (``splitaudit.indexer.match.calibrate_thresholds``): random pairs
    of a sample of stored vectors, and synthetic edits of a sample of images that have bytes,
    embedded with the corpus's model;
 3. literature starting values for ViT-B/32-class CLIP only where neither is possible
@@ -26,7 +26,11 @@ from PIL import Image
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.audit.calibrate_thresholds import (
+from splitaudit.indexer.db.models import Corpus, Item, VectorBatch
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.match.calibrate_thresholds import (
     MIN_NULL_PAIRS,
     ThresholdCalibration,
     calibrate_from_curves,
@@ -35,14 +39,10 @@ from indexer.audit.calibrate_thresholds import (
     measured_calibration,
     null_cosines,
 )
-from indexer.audit.thresholds import DEFAULT_THRESHOLDS, MODEL_THRESHOLDS, Thresholds
-from indexer.db.models import Corpus, Item, VectorBatch
-from indexer.db.queries import in_chunks
-from indexer.embed.protocol import Embedder
-from indexer.features.decode import decode_image
-from indexer.sources.record import Locator
-from indexer.store.calibrate import gather_rows
-from indexer.store.sidecar import load_thresholds_sidecar, save_thresholds_sidecar
+from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS, MODEL_THRESHOLDS, Thresholds
+from splitaudit.indexer.sources.record import Locator
+from splitaudit.indexer.store.calibrate import gather_rows
+from splitaudit.indexer.store.sidecar import load_thresholds_sidecar, save_thresholds_sidecar
 
 log = logging.getLogger(__name__)
 

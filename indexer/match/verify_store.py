@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from indexer.audit.geometry import Keypoints
+from splitaudit.indexer.match.geometry import Keypoints
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def settings_version() -> str:
     import cv2
     import PIL
 
-    from indexer.audit import geometry, verify
-    from indexer.features.decode import DRAFT_SIZE
+    from splitaudit.indexer.features.decode import DRAFT_SIZE
+    from splitaudit.indexer.match import geometry, verify
 
     return ";".join(
         [

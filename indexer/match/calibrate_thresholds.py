@@ -41,8 +41,8 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont, ImageOps
 
-from indexer.audit.thresholds import LITERATURE_CLIP, LITERATURE_SOURCES, Thresholds
-from indexer.embed.protocol import Embedder
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.match.thresholds import LITERATURE_CLIP, LITERATURE_SOURCES, Thresholds
 
 ThresholdSource = Literal["measured", "calibrated", "literature"]
 

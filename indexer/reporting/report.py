@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from indexer.db.models import (
+from splitaudit.indexer.db.models import (
     Audit,
     Item,
     Job,
@@ -20,9 +20,9 @@ from indexer.db.models import (
     SplitDuplicate,
     SplitItem,
 )
-from indexer.db.queries import in_chunks
-from indexer.kinds import KIND_RANK, MATCH_KINDS, PIXEL_KINDS, JobStatus
-from indexer.timefmt import iso
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.kinds import KIND_RANK, MATCH_KINDS, PIXEL_KINDS, JobStatus
+from splitaudit.indexer.timefmt import iso
 
 SCHEMA = "splitaudit.report/v1"
 KINDS = MATCH_KINDS  # old names, kept for importers

@@ -1,6 +1,6 @@
 """Render a ``splitaudit.report/v1`` dict as JSON, CSV, JUnit XML or Markdown.
 
-When the report carries a ``gate`` section (added by ``indexer.gate.apply_gate``), an item
+When the report carries a ``gate`` section (added by ``splitaudit.indexer.gate.apply_gate``), an item
 fails when the gate flagged it and suppressed matches are marked as such. Without one (the
 server's plain report endpoint), an item fails when it has any match not reviewed
 ``not_duplicate``.
@@ -20,9 +20,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from indexer.audit.report import semantic_status
-from indexer.errors import UsageError
-from indexer.kinds import MATCH_KINDS, MatchKind
+from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.kinds import MATCH_KINDS, MatchKind
+from splitaudit.indexer.reporting.report import semantic_status
 
 TIERS = MATCH_KINDS
 FORMATS = ("json", "csv", "junit", "md")

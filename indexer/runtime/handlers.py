@@ -10,13 +10,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from indexer.db.models import Audit, Corpus
-from indexer.embed.protocol import Embedder
-from indexer.errors import InputError, NotFoundError
-from indexer.jobs.queue import ClaimedJob
-from indexer.jobs.worker import Handler, JobOutcome, ProgressFn
-from indexer.sources.record import Source
-from indexer.workspace import Workspace
+from splitaudit.indexer.db.models import Audit, Corpus
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import InputError, NotFoundError
+from splitaudit.indexer.jobs.queue import ClaimedJob
+from splitaudit.indexer.jobs.worker import Handler, JobOutcome, ProgressFn
+from splitaudit.indexer.sources.record import Source
+from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
 
 def _load_embedder(ws: Workspace, spec: str, *, device: str, backend: str) -> Embedder:
     """The worker's embedder for ``spec`` on its device and inference backend."""
-    from indexer.embed.backends import export_cache_dir, load_embedder_on_backend
-    from indexer.embed.device import resolve_device
+    from splitaudit.indexer.embed.backends import export_cache_dir, load_embedder_on_backend
+    from splitaudit.indexer.embed.device import resolve_device
 
     resolved = resolve_device(device)
     return load_embedder_on_backend(
@@ -57,7 +57,7 @@ def run_audit_job(
     backend: str = "auto",
 ) -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
-    from indexer.audit.service import execute_audit
+    from splitaudit.indexer.audit.service import execute_audit
 
     def factory(spec: str) -> Embedder:
         return _load_embedder(ws, spec, device=device, backend=backend)
@@ -80,9 +80,9 @@ def run_index_job(
     With ``params["allowed_roots"]`` (set by the API), manifest rows naming files outside
     those roots become failed items instead of being read.
     """
-    from indexer.embed.loader import DEFAULT_MODEL_SPEC
-    from indexer.pipeline.index import index_sources
-    from indexer.sources.open import open_source
+    from splitaudit.indexer.embed.loader import DEFAULT_MODEL_SPEC
+    from splitaudit.indexer.pipeline.index import index_sources
+    from splitaudit.indexer.sources.open import open_source
 
     params: Mapping[str, Any] = job.params
     corpus_name = str(params.get("corpus", ""))
@@ -123,7 +123,7 @@ def run_index_job(
 
 def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOutcome:
     """Run (or resume: committed chunks are kept) the dedup run of ``job``."""
-    from indexer.dedup.service import run_dedup
+    from splitaudit.indexer.dedup.service import run_dedup
 
     run_id = job.params.get("dedup_id")
     if not isinstance(run_id, int):
@@ -138,7 +138,7 @@ def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
 
 def _restricted(source: Source, allowed_roots: Any) -> Source:
     """A manifest source whose rows may only name files under ``allowed_roots`` (when given)."""
-    from indexer.sources.manifest import ManifestSource
+    from splitaudit.indexer.sources.manifest import ManifestSource
 
     if allowed_roots is None or not isinstance(source, ManifestSource):
         return source
@@ -146,8 +146,8 @@ def _restricted(source: Source, allowed_roots: Any) -> Source:
 
 
 def default_handlers(*, device: str = "auto", backend: str = "auto") -> dict[str, Handler]:
-    """The handler of every job kind; embedding runs on ``device`` (``indexer.embed.device``) with
-    the inference ``backend`` (``indexer.embed.backends``)."""
+    """The handler of every job kind; embedding runs on ``device`` (``splitaudit.indexer.embed.device``) with
+    the inference ``backend`` (``splitaudit.indexer.embed.backends``)."""
     return {
         "audit": functools.partial(run_audit_job, device=device, backend=backend),
         "index": functools.partial(run_index_job, device=device, backend=backend),

@@ -1,0 +1,36 @@
+"""The query side of matching: in-memory arrays over the readable items of a test split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+
+@dataclass
+class SplitState:
+    """In-memory arrays over the readable items of a split (test splits are small).
+
+    Row ``i`` of every array is split item ``ids[i]``; ``vectors[model_id]`` holds the
+    L2-normalised embeddings under each model a selected corpus uses.
+    """
+
+    ids: npt.NDArray[np.int64]
+    keys: list[str]
+    labels: list[str | None]
+    sha256: list[str]
+    pixel: list[str | None]
+    stream: list[str | None]  # JPEG stream digests (None: not a JPEG, or unparsable)
+    phash: npt.NDArray[np.uint64]
+    phash_mirror: npt.NDArray[np.uint64]
+    min_side: npt.NDArray[np.int32]
+    thumbs: npt.NDArray[np.uint8]  # (n, 32, 32) verification thumbnails
+    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    # row -> the decoded image (``decode_image(...).image``) of the first rows, up to
+    # ``KEPT_IMAGES_BYTES``: what the verification step would otherwise decode again
+    images: dict[int, Image.Image] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)

@@ -1,0 +1,1 @@
+"""Reviewer verdicts on audit matches: listing, filtering and recording reviews."""
