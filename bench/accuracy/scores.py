@@ -16,7 +16,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
-from splitaudit.indexer.audit import verify
+from splitaudit.indexer.match import verify
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.features.extract import extract_features
 from splitaudit.indexer.match.engine import TOP_K

@@ -103,7 +103,7 @@ def test_keypoints_detected_in_a_pool_equal_the_sequential_ones() -> None:
 
 
 def test_reflected_keypoints_are_those_detected_on_the_mirror_image() -> None:
-    from splitaudit.indexer.audit import geometry
+    from splitaudit.indexer.match import geometry
 
     image = sample_photo("coffee")
     plain = keypoints(image, with_mirror=True)

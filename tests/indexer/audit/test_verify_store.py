@@ -12,7 +12,7 @@ import pytest
 from helpers.geometric_case import crop_rotation_case
 from PIL import Image
 
-from splitaudit.indexer.audit import engine
+from splitaudit.indexer.match import engine
 from splitaudit.indexer.audit.service import create_audit, run_audit
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match.geometry import keypoints

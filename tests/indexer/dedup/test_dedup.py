@@ -189,7 +189,7 @@ def test_a_repeated_run_reads_the_verification_store_with_the_same_clusters(
 ) -> None:
     import sqlite3
 
-    from splitaudit.indexer.audit import engine
+    from splitaudit.indexer.match import engine
 
     ws, truth = _indexed(tmp_path)
     decoded: list[object] = []
