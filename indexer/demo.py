@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from splitaudit.indexer.errors import UsageError
+
 CLASSES = ("harbor", "meadow", "sunset", "market")
 
 
@@ -45,7 +47,12 @@ FRESH_PHOTOS = {"photographer": "camera", "coins": "coins", "grass": "grass", "m
 
 def sample_photo(name: str) -> Image.Image:
     """One of scikit-image's bundled sample photos as RGB (no download)."""
-    from skimage import data
+    try:
+        from skimage import data
+    except ImportError as exc:  # the light core has no scikit-image
+        raise UsageError(
+            "the demo needs scikit-image's sample photos: pip install 'splitaudit[demo]'"
+        ) from exc
 
     if name == "motorcycle":
         return Image.fromarray(data.stereo_motorcycle()[0]).convert("RGB")

@@ -46,6 +46,9 @@ def demo(home: Path, out: Path | None, model_spec: str, backend: str) -> None:
     from splitaudit.indexer.sources.open import open_split
 
     out = home / "demo" if out is None else out
+    from splitaudit.indexer.embed.loader import require_embed_stack
+
+    require_embed_stack(model_spec, bundled=model_spec == "efficientnet-lite0")  # before any work
     load_model = backend_embedder_factory(backend, export_cache_dir(home))  # checks the backend
     data = write_demo(out)
     click.echo(f"wrote demo corpus to {data.corpus} and test split to {data.split}")
