@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Split, SplitItem
@@ -47,16 +48,13 @@ def ingest_split(
         split = s.get_one(Split, split_id)
         labels_override: Mapping[str, str] = dict(split.labels or {})
         already = split.ingested
-        existing = (
-            {
-                key: item_id
-                for key, item_id in s.execute(
-                    select(SplitItem.key, SplitItem.id).where(SplitItem.split_id == split_id)
-                ).all()
-            }
-            if already
-            else {}
-        )
+        # Rows a killed earlier run committed are kept and reused (resume), never inserted twice.
+        existing: dict[str, int] = {
+            key: item_id
+            for key, item_id in s.execute(
+                select(SplitItem.key, SplitItem.id).where(SplitItem.split_id == split_id)
+            ).all()
+        }
     ids: list[int] = []
     keys: list[str] = []
     labels: list[str | None] = []
@@ -149,23 +147,38 @@ def _store_batch(
     split_id: int,
     batch: list[Extracted],
     labels_override: Mapping[str, str],
-    existing: Mapping[str, int],
+    existing: dict[str, int],
     already: bool,
 ) -> list[int]:
-    """Insert the batch's split_item rows (or look up their ids on a re-run); returns ids."""
+    """Insert the batch's new split_item rows (reusing those a killed or concurrent run of the
+    same audit committed); returns the batch's ids."""
+    keys = [escape_undecodable(e.record.key) for e in batch]
     if already:
-        out = []
-        for e in batch:
-            key = escape_undecodable(e.record.key)
+        for key in keys:
             if key not in existing:
                 raise RuntimeError(f"split item {key!r} appeared after ingestion")
-            out.append(existing[key])
-        return out
-    with transaction(ws.sessions) as s:
-        rows = [_split_item(split_id, e, labels_override) for e in batch]
-        s.add_all(rows)
-        s.flush()
-        return [r.id for r in rows]
+        return [existing[key] for key in keys]
+    for _attempt in range(3):
+        try:
+            with transaction(ws.sessions) as s:
+                fresh = [e for e, key in zip(batch, keys, strict=True) if key not in existing]
+                rows = [_split_item(split_id, e, labels_override) for e in fresh]
+                s.add_all(rows)
+                s.flush()
+                new_ids = {r.key: r.id for r in rows}
+            existing.update(new_ids)
+            break
+        except IntegrityError:
+            # Another run of this audit stored some of these keys first: take its rows.
+            with ws.sessions() as s:
+                existing.update(
+                    s.execute(
+                        select(SplitItem.key, SplitItem.id).where(
+                            SplitItem.split_id == split_id, SplitItem.key.in_(keys)
+                        )
+                    ).tuples()
+                )
+    return [existing[key] for key in keys]
 
 
 def _split_item(split_id: int, e: Extracted, labels_override: Mapping[str, str]) -> SplitItem:
