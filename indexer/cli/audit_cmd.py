@@ -125,6 +125,7 @@ def _local_report(
     device: Callable[[], ResolvedDevice],
     image_column: str | None = None,
     backend: str = "auto",
+    allow_empty: bool = False,
 ) -> tuple[dict[str, Any], Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from splitaudit.indexer.audit.service import run_audit, submit_audit
@@ -141,7 +142,7 @@ def _local_report(
         )
     resolve_backend(backend)  # an uninstalled backend: exit 2 now, before any work
     label_map = load_labels_csv(labels) if labels else None
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {"allow_empty": True} if allow_empty else {}
     if label_names:
         from splitaudit.indexer.labels.names import load_label_names
 
@@ -308,6 +309,12 @@ def _exit_code(result: GateResult) -> int:
     help="Fraction (0.01) or percentage (1%) of test images allowed to be unreadable.",
 )
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let the audit pass when it checks nothing (no readable test image, or a corpus with "
+    "no indexed image) instead of failing with exit 2.",
+)
+@click.option(
     "--threshold",
     "thresholds",
     multiple=True,
@@ -400,6 +407,7 @@ def audit(
     max_count: int | None,
     max_unreadable: int | None,
     max_unreadable_rate: str | None,
+    allow_empty: bool,
     thresholds: tuple[str, ...],
     policy_file: Path | None,
     baseline: Path | None,
@@ -479,6 +487,7 @@ def audit(
             device=resolved,
             image_column=image_column,
             backend=backend,
+            allow_empty=allow_empty,
         )
     result = evaluate(report, policy, known)
     gated = apply_gate(report, result)
