@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass
@@ -43,8 +44,8 @@ class TorchProbe:
         0 without importing torch on a Linux machine with no GPU device nodes (no NVIDIA,
         ROCm or WSL GPU driver), where torch could see none either.
         """
-        if _no_gpu_devices():
-            return 0
+        if _no_gpu_devices() or importlib.util.find_spec("torch") is None:
+            return 0  # the light core has no torch: embedding says which extra to install
         import torch
 
         return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
