@@ -128,6 +128,7 @@ def queue_audit(
         root=root,
         thresholds=request.thresholds,
         params=params,
+        local=False,  # a worker runs it
     )
 
 

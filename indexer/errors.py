@@ -5,7 +5,8 @@
     ├── InputError                  a source, split, manifest or archive cannot be used (HTTP 422, exit 2)
     │   ├── UnsafeArchiveError      an archive member escapes its root (absolute path, ``..``, link)
     │   ├── PathNotAllowedError     a server-side path lies outside the configured roots (HTTP 403)
-    │   └── UploadTooLargeError     an upload exceeds the configured limit (HTTP 413)
+    │   ├── UploadTooLargeError     an upload exceeds the configured limit (HTTP 413)
+    │   └── EmptyAuditError         nothing to audit: no readable test image, or an empty corpus
     ├── NotFoundError               a corpus, audit, match or item does not exist (HTTP 404, exit 2)
     │   └── SourceMissingError      an item's original bytes are gone or changed (thumbnails, HTML report)
     ├── ConflictError               the request contradicts stored state, e.g. another model (HTTP 409, exit 2)
@@ -75,6 +76,13 @@ class UploadTooLargeError(InputError):
 
     code = "upload_too_large"
     http_status = 413
+
+
+class EmptyAuditError(InputError):
+    """An audit would check nothing (no readable test image, or a corpus with no indexed
+    image); refused so that a gate never passes what it did not check (``--allow-empty``)."""
+
+    code = "nothing_audited"
 
 
 class NotFoundError(SplitauditError):

@@ -13,18 +13,30 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer import __version__
 from splitaudit.indexer.audit.ingest import ingest_split
 from splitaudit.indexer.audit.label_tier import LabelTierResult, label_leak_matches
 from splitaudit.indexer.db.engine import transaction
-from splitaudit.indexer.db.models import Audit, Match, Split, SplitDuplicate
+from splitaudit.indexer.db.models import Audit, Item, Match, Split, SplitDuplicate, SplitItem
 from splitaudit.indexer.db.queries import get_corpus
 from splitaudit.indexer.embed.protocol import Embedder
-from splitaudit.indexer.errors import ModelUnavailableError, UsageError
-from splitaudit.indexer.jobs.queue import enqueue, mark_done, mark_failed, mark_running
+from splitaudit.indexer.errors import (
+    EmptyAuditError,
+    ModelUnavailableError,
+    SplitauditError,
+    UsageError,
+)
+from splitaudit.indexer.jobs.queue import (
+    enqueue,
+    job_error_text,
+    local_owner,
+    mark_done,
+    mark_failed,
+    mark_running,
+)
 from splitaudit.indexer.match.corpus_thresholds import thresholds_for_corpus
 from splitaudit.indexer.match.engine import match_corpus, split_duplicates
 from splitaudit.indexer.match.found import FoundMatch
@@ -51,6 +63,20 @@ class CorpusRef:
     name: str
     model_id: str | None
     model_spec: str | None
+    items: int = 0
+
+
+def _item_count(s: Session, corpus_id: int) -> int:
+    """Indexed images of a corpus (0: never indexed, or nothing readable)."""
+    return int(s.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus_id)) or 0)
+
+
+def _split_item_count(ws: Workspace, split_id: int) -> int:
+    """Items (readable or not) stored for a split."""
+    with ws.sessions() as s:
+        return int(
+            s.scalar(select(func.count(SplitItem.id)).where(SplitItem.split_id == split_id)) or 0
+        )
 
 
 def submit_audit(
@@ -63,16 +89,25 @@ def submit_audit(
     root: str = "",
     thresholds: Mapping[str, Any] | Thresholds | None = None,
     params: Mapping[str, Any] | None = None,
+    local: bool = True,
 ) -> int:
-    """Register a split and queue its audit in one transaction (nothing stored on any error); the audit id.
+    """Register a split and its audit in one transaction (nothing stored on any error); the audit id.
 
     ``split_uri`` is what ``open_split`` reads when the audit runs (``split_location``);
-    ``labels`` override the split's own.
+    ``labels`` override the split's own. ``local`` (the default): the audit's job belongs
+    to this process (run it with ``run_audit``; no worker claims it); ``local=False``
+    queues it for a worker (the API).
     """
     with transaction(ws.sessions) as s:
         split_id = _add_split(s, split_uri=split_uri, name=name, labels=labels, root=root)
         return _add_audit(
-            s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params
+            s,
+            ws,
+            split_id=split_id,
+            corpora=corpora,
+            thresholds=thresholds,
+            params=params,
+            local=local,
         )
 
 
@@ -96,12 +131,19 @@ def create_audit(
     corpora: Sequence[str],
     thresholds: Mapping[str, Any] | Thresholds | None = None,
     params: Mapping[str, Any] | None = None,
+    local: bool = True,
 ) -> int:
-    """Create an audit of a registered split against named corpora, queued as a job."""
+    """Create an audit of a registered split against named corpora (its job: see ``submit_audit``)."""
     with transaction(ws.sessions) as s:
         s.get_one(Split, split_id)
         return _add_audit(
-            s, ws, split_id=split_id, corpora=corpora, thresholds=thresholds, params=params
+            s,
+            ws,
+            split_id=split_id,
+            corpora=corpora,
+            thresholds=thresholds,
+            params=params,
+            local=local,
         )
 
 
@@ -122,8 +164,9 @@ def _add_audit(
     corpora: Sequence[str],
     thresholds: Mapping[str, Any] | Thresholds | None,
     params: Mapping[str, Any] | None,
+    local: bool,
 ) -> int:
-    """The audit row and its queued job; thresholds validated against the corpus's own (``thresholds_for_corpus``)."""
+    """The audit row and its job (owned by this process, or queued); thresholds validated against the corpus's own (``thresholds_for_corpus``)."""
     if not corpora:
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
     models = [get_corpus(s, name=name).model_id for name in corpora]
@@ -155,7 +198,8 @@ def _add_audit(
     )
     s.add(audit)
     s.flush()
-    audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}).id
+    owner = local_owner() if local else None
+    audit.job_id = enqueue(s, kind="audit", params={"audit_id": audit.id}, owner=owner).id
     return audit.id
 
 
@@ -190,7 +234,9 @@ def run_audit(
     except Exception as exc:
         # Not BaseException: an interrupted run stays as it is, to be run again.
         if job_id is not None:
-            mark_failed(ws.sessions, job_id=job_id, error=str(exc) or type(exc).__name__)
+            if not isinstance(exc, SplitauditError):
+                log.exception("audit %d crashed", audit_id)
+            mark_failed(ws.sessions, job_id=job_id, error=job_error_text(exc))
         raise
     if job_id is not None:
         mark_done(ws.sessions, job_id=job_id)
@@ -209,16 +255,25 @@ def execute_audit(
 
     report = progress or (lambda _f, _m: None)
     phases = PhaseTimes()
-    with transaction(ws.sessions) as s:
+    with ws.sessions() as s:
         audit = s.get_one(Audit, audit_id)
         split = s.get_one(Split, audit.split_id)
-        s.execute(delete(Match).where(Match.audit_id == audit_id))
-        s.execute(delete(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
         corpora = [get_corpus(s, name=n) for n in audit.corpora]
         th = Thresholds.from_mapping(audit.thresholds)
         split_id, split_source, split_count = split.id, split.source, split.item_count
         params = dict(audit.params)
-        corpus_refs = [CorpusRef(c.id, c.name, c.model_id, c.model_spec) for c in corpora]
+        corpus_refs = [
+            CorpusRef(c.id, c.name, c.model_id, c.model_spec, _item_count(s, c.id)) for c in corpora
+        ]
+    allow_empty = bool(params.get("allow_empty", False))
+    empty = [c.name for c in corpus_refs if not c.items]
+    if empty and not allow_empty:
+        raise EmptyAuditError(
+            f"corpus {', '.join(repr(n) for n in empty)} has no indexed images (never indexed, or "
+            "every image failed), so an audit against it would check nothing: index it first "
+            "(`splitaudit index SOURCE --corpus NAME`, or POST /api/v1/corpora/NAME/sources), or "
+            "allow it with --allow-empty (allow_empty=true over the API)"
+        )
 
     with phases.phase("load model"):
         model_info, embedders = _load_embedders(corpus_refs, embedder_factory)
@@ -247,6 +302,14 @@ def execute_audit(
         progress=on_items,
         phases=phases,
     )
+    # A split whose files are all unreadable still gets a report listing them (and fails the
+    # gate unless --max-unreadable allows them); a split with no file at all checks nothing.
+    if not len(state) and not allow_empty and not _split_item_count(ws, split_id):
+        raise EmptyAuditError(
+            f"the split {split_source} has no images, so nothing would be audited: check the "
+            "path (and, for a manifest, its rows), or allow an empty split with --allow-empty "
+            "(allow_empty=true over the API)"
+        )
     report(0.6, f"matching {len(state)} images")
     all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report, phases)
     with phases.phase("label tier"):
@@ -258,6 +321,11 @@ def execute_audit(
     with phases.phase("split duplicates"):
         dups = split_duplicates(state, dup_vectors, th)
     with phases.phase("results (db)"), transaction(ws.sessions) as s:
+        # Lock the audit row and replace its results in one transaction: a second run of the
+        # same job (a retry after a lost lease, a second worker) never doubles them.
+        s.get_one(Audit, audit_id, with_for_update=True)
+        s.execute(delete(Match).where(Match.audit_id == audit_id))
+        s.execute(delete(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
         s.bulk_insert_mappings(Match, [m.row(audit_id) for m in all_matches + label_matches])  # type: ignore[arg-type]
         s.bulk_insert_mappings(
             SplitDuplicate,
@@ -359,7 +427,9 @@ def _load_embedders(
             per_corpus[name] = {
                 "model_id": None,
                 "status": "skipped",
-                "reason": "corpus was indexed without embeddings (--no-embed)",
+                "reason": "corpus was indexed without embeddings (--no-embed)"
+                if corpus.items
+                else "corpus has no indexed images",
             }
             continue
         if model_id not in embedders:

@@ -78,8 +78,11 @@ def handle_errors(fn: F) -> F:
         except click.ClickException:
             raise
         except Exception as exc:
+            from splitaudit.indexer.jobs.queue import job_error_text
+
+            # The full text (SQL, parameters, reprs) only with --verbose / the log.
             log.debug("internal error", exc_info=True)
-            click.secho(f"internal error: {type(exc).__name__}: {exc}", fg="red", err=True)
+            click.secho(job_error_text(exc), fg="red", err=True)
             sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]

@@ -10,25 +10,34 @@ meant for a single worker; the compare-and-set keeps even two of them correct.
 Each claim counts an attempt. A job whose worker died ``max_attempts`` times is failed
 rather than retried forever (it is probably what kills the worker).
 
+A job run in the calling process (the CLI's local audit) is created *owned*
+(``enqueue(..., owner=local_owner())``): ``running`` with that owner and no lease, so no
+worker ever claims it. When that process dies, a worker starting on the same host fails
+the job (``fail_orphaned_local``) instead of leaving it ``running`` forever.
+
 This module is the only writer of ``job`` rows: workers go through ``claim_next`` /
 ``heartbeat`` / ``complete`` / ``fail``; a job run in the calling process (the CLI's local
-audit) through ``mark_running`` / ``mark_done`` / ``mark_failed``.
+audit) through ``mark_running`` / ``mark_done`` / ``mark_failed``. ``job_error_text`` is
+what a failed job's ``error`` says: a short sentence, never SQL or a traceback.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Job
-from splitaudit.indexer.errors import NotFoundError
+from splitaudit.indexer.errors import NotFoundError, SplitauditError
 from splitaudit.indexer.kinds import JobStatus
 
 log = logging.getLogger(__name__)
@@ -37,6 +46,8 @@ DEFAULT_LEASE_S = 60.0
 DEFAULT_MAX_ATTEMPTS = 3
 JOB_KINDS = ("audit", "index")
 _MAX_ERROR_CHARS = 4000
+_MAX_INTERNAL_CHARS = 200
+LOCAL_PREFIX = "local:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +73,50 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def enqueue(session: Session, *, kind: str, params: dict[str, Any] | None = None) -> Job:
-    """Add a queued job (flushed, not committed) and return it."""
+def local_owner() -> str:
+    """The owner of jobs run in this process: ``local:HOST:PID`` (checked by ``fail_orphaned_local``)."""
+    return f"{LOCAL_PREFIX}{socket.gethostname()}:{os.getpid()}"
+
+
+def job_error_text(exc: BaseException) -> str:
+    """What a failed job's ``error`` says: the library's own message, else a short sentence.
+
+    Database errors carry whole SQL statements and parameters (kilobytes); internal errors
+    may carry object reprs. Those go to the log, the job keeps one line.
+    """
+    if isinstance(exc, SplitauditError):
+        return str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
+    if isinstance(exc, SQLAlchemyError):
+        return (
+            f"internal error: the database refused the operation ({type(exc).__name__}); "
+            "the server log has the details. Run the job again; report it if it persists"
+        )
+    first = (str(exc).strip().splitlines() or [""])[0]
+    if " object at 0x" in first:
+        first = ""
+    if len(first) > _MAX_INTERNAL_CHARS:
+        first = first[: _MAX_INTERNAL_CHARS - 1] + "…"
+    return f"internal error: {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+def enqueue(
+    session: Session,
+    *,
+    kind: str,
+    params: dict[str, Any] | None = None,
+    owner: str | None = None,
+) -> Job:
+    """Add a job (flushed, not committed) and return it.
+
+    Queued for a worker, or with ``owner`` (``local_owner()``) already running in that
+    process: no lease, so no worker claims it.
+    """
     job = Job(
         kind=kind, status=JobStatus.QUEUED, params=dict(params or {}), progress=0.0, attempts=0
     )
+    if owner is not None:
+        job.status, job.lease_owner, job.lease_expires_at = JobStatus.RUNNING, owner, None
+        job.started_at, job.attempts = utc_now(), 1
     session.add(job)
     session.flush()
     return job
@@ -267,6 +317,49 @@ def requeue_expired(
             count += 1
     if count:
         log.warning("re-queued %d job(s) whose worker stopped", count)
+    fail_orphaned_local(sessions)
+    return count
+
+
+def _local_process_gone(owner: str | None) -> bool:
+    """Whether ``owner`` is a ``local_owner()`` of this host whose process no longer exists."""
+    if not owner or not owner.startswith(LOCAL_PREFIX):
+        return False
+    host, _, pid = owner[len(LOCAL_PREFIX) :].rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another host's process: nothing here can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by another user
+        return False
+    return False
+
+
+def fail_orphaned_local(sessions: sessionmaker[Session]) -> int:
+    """Fail running local jobs (no lease) whose process on this host is gone; returns how many."""
+    count = 0
+    with transaction(sessions) as s:
+        running = s.scalars(
+            select(Job).where(
+                Job.status == JobStatus.RUNNING,
+                Job.lease_expires_at.is_(None),
+                Job.lease_owner.like(f"{LOCAL_PREFIX}%"),
+            )
+        ).all()
+        for job in running:
+            if not _local_process_gone(job.lease_owner):
+                continue
+            job.status, job.finished_at = JobStatus.FAILED, utc_now()
+            job.error = (
+                "the process running this job locally stopped before it finished "
+                "(killed or interrupted); run the command again"
+            )
+            job.lease_owner = None
+            count += 1
+    if count:
+        log.warning("failed %d local job(s) whose process stopped", count)
     return count
 
 
@@ -276,6 +369,7 @@ def mark_running(sessions: sessionmaker[Session], *, job_id: int) -> None:
         job = get_job(s, job_id=job_id)
         if job.status != JobStatus.RUNNING:
             job.status, job.started_at = JobStatus.RUNNING, job.started_at or utc_now()
+            job.lease_owner, job.lease_expires_at = local_owner(), None
 
 
 def mark_done(sessions: sessionmaker[Session], *, job_id: int, message: str = "done") -> None:
@@ -284,6 +378,7 @@ def mark_done(sessions: sessionmaker[Session], *, job_id: int, message: str = "d
         job = get_job(s, job_id=job_id)
         job.status, job.progress, job.finished_at, job.error = JobStatus.DONE, 1.0, utc_now(), None
         job.message = message[:_MAX_ERROR_CHARS]
+        job.lease_owner, job.lease_expires_at = None, None
 
 
 def mark_failed(sessions: sessionmaker[Session], *, job_id: int, error: str) -> None:
@@ -295,3 +390,4 @@ def mark_failed(sessions: sessionmaker[Session], *, job_id: int, error: str) -> 
             error[:_MAX_ERROR_CHARS] or "failed",
             utc_now(),
         )
+        job.lease_owner, job.lease_expires_at = None, None

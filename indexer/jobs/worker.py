@@ -29,6 +29,7 @@ from splitaudit.indexer.jobs.queue import (
     complete,
     fail,
     heartbeat,
+    job_error_text,
     release,
     requeue_expired,
 )
@@ -177,12 +178,8 @@ class Worker:
             return
         except Exception as exc:
             log.exception("job %d (%s) crashed", job.id, job.kind)
-            fail(
-                self.ws.sessions,
-                job_id=job.id,
-                owner=self.owner,
-                error=f"internal error: {type(exc).__name__}: {exc}",
-            )
+            # The full error (SQL, parameters, traceback) is in the log; the job keeps a sentence.
+            fail(self.ws.sessions, job_id=job.id, owner=self.owner, error=job_error_text(exc))
             return
         finally:
             run.stop_heartbeat()
