@@ -1,10 +1,15 @@
-"""Duplicate pairs within a corpus, a chunk of its items at a time, through the audit engine.
+"""Duplicate pairs within a corpus: one self-join of the whole corpus, then the audit engine per chunk.
 
 Each chunk of corpus items is matched against the corpus's own stores exactly as a test split
 is in an audit (``splitaudit.indexer.match.engine.match_corpus``: exact digests through the DB, pHash
-radius / MIH and k-NN, vector k-NN candidates, pixel verification, the same ``Thresholds``),
-so dedup uses the audit's tiers and picks up any change to the engine's decision. Nothing is
-O(N^2): every item costs one bounded search.
+radius and k-NN, vector k-NN candidates, pixel verification, the same ``Thresholds``),
+so dedup uses the audit's tiers and picks up any change to the engine's decision.
+
+The engine's searches are not run per item: ``join_corpus`` first answers them for every item
+at once — a Hamming self-join of the hashes (multi-index hashing) and a vector self-join
+(cell by cell through the IVF lists, ``store.vector_join``) — and the engine reads those
+tables through stand-in stores (``store.joined``). Time grows ~linearly with the corpus
+(docs/scale.md); only candidate pairs are verified.
 
 Two things differ from a split:
 
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,12 +38,15 @@ from sqlalchemy.orm import Session
 from splitaudit.indexer.db.models import Item, VectorBatch
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
-from splitaudit.indexer.match.engine import match_corpus
+from splitaudit.indexer.match.engine import TOP_K, match_corpus
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import signed_to_unsigned
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import CorpusIndex
+from splitaudit.indexer.store.hamming_join import HammingJoin
+from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
+from splitaudit.indexer.store.vector_join import self_join
 
 if TYPE_CHECKING:
     from splitaudit.indexer.match.verify_store import VerifyStore
@@ -201,6 +209,8 @@ def chunk_edges(
     if not len(state):
         return []
     vectors = chunk.vectors[positions] if chunk.vectors is not None else None
+    if vectors is not None and isinstance(index.floats, JoinedFloats):
+        index.floats.expect(state.ids, vectors)
     found = match_corpus(
         session,
         corpus_id=corpus_id,
@@ -219,6 +229,88 @@ def chunk_edges(
         a, b = (own, p.item_id) if own < p.item_id else (p.item_id, own)
         out.append(Edge(a, b, p.kind, p.hamming, p.cosine, p.verify))
     return out
+
+
+def vector_batches(session: Session, corpus_id: int) -> list[tuple[str, int]]:
+    """The corpus's vector batch files (name, count) in the order they were written."""
+    return [
+        (str(n), int(c))
+        for n, c in session.execute(
+            select(VectorBatch.name, VectorBatch.count)
+            .where(VectorBatch.corpus_id == corpus_id)
+            .order_by(VectorBatch.id)
+        )
+    ]
+
+
+def join_corpus(
+    session: Session,
+    *,
+    corpus_id: int,
+    corpus_dir: Path,
+    index: CorpusIndex,
+    thresholds: Thresholds,
+    skip: set[int],
+    progress: Callable[[str], None] | None = None,
+) -> tuple[CorpusIndex, dict[str, Any]]:
+    """The corpus index with its searches answered by one self-join of every queried item.
+
+    Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did.
+    """
+    say = progress or (lambda _m: None)
+    has_vectors = index.floats is not None and index.floats.count > 0
+    ids_l: list[int] = []
+    hashes_l: list[int] = []
+    knn_l: list[bool] = []
+    for item_id, phash, w, h, embedded in session.execute(
+        select(Item.id, Item.phash, Item.width, Item.height, Item.has_embedding).where(
+            Item.corpus_id == corpus_id, Item.phash.is_not(None)
+        )
+    ):
+        if int(item_id) in skip:
+            continue
+        ids_l.append(int(item_id))
+        hashes_l.append(int(phash))
+        side = min(w, h) if w and h else 10**6  # as chunk_state: unknown size is not small
+        knn_l.append(not (has_vectors and embedded) or side < thresholds.small_side)
+    hashes = signed_to_unsigned(np.asarray(hashes_l, np.int64))
+    knn = np.asarray(knn_l, bool)
+    stats: dict[str, Any] = {"queried": len(ids_l)}
+    say(f"joining {len(ids_l)} hashes")
+    joiner = HammingJoin(index.hashes)
+    within = joiner.radius(np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming)
+    nearest = None
+    if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
+        wanted = hashes[knn]
+        nearest = joiner.knn(
+            np.r_[wanted, wanted ^ MIRROR_MASK], TOP_K, thresholds.candidate_hamming
+        )
+    stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
+    joined_hashes = JoinedHashes(
+        index.hashes,
+        radius=thresholds.phash_hamming,
+        within=within,
+        knn_k=TOP_K,
+        nearest=nearest,
+    )
+    floats = index.floats
+    if floats is not None and has_vectors:
+        say(f"joining {floats.count} vectors")
+        refs = vector_batches(session, corpus_id)
+        floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
+        table, report = self_join(
+            floats,
+            lambda: iter_chunks(corpus_dir, refs),
+            k=TOP_K,
+            floor=floor,
+            cosine=thresholds.near_cosine,
+        )
+        stats["vector_join"] = report.to_dict()
+        floats = JoinedFloats(floats, table=table, k=TOP_K, floor=floor)
+    joined = CorpusIndex(
+        corpus=index.corpus, generation=index.generation, hashes=joined_hashes, floats=floats
+    )
+    return joined, stats
 
 
 def merge_edges(edges: Iterable[Edge]) -> dict[tuple[int, int], Edge]:

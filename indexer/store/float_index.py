@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store.atomic import atomic_write_with
@@ -184,13 +185,7 @@ class FloatStore:
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """IVF search list by list: each probed list is decoded once and scored against all the
         queries probing it with one BLAS product (same candidates and scores as FAISS's search)."""
-        import faiss
-
-        nprobe, nlist, code_size = (
-            int(self.index.nprobe),
-            int(self.index.nlist),
-            int(self.index.code_size),
-        )
+        nprobe, nlist = int(self.index.nprobe), int(self.index.nlist)
         centroids = self.centroids()
         coarse = (
             np.concatenate(
@@ -210,18 +205,29 @@ class FloatStore:
         starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
         bounds = np.r_[starts, len(by_list)]
         top = TopK(len(q), k)
-        invlists = self.index.invlists
-        for j, start in enumerate(starts.tolist()):
-            list_no = int(by_list[start])
-            m = int(invlists.list_size(list_no))
-            if m == 0:
-                continue
-            codes = faiss.rev_swig_ptr(invlists.get_codes(list_no), m * code_size)
-            ids = faiss.rev_swig_ptr(invlists.get_ids(list_no), m).astype(np.int64)
-            vecs = self._decode(codes, m)
-            qrows = rows[start : bounds[j + 1]]
-            top.update_rows(qrows, q[qrows] @ vecs.T, ids)
+        # ~nlist small products: on BLAS's own threads they spend most of their time starting
+        # and stopping threads (measured 8x slower: 4,096 queries x 1M, 26.6 s vs 3.3 s).
+        with threadpool_limits(limits=1, user_api="blas"):
+            for j, start in enumerate(starts.tolist()):
+                list_no = int(by_list[start])
+                ids, vecs = self.list_vectors(list_no)
+                if len(ids) == 0:
+                    continue
+                qrows = rows[start : bounds[j + 1]]
+                top.update_rows(qrows, q[qrows] @ vecs.T, ids)
         return top.result()
+
+    def list_vectors(self, list_no: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The item ids and float32 vectors of one IVF inverted list (decoded from its codes)."""
+        import faiss
+
+        invlists = self.index.invlists
+        m = int(invlists.list_size(list_no))
+        if m == 0:
+            return np.empty(0, np.int64), np.empty((0, self.dim), np.float32)
+        codes = faiss.rev_swig_ptr(invlists.get_codes(list_no), m * int(self.index.code_size))
+        ids = faiss.rev_swig_ptr(invlists.get_ids(list_no), m).astype(np.int64)
+        return ids, self._decode(codes, m)
 
     def _decode(self, codes: npt.NDArray[np.uint8], m: int) -> npt.NDArray[np.float32]:
         """The float32 vectors of one inverted list's codes."""

@@ -114,10 +114,50 @@ class MultiIndexHash:
             total += int((offsets[probes + 1] - offsets[probes]).sum(dtype=np.int64))
         return total
 
+    def search_radius_csr(
+        self, queries: npt.NDArray[np.uint64], radius: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """``search_radius`` as flat arrays: (offsets, ids, distances); query ``i``'s hits are
+        ``ids[offsets[i]:offsets[i + 1]]``. No per-query objects: for joins of millions."""
+        if radius > MAX_EXACT_RADIUS:
+            raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
+        q = np.ascontiguousarray(queries, dtype=np.uint64)
+        counts: list[npt.NDArray[np.int64]] = []
+        ids: list[npt.NDArray[np.int64]] = []
+        dists: list[npt.NDArray[np.int32]] = []
+        for start in range(0, len(q), 1024):
+            for c, i, d in self._search_chunk_csr(q[start : start + 1024], radius):
+                counts.append(c)
+                ids.append(i)
+                dists.append(d)
+        offsets = np.zeros(len(q) + 1, np.int64)
+        if counts:
+            np.cumsum(np.concatenate(counts), out=offsets[1:])
+        return (
+            offsets,
+            np.concatenate(ids) if ids else np.empty(0, np.int64),
+            np.concatenate(dists) if dists else np.empty(0, np.int32),
+        )
+
     def _search_chunk(self, q: npt.NDArray[np.uint64], radius: int) -> SearchResult:
+        out: SearchResult = []
+        for counts, ids, dist in self._search_chunk_csr(q, radius):
+            bounds = np.r_[0, np.cumsum(counts)]
+            out.extend(
+                (ids[bounds[i] : bounds[i + 1]], dist[bounds[i] : bounds[i + 1]])
+                for i in range(len(counts))
+            )
+        return out
+
+    def _search_chunk_csr(
+        self, q: npt.NDArray[np.uint64], radius: int
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
+        """(hits per query, ids, distances) for consecutive parts of ``q`` (memory-bounded)."""
         if len(q) > 1 and self._count(q, radius) > _MAX_CANDIDATES:
             half = len(q) // 2
-            return self._search_chunk(q[:half], radius) + self._search_chunk(q[half:], radius)
+            return self._search_chunk_csr(q[:half], radius) + self._search_chunk_csr(
+                q[half:], radius
+            )
         rows, pos = self._candidates(q, radius)
         dist = np.bitwise_count(self.codes[pos] ^ q[rows]).astype(np.int32)
         hit = dist <= radius
@@ -126,8 +166,5 @@ class MultiIndexHash:
         pair = rows * len(self.codes) + pos
         pair, first = np.unique(pair, return_index=True)
         rows, pos, dist = rows[first], pos[first], dist[first]
-        bounds = np.searchsorted(rows, np.arange(len(q) + 1))
-        return [
-            (self.ids[pos[bounds[i] : bounds[i + 1]]], dist[bounds[i] : bounds[i + 1]])
-            for i in range(len(q))
-        ]
+        counts = np.bincount(rows, minlength=len(q)).astype(np.int64)
+        return [(counts, self.ids[pos], dist)]
