@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from splitaudit.indexer.csv_cells import csv_lines
 from splitaudit.indexer.db.models import Audit, Item, Match, Review, SplitItem
 from splitaudit.indexer.errors import NotFoundError
 from splitaudit.indexer.gate.baseline import Baseline, entry_from_match
@@ -115,19 +114,8 @@ def review_rows(session: Session, *, audit_id: int) -> Iterator[dict[str, Any]]:
 
 
 def review_csv(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
-    """The rows as CSV text chunks (header first), columns ``REVIEW_COLUMNS``."""
-    buf = io.StringIO(newline="")
-    writer = csv.DictWriter(
-        buf, fieldnames=REVIEW_COLUMNS, extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    for n, row in enumerate(rows, 1):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        if n % CHUNK == 0:
-            yield buf.getvalue()
-            buf.seek(0)
-            buf.truncate()
-    yield buf.getvalue()
+    """The rows as CSV text chunks (header first), columns ``REVIEW_COLUMNS``; formula-safe cells."""
+    return csv_lines(rows, REVIEW_COLUMNS, chunk=CHUNK)
 
 
 def review_json(audit_id: int, rows: Iterator[dict[str, Any]]) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from splitaudit.indexer.csv_cells import csv_text
 from splitaudit.indexer.db.models import Corpus, DedupMember, DedupRun, Item, Job, Shard
 from splitaudit.indexer.dedup.reviews import member_verdicts
 from splitaudit.indexer.errors import NotFoundError, UsageError
@@ -181,15 +180,8 @@ def render_json(report: Mapping[str, Any]) -> str:
 
 
 def render_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """Rows as CSV with a header."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(
-        buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
-    return buf.getvalue()
+    """Rows as CSV with a header (text cells neutralised against formula injection: ``csv_safe``)."""
+    return csv_text(rows, columns)
 
 
 def write_table(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:

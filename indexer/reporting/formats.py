@@ -12,14 +12,13 @@ file lists every test image and filters cleanly in a spreadsheet.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from splitaudit.indexer.csv_cells import csv_text
 from splitaudit.indexer.errors import UsageError
 from splitaudit.indexer.kinds import MATCH_KINDS, MatchKind
 from splitaudit.indexer.reporting.report import semantic_status
@@ -241,12 +240,7 @@ def _csv_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 def render_csv(report: Mapping[str, Any]) -> str:
     """One row per match (plus one per clean or unreadable item); columns ``CSV_COLUMNS``."""
-    out = io.StringIO(newline="")
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in _csv_rows(report):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    return out.getvalue()
+    return csv_text(_csv_rows(report), CSV_COLUMNS)
 
 
 # ---------------------------------------------------------------- JUnit XML
@@ -354,20 +348,46 @@ def render_junit(report: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- Markdown
 
 
+# Markdown that data can use to change the page: HTML (``<script>``, ``<img onerror>``), links and
+# images (``[x](javascript:...)``), emphasis, code spans, and the table's own ``|`` and line breaks.
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_BACKSLASHED = frozenset("\\`*_~[]|")
+
+
 def _md(text: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return (
-        str("" if text is None else text)
-        .replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("\n", " ")
-    )
+    """Text from the data as inert Markdown: HTML-escaped, Markdown punctuation backslashed,
+    one line (safe inside a table cell)."""
+    out = []
+    for ch in "" if text is None else str(text):
+        if ch in _MD_ENTITIES:
+            out.append(_MD_ENTITIES[ch])
+        elif ch in _MD_BACKSLASHED:
+            out.append("\\" + ch)
+        elif ch in "\r\n":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _code(text: Any) -> str:
-    """Inline code that survives backticks in the text."""
-    s = _md(text)
-    return f"`` {s} ``" if "`" in s else f"`{s}`"
+    """Inline code for a key or name; escaped plain text when it holds HTML characters.
+
+    Code spans show their text literally (no HTML, no escapes), so only ``|`` (the table
+    splits on it first) and line breaks need care; the fence is longer than any backtick run.
+    """
+    s = "" if text is None else str(text)
+    if any(ch in s for ch in _MD_ENTITIES):
+        return _md(s)
+    s = s.replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    longest = max((len(run) for run in re.findall("`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {s} {fence}" if longest else f"`{s}`"
+
+
+def _kind(kind: Any) -> str:
+    """A tier name as it is (ours), anything else escaped."""
+    return str(kind) if kind in TIERS else _md(kind)
 
 
 def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> str:
@@ -455,7 +475,7 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
             m = failing[0] if failing else {}
             more = f" (+{len(counted) - 1} more)" if len(counted) > 1 else ""
             lines.append(
-                f"| {_code(item.get('key'))} | {_md(item.get('label'))} | {_md(m.get('kind'))} | "
+                f"| {_code(item.get('key'))} | {_md(item.get('label'))} | {_kind(m.get('kind'))} | "
                 f"{_code(_target(m)) if m else ''}{more} | {_md(_score(m)) if m else ''} |"
             )
         lines.append("")

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from splitaudit.indexer.csv_cells import csv_unescape
 from splitaudit.indexer.errors import InputError
 from splitaudit.indexer.sources._layout import digest, json_safe, text_value
 from splitaudit.indexer.sources.record import Locator, Record, Shard
@@ -284,7 +285,8 @@ class ManifestSource:
     def _csv_dict(self, line_no: int, cells: list[str]) -> dict[str, str] | Exception:
         if len(cells) > len(self._header):
             return ValueError(f"{len(cells)} fields but the header has {len(self._header)}")
-        return dict(zip(self._header, cells, strict=False))
+        # csv_unescape: our own CSVs (a clean split) quote formula-like cells; read them back exactly.
+        return dict(zip(self._header, map(csv_unescape, cells), strict=False))
 
     def _parquet_rows(self, start: int, stop: int) -> Iterator[tuple[int | None, int, Any]]:
         """Rows ``start..stop-1`` of a Parquet manifest, reading only the row groups that hold them."""

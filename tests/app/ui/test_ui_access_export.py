@@ -10,7 +10,7 @@ from ui_support import new_home, parse, seed, ui_client
 
 from splitaudit.indexer.gate.baseline import parse_baseline
 
-TOKENS = "alice:s3cret-alice"
+TOKENS = "alice:s3cret-alice-0123456"
 
 
 def test_public_read_keeps_pages_open_and_offers_a_token_dialog_for_writes(tmp_path: Path) -> None:
@@ -24,7 +24,7 @@ def test_public_read_keeps_pages_open_and_offers_a_token_dialog_for_writes(tmp_p
         put = client.put(
             f"/api/v1/matches/{s.matches['near']}/review",
             json={"verdict": "duplicate"},
-            headers={"Authorization": "Bearer s3cret-alice"},
+            headers={"Authorization": "Bearer s3cret-alice-0123456"},
         )
         pair = parse(client.get(f"/ui/matches/{s.matches['near']}").text)
     assert page.status_code == 200
@@ -46,7 +46,8 @@ def test_tokens_for_reads_turn_pages_into_a_token_prompt(tmp_path: Path) -> None
         prompt = client.get(f"/ui/audits/{s.audit}")
         wrong = client.get(f"/ui/audits/{s.audit}", headers={"Authorization": "Bearer nope"})
         page = client.get(
-            f"/ui/audits/{s.audit}/review/1", headers={"Authorization": "Bearer s3cret-alice"}
+            f"/ui/audits/{s.audit}/review/1",
+            headers={"Authorization": "Bearer s3cret-alice-0123456"},
         )
         export = client.get(f"/ui/audits/{s.audit}/export.csv")
         static = client.get("/ui/static/app.js")
@@ -70,7 +71,7 @@ def test_review_exports_list_every_pair_with_its_current_verdict(tmp_path: Path)
     with ui_client(home) as client:
         client.put(
             f"/api/v1/matches/{s.matches['semantic']}/review",
-            json={"verdict": "not_duplicate", "note": "another dog"},
+            json={"verdict": "not_duplicate", "note": "=another dog"},
         )
         as_csv = client.get(f"/ui/audits/{s.audit}/export.csv")
         as_json = client.get(f"/ui/audits/{s.audit}/export.json")
@@ -86,12 +87,12 @@ def test_review_exports_list_every_pair_with_its_current_verdict(tmp_path: Path)
         "duplicate",
         "bob",
     )
-    assert by_id[s.matches["semantic"]]["note"] == "another dog"
+    assert by_id[s.matches["semantic"]]["note"] == "'=another dog"  # no formula in a spreadsheet
     assert by_id[s.matches["near"]]["verdict"] == ""
     doc = as_json.json()
     assert doc["counts"] == {"duplicate": 1, "not_duplicate": 1, "unreviewed": s.pair_total - 2}
     entries = parse_baseline(baseline.json(), source="export").entries
     assert [(e.test_key, e.corpus_key, e.kind, e.note) for e in entries] == [
-        ("dog/1.jpg", "000003.jpg", "semantic", "another dog")
+        ("dog/1.jpg", "000003.jpg", "semantic", "=another dog")
     ]
     assert unknown.status_code == 404 and missing.status_code == 404

@@ -279,3 +279,23 @@ def test_baseline_suppression_and_stale_entries_are_shown() -> None:
     case = junit_tree(render_junit(gated_report)).find("testsuite/testcase")
     assert case is not None and case.find("failure") is None
     assert "[baseline] near: laion:000/17.jpg" in (case.findtext("system-out") or "")
+
+
+def test_markdown_and_csv_keep_hostile_text_inert() -> None:
+    report = sample_report()
+    item = report["items"][0]
+    item["label"] = "<script>alert(1)</script> | [x](javascript:alert(1))\nnext"
+    item["key"] = '=HYPERLINK("http://evil")<img src=x onerror=alert(1)>.jpg'
+    item["matches"][0]["corpus_key"] = "a`b|c\nd.jpg"
+    report["failed"][0]["reason"] = "<b>bad</b>"
+    md = render_markdown(report)
+    assert "<script" not in md and "<img" not in md and "<b>" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "\\[x\\](javascript:alert(1))" in md  # not a link
+    row = next(line for line in md.splitlines() if "alert" in line and line.startswith("|"))
+    # five cells: escaped pipes and the newline do not add or split any
+    assert len(row.replace("\\|", "").split("|")) == 7
+    assert "`` laion:a`b\\|c d.jpg ``" in md  # a fence longer than the key's backticks
+    rows = list(csv.DictReader(io.StringIO(render_csv(report), newline="")))
+    assert rows[0]["key"].startswith("'=HYPERLINK")
+    assert rows[0]["label"].startswith("<script>")  # CSV keeps the text, only formulas are quoted
