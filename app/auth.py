@@ -1,4 +1,8 @@
-"""Bearer-token auth: with ``SPLITAUDIT_API_TOKENS`` set, writes (and optionally reads) need a token."""
+"""Bearer-token auth: with ``SPLITAUDIT_API_TOKENS`` set, writes (and optionally reads) need a token.
+
+Each token has a role: ``write`` (the default: reads and writes) or ``read`` (reads only; a
+write with it is refused with 403).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,36 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from splitaudit.indexer.errors import AuthError
+from splitaudit.indexer.errors import AuthError, PermissionDeniedError
+
+ROLES = ("read", "write")
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the token's configured name, or ``anonymous`` when auth is off."""
+    """Who is calling: the token's configured name and role, or ``anonymous`` when auth is off."""
 
     name: str
     authenticated: bool
+    role: str = "write"
+
+    @property
+    def can_write(self) -> bool:
+        """Whether this caller may change state (submit, review, index, delete)."""
+        return self.role == "write"
 
 
 ANONYMOUS = Principal(name="anonymous", authenticated=False)
+
+
+def require_write(principal: Principal) -> Principal:
+    """``principal`` if it may write; ``PermissionDeniedError`` (403) for a read-only token."""
+    if not principal.can_write:
+        raise PermissionDeniedError(
+            f"the API token {principal.name!r} is read-only; use a token with the write role "
+            "(SPLITAUDIT_API_TOKENS entry name:token, not name:token:read)"
+        )
+    return principal
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -30,8 +52,14 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
-def authenticate(tokens: Mapping[str, str], header: str | None, *, required: bool) -> Principal:
-    """Check the ``Authorization`` header against ``tokens`` (name -> token).
+def authenticate(
+    tokens: Mapping[str, str],
+    header: str | None,
+    *,
+    required: bool,
+    roles: Mapping[str, str] | None = None,
+) -> Principal:
+    """Check the ``Authorization`` header against ``tokens`` (name -> token; ``roles``: name -> role).
 
     Without configured tokens everyone is anonymous. With tokens, a given token must be
     valid; a missing one is refused only when ``required``.
@@ -55,4 +83,4 @@ def authenticate(tokens: Mapping[str, str], header: str | None, *, required: boo
             found = name
     if found is None:
         raise AuthError("invalid API token: check the token, or ask the server admin for one")
-    return Principal(name=found, authenticated=True)
+    return Principal(name=found, authenticated=True, role=(roles or {}).get(found, "write"))

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from splitaudit.app.auth import Principal, authenticate
+from splitaudit.app.auth import Principal, authenticate, require_write
 from splitaudit.app.settings import ApiSettings
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.workspace import Workspace
@@ -48,12 +48,20 @@ def reader(request: Request, settings: SettingsDep) -> Principal:
         settings.api_tokens,
         request.headers.get("authorization"),
         required=settings.read_requires_token,
+        roles=settings.api_token_roles,
     )
 
 
 def writer(request: Request, settings: SettingsDep) -> Principal:
     """The caller of a write endpoint (a valid token is needed whenever tokens are configured)."""
-    return authenticate(settings.api_tokens, request.headers.get("authorization"), required=True)
+    return require_write(
+        authenticate(
+            settings.api_tokens,
+            request.headers.get("authorization"),
+            required=True,
+            roles=settings.api_token_roles,
+        )
+    )
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

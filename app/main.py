@@ -1,7 +1,8 @@
 """The FastAPI application factory: ``create_app(settings)``; nothing is built at import time.
 
 Run it with ``splitaudit serve`` or ``uvicorn --factory splitaudit.app.main:create_app`` (settings
-from ``SPLITAUDIT_*`` environment variables).
+from ``SPLITAUDIT_*`` environment variables). Either way, without API tokens the app answers
+only on loopback addresses unless ``SPLITAUDIT_ALLOW_ANONYMOUS`` is set.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from fastapi.responses import RedirectResponse
 
 from splitaudit.app.api.router import build_api_router
 from splitaudit.app.errors import install_error_handlers
-from splitaudit.app.middleware import BodyLimitMiddleware, CatchAllMiddleware
+from splitaudit.app.middleware import (
+    AnonymousExposureMiddleware,
+    BodyLimitMiddleware,
+    CatchAllMiddleware,
+    SecurityHeadersMiddleware,
+)
 from splitaudit.app.settings import ApiSettings
 from splitaudit.app.ui.router import install_ui
 from splitaudit.indexer import __version__
@@ -76,6 +82,14 @@ def create_app(
     install_error_handlers(app)
     # add_middleware wraps: the last added runs first, so the catch-all sees every error.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_bytes)
+    if not settings.auth_enabled and not settings.allow_anonymous:
+        app.add_middleware(AnonymousExposureMiddleware)
+    elif not settings.auth_enabled:
+        log.warning(
+            "serving WITHOUT API TOKENS on every address (SPLITAUDIT_ALLOW_ANONYMOUS): anyone who "
+            "can reach this server can submit audits and read every report"
+        )
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(CatchAllMiddleware)
     app.include_router(build_api_router())
     install_ui(app, settings)

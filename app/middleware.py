@@ -142,3 +142,93 @@ class CatchAllMiddleware:
                 raise
             message = f"internal error: {type(exc).__name__}; see the server log"
             await send_json(send, 500, error_body("internal_error", message))
+
+
+# The UI's own scripts and styles only, thumbnails as data:/blob: images; the interactive API
+# docs (/docs, /redoc) load Swagger UI / ReDoc from a CDN with inline scripts, so they get
+# every header but this policy.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
+DOCS_PATHS = ("/docs", "/redoc")
+
+
+class SecurityHeadersMiddleware:
+    """Add a strict Content-Security-Policy and the usual hardening headers to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        extra = list(SECURITY_HEADERS)
+        if not path.startswith(DOCS_PATHS):
+            extra.append((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()))
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k, v) for k, v in extra if k not in present),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def is_network_address(server: Any) -> bool:
+    """Whether an ASGI ``scope["server"]`` is a TCP address other than loopback.
+
+    A unix socket (``None``) or a name that is not an IP address (a test client's
+    ``testserver``) is local.
+    """
+    import ipaddress
+
+    if not server:
+        return False
+    try:
+        return not ipaddress.ip_address(str(server[0]).strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+ANONYMOUS_REFUSED = (
+    "this server has no API tokens, so it only answers on a loopback address (127.0.0.1); "
+    "set SPLITAUDIT_API_TOKENS=name:token (at least 16 characters) and send "
+    "'Authorization: Bearer <token>', or set SPLITAUDIT_ALLOW_ANONYMOUS=true to serve "
+    "everyone who can reach it"
+)
+
+
+class AnonymousExposureMiddleware:
+    """Without API tokens, refuse (403) requests that arrived on a non-loopback address.
+
+    The same rule ``splitaudit serve`` applies to ``--host``, enforced in the app itself so
+    that ``uvicorn --factory ... --host 0.0.0.0`` cannot serve an open server by accident.
+    ``/api/v1/health`` stays open for load balancers.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope.get("path") != "/api/v1/health"
+            and is_network_address(scope.get("server"))
+        ):
+            await send_json(send, 403, error_body("anonymous_refused", ANONYMOUS_REFUSED))
+            return
+        await self.app(scope, receive, send)

@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from splitaudit.indexer.workspace import DEFAULT_HOME
+
+MIN_TOKEN_CHARS = 16
+ROLES = ("read", "write")
 
 
 def _split_list(value: Any) -> Any:
@@ -22,10 +25,31 @@ def _split_list(value: Any) -> Any:
     return value
 
 
+def parse_token_entries(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``name:token[:read|write],...`` as (name -> token, name -> role); ``ValueError`` if malformed."""
+    tokens: dict[str, str] = {}
+    roles: dict[str, str] = {}
+    for pair in _split_list(text):
+        name, sep, token = pair.partition(":")
+        name, token = name.strip(), token.strip()
+        if not sep or not name or not token:
+            raise ValueError(f"API token entry {name or '(no name)'!r} must look like name:token")
+        head, _, role = token.rpartition(":")
+        if head and role in ROLES:
+            token, roles[name] = head.strip(), role
+        if name in tokens:
+            raise ValueError(f"API token name {name!r} appears twice")
+        tokens[name] = token
+    return tokens, roles
+
+
 class ApiSettings(BaseSettings):
     """Everything the server is configured with; every field reads ``SPLITAUDIT_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="SPLITAUDIT_", extra="ignore")
+    # hide_input_in_errors: a validation error never prints the configured tokens.
+    model_config = SettingsConfigDict(
+        env_prefix="SPLITAUDIT_", extra="ignore", hide_input_in_errors=True
+    )
 
     home: Path = Field(
         default=DEFAULT_HOME, description="Folder holding the SQLite DB, FAISS stores and uploads."
@@ -33,11 +57,22 @@ class ApiSettings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="PostgreSQL URL; default SQLite inside home."
     )
-    # name -> token, from ``name:token,name2:token2``.
+    # name -> token, from ``name:token,name2:token2:read`` (roles go to ``api_token_roles``).
     api_tokens: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,
         repr=False,
-        description="API tokens as name:token pairs, comma separated.",
+        description="API tokens as name:token pairs, comma separated; name:token:read makes a "
+        f"read-only token. Each token has at least {MIN_TOKEN_CHARS} characters.",
+    )
+    # name -> role (``read`` or ``write``); a token not named here writes.
+    api_token_roles: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Role per token name (read or write); set through name:token:read entries.",
+    )
+    allow_anonymous: bool = Field(
+        default=False,
+        description="Without API tokens, also answer requests that arrive on a non-loopback "
+        "address (refused otherwise: an open server lets anyone submit and read).",
     )
     public_read: bool = Field(
         default=False,
@@ -77,21 +112,54 @@ class ApiSettings(BaseSettings):
         default="auto", description="Where jobs embed images: auto, cpu, cuda, cuda:N or mps."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_tokens(cls, data: Any) -> Any:
+        """``name:token[:role]`` entries from the environment as tokens and roles."""
+        if not isinstance(data, dict) or not isinstance(data.get("api_tokens"), str):
+            return data
+        try:
+            tokens, roles = parse_token_entries(data["api_tokens"])
+        except ValueError:
+            return data  # ``_token_text`` raises it again, naming the field
+        if not tokens:
+            return data
+        roles = {**dict(data.get("api_token_roles") or {}), **roles}
+        return {**data, "api_tokens": tokens, "api_token_roles": roles}
+
     @field_validator("api_tokens", mode="before")
     @classmethod
-    def _parse_tokens(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        tokens: dict[str, str] = {}
-        for pair in _split_list(value):
-            name, sep, token = pair.partition(":")
-            name, token = name.strip(), token.strip()
-            if not sep or not name or not token:
-                raise ValueError(f"API token entry {name or pair!r} must look like name:token")
-            if name in tokens:
-                raise ValueError(f"API token name {name!r} appears twice")
-            tokens[name] = token
+    def _token_text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            tokens, _ = parse_token_entries(value)
+            if not tokens:
+                # Set but blank: refusing beats silently serving without auth.
+                raise ValueError(
+                    "set but holds no token; give name:token entries, or unset it to serve "
+                    "without auth (loopback only)"
+                )
+            return tokens
+        return value
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _strong_tokens(cls, tokens: dict[str, str]) -> dict[str, str]:
+        for name, token in tokens.items():
+            if len(token.strip()) < MIN_TOKEN_CHARS or token != token.strip():
+                raise ValueError(
+                    f"API token {name!r} is too short ({len(token.strip())} characters) or padded "
+                    f"with spaces; use at least {MIN_TOKEN_CHARS} characters, e.g. "
+                    "python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+                )
         return tokens
+
+    @field_validator("api_token_roles")
+    @classmethod
+    def _known_roles(cls, roles: dict[str, str]) -> dict[str, str]:
+        for name, role in roles.items():
+            if role not in ROLES:
+                raise ValueError(f"API token {name!r} has role {role!r}; use read or write")
+        return roles
 
     @field_validator("source_roots", mode="before")
     @classmethod

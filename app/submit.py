@@ -29,7 +29,7 @@ from splitaudit.indexer.workspace import Workspace, check_corpus_name
 
 log = logging.getLogger(__name__)
 
-FORM_FIELDS = ("split", "corpus", "labels", "label_names", "thresholds", "name")
+FORM_FIELDS = ("split", "corpus", "labels", "label_names", "thresholds", "name", "allow_empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ class AuditRequest:
     labels: dict[str, str] = field(default_factory=dict)
     # label id -> names / synonyms, for the label-leak tier (e.g. CIFAR "3" -> ["cat"]).
     label_names: dict[str, list[str]] = field(default_factory=dict)
+    # Let the audit finish when it checks nothing (a corpus with no indexed image).
+    allow_empty: bool = False
 
 
 def parse_corpora(values: Sequence[str]) -> list[str]:
@@ -119,6 +121,8 @@ def queue_audit(
 
     if request.label_names:
         params = {**params, "label_names": request.label_names}
+    if request.allow_empty:
+        params = {**params, "allow_empty": True}
     return submit_audit(
         ws,
         split_uri=source.uri,
@@ -183,7 +187,20 @@ def form_request(form: ReceivedForm) -> AuditRequest:
         thresholds=parse_thresholds(thresholds_text),
         labels=labels,
         label_names=label_names,
+        allow_empty=parse_flag(form.fields.get("allow_empty"), "allow_empty"),
     )
+
+
+def parse_flag(values: Sequence[str] | None, name: str) -> bool:
+    """A boolean form field: ``true/1/yes/on`` or ``false/0/no/off`` (absent: false)."""
+    if not values:
+        return False
+    text = values[-1].strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", ""):
+        return False
+    raise UsageError(f"{name} must be true or false, got {excerpt(values[-1])}")
 
 
 def audit_from_upload(

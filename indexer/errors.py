@@ -15,6 +15,7 @@
     ├── IndexUnavailableError       the local index (--home) does not exist (HTTP 500, exit 3)
     ├── ModelUnavailableError       embedding weights cannot be loaded: semantic tier skipped (HTTP 500, exit 2)
     ├── AuthError                   missing or wrong API token (HTTP 401, exit 2)
+    │   └── PermissionDeniedError   a valid token whose role does not allow this (HTTP 403)
     ├── ServerError                 the audit server is unreachable or failed (HTTP 500, exit 3)
     └── ImageDecodeError            one image cannot be decoded; recorded as a failed item (HTTP 422, exit 2)
 
@@ -138,6 +139,13 @@ class AuthError(SplitauditError):
     code = "unauthorized"
     http_status = 401
     exit_code = EXIT_USAGE
+
+
+class PermissionDeniedError(AuthError):
+    """A valid token whose role does not allow the request (a read-only token writing)."""
+
+    code = "forbidden"
+    http_status = 403
 
 
 class ServerError(SplitauditError):

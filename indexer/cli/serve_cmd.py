@@ -133,7 +133,10 @@ def serve(
 
     # --no-worker wins; otherwise SPLITAUDIT_RUN_WORKER (default true) decides.
     settings = _settings(home=home, backend=backend, **({"run_worker": False} if no_worker else {}))
+    allow_anonymous = allow_anonymous or settings.allow_anonymous
     warning = check_exposure(settings, host, allow_anonymous=allow_anonymous)
+    if allow_anonymous:  # the app enforces the same rule per request (create_app)
+        settings = settings.model_copy(update={"allow_anonymous": True})
     resolve_backend(settings.backend)  # an uninstalled backend: exit 2 before serving
     _open_workspace(settings).close()  # fail fast with a clear error, before uvicorn starts
     jobs = "jobs need `splitaudit worker`"

@@ -10,7 +10,7 @@ from apptest_support import api_client, assert_error, new_home, seed_audit
 from splitaudit.app.auth import ANONYMOUS, authenticate, bearer_token
 from splitaudit.indexer.errors import AuthError
 
-TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}
+TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789ab"}
 
 
 def test_bearer_token_parsing() -> None:
@@ -23,14 +23,14 @@ def test_bearer_token_parsing() -> None:
 
 def test_authenticate_rules() -> None:
     assert authenticate({}, "Bearer whatever", required=True) is ANONYMOUS
-    assert authenticate(TOKENS, "Bearer tok-bob", required=True).name == "bob"
+    assert authenticate(TOKENS, "Bearer tok-bob-0123456789ab", required=True).name == "bob"
     assert authenticate(TOKENS, None, required=False) is ANONYMOUS
     with pytest.raises(AuthError, match="needs an API token"):
         authenticate(TOKENS, None, required=True)
     with pytest.raises(AuthError, match="invalid API token"):
-        authenticate(TOKENS, "Bearer tok-eve", required=False)
+        authenticate(TOKENS, "Bearer tok-eve-0123456789ab", required=False)
     with pytest.raises(AuthError, match="malformed Authorization header"):
-        authenticate(TOKENS, "Token tok-bob", required=True)
+        authenticate(TOKENS, "Token tok-bob-0123456789ab", required=True)
 
 
 def test_writes_need_a_token_and_reviewer_is_its_name(tmp_path: Path) -> None:
@@ -56,13 +56,14 @@ def test_writes_need_a_token_and_reviewer_is_its_name(tmp_path: Path) -> None:
         ok = client.put(
             url,
             json={"verdict": "duplicate", "note": "same"},
-            headers={"Authorization": "Bearer tok-alice"},
+            headers={"Authorization": "Bearer tok-alice-0123456789"},
         )
         assert ok.status_code == 200 and ok.json()["reviewer"] == "alice"
         # reads need a token too once tokens exist
         assert_error(client.get(f"/api/v1/matches/{seeded.matches['near']}"), 401, "unauthorized")
         detail = client.get(
-            f"/api/v1/matches/{seeded.matches['near']}", headers={"Authorization": "Bearer tok-bob"}
+            f"/api/v1/matches/{seeded.matches['near']}",
+            headers={"Authorization": "Bearer tok-bob-0123456789ab"},
         )
         assert detail.status_code == 200
         assert detail.json()["history"][0]["reviewer"] == "alice"
@@ -108,7 +109,9 @@ def test_every_read_needs_a_token_once_tokens_exist(tmp_path: Path) -> None:
     with api_client(home, api_tokens=TOKENS) as client:
         for url in _urls(READS, seeded):
             assert_error(client.get(url), 401, "unauthorized", contains="needs an API token")
-            assert client.get(url, headers={"Authorization": "Bearer tok-bob"}).status_code in (
+            assert client.get(
+                url, headers={"Authorization": "Bearer tok-bob-0123456789ab"}
+            ).status_code in (
                 200,
                 404,
                 409,
@@ -146,13 +149,14 @@ def test_read_requires_token_when_configured(tmp_path: Path) -> None:
         assert_error(client.get(f"/api/v1/audits/{seeded.audit}"), 401, "unauthorized")
         assert_error(client.get("/api/v1/corpora"), 401, "unauthorized")
         ok = client.get(
-            f"/api/v1/audits/{seeded.audit}", headers={"Authorization": "Bearer tok-bob"}
+            f"/api/v1/audits/{seeded.audit}",
+            headers={"Authorization": "Bearer tok-bob-0123456789ab"},
         )
         assert ok.status_code == 200
         assert client.get("/api/v1/health").status_code == 200  # liveness stays open
         thumb = client.get(
             f"/api/v1/items/{seeded.items['file']}/thumbnail",
-            headers={"Authorization": "Bearer tok-bob"},
+            headers={"Authorization": "Bearer tok-bob-0123456789ab"},
         )
         assert thumb.headers["cache-control"].startswith("private")
 

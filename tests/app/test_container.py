@@ -56,7 +56,7 @@ def test_api_migrates_serves_and_passes_its_healthcheck(tmp_path: Path) -> None:
         SPLITAUDIT_PORT=port,
         SPLITAUDIT_RUN_WORKER="false",
         # The container binds 0.0.0.0, which `serve` refuses without tokens; health needs none.
-        SPLITAUDIT_API_TOKENS="ci:secret-token",
+        SPLITAUDIT_API_TOKENS="ci:secret-token-0123456789",
     )
     assert _entrypoint("healthcheck", env=env).returncode == 1  # nothing listening yet
     log = tmp_path / "api.log"

@@ -112,7 +112,8 @@ def test_exposure_rules() -> None:
     open_settings = ApiSettings(api_tokens={})
     assert check_exposure(open_settings, "127.0.0.1", allow_anonymous=False) is None
     assert (
-        check_exposure(ApiSettings(api_tokens={"a": "t"}), "0.0.0.0", allow_anonymous=False) is None
+        check_exposure(ApiSettings(api_tokens={"a": "t" * 16}), "0.0.0.0", allow_anonymous=False)
+        is None
     )
     warning = check_exposure(open_settings, "0.0.0.0", allow_anonymous=True)
     assert warning is not None and "WITHOUT API TOKENS" in warning

@@ -208,19 +208,19 @@ def test_token_is_asked_for_kept_in_the_session_and_sent_on_reads_and_writes(
             demo.home,
             tmp_path / "server.log",
             SPLITAUDIT_RUN_WORKER="false",
-            SPLITAUDIT_API_TOKENS="carol:tok-carol",
+            SPLITAUDIT_API_TOKENS="carol:tok-carol-0123456789",
         ) as server,
-        server.client("tok-carol") as api,
+        server.client("tok-carol-0123456789") as api,
         browser_page() as page,
     ):
         page.goto(f"{server.url}/ui/audits/{aid}/review/1")
         assert page.locator('body[data-page="auth-required"]').count() == 1
         page.click("#main [data-token-open]")
-        page.fill("#token-input", "tok-carol")
+        page.fill("#token-input", "tok-carol-0123456789")
         page.press("#token-input", "Enter")
         page.locator('body[data-page="pair"]').wait_for()
         page.locator(".pane-test img.thumb[src^='blob:']").wait_for()
-        assert page.evaluate("sessionStorage.getItem('splitaudit.token')") == "tok-carol"
+        assert page.evaluate("sessionStorage.getItem('splitaudit.token')") == "tok-carol-0123456789"
         match_id = int(page.locator("body").get_attribute("data-match-id") or 0)
         page.keyboard.press("u")
         page.locator("#current-verdict .badge.verdict-unsure").wait_for()
