@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from splitaudit.indexer.errors import UsageError
-from splitaudit.results import AuditResult, DedupResult
+from splitaudit.results import AuditResult, DedupResult, report_dict
 
 if TYPE_CHECKING:
     from splitaudit.indexer.pipeline.index import IndexSummary
@@ -201,7 +201,6 @@ def audit(
     """
     from splitaudit.indexer.audit.service import run_audit, submit_audit
     from splitaudit.indexer.gate.evaluate import evaluate
-    from splitaudit.indexer.reporting.report import audit_report
     from splitaudit.indexer.sources.open import split_location
 
     corpora = [corpus] if isinstance(corpus, str) else list(corpus)
@@ -246,14 +245,27 @@ def audit(
                 embedder_factory=_embedder_factory(home_dir, device, backend),
             )
         with ws.sessions() as session:
-            report = audit_report(session, audit_id)
-    return AuditResult(report=report, gate=evaluate(_as_mapping(report), policy))
+            report = _build_report(session, audit_id)
+    return AuditResult(report=report, gate=evaluate(report_dict(report), policy))
 
 
-def _as_mapping(report: Any) -> Mapping[str, Any]:
-    from splitaudit.results import report_dict
+def _build_report(session: Any, audit_id: int) -> Any:
+    """The reporting module's report: the typed ``Report`` where it exists, else its JSON dict."""
+    from splitaudit.indexer.reporting import report as reporting
 
-    return report_dict(report)
+    build = getattr(reporting, "build_report", None)
+    return (
+        build(session, audit_id) if build is not None else reporting.audit_report(session, audit_id)
+    )
+
+
+def _typed(report: dict[str, Any]) -> Any:
+    """A server's JSON report as the typed ``Report`` where the reporting module has one."""
+    try:
+        from splitaudit.indexer.reporting.models import as_report
+    except ImportError:
+        return report
+    return as_report(report)
 
 
 def dedup(
@@ -373,7 +385,7 @@ class Client:
         with _fraction_bar(f"audit {audit_id}", progress) as update:
             self._client.wait(audit_id, on_progress=update, timeout=timeout)
         report = self.report(audit_id)
-        return AuditResult(report=report, gate=evaluate(report, policy))
+        return AuditResult(report=_typed(report), gate=evaluate(report, policy))
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"

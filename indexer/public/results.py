@@ -45,6 +45,11 @@ def report_dict(report: Any) -> dict[str, Any]:
     """The report as plain JSON-ready data, whether it is a dict or a pydantic model."""
     if isinstance(report, Mapping):
         return dict(report)
+    to_json = getattr(report, "to_json", None)  # the typed Report: its own JSON form
+    if callable(to_json):
+        data = to_json()
+        if isinstance(data, dict):
+            return data
     dump = getattr(report, "model_dump", None)
     if callable(dump):
         dumped = dump(mode="json", by_alias=True)
