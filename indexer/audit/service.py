@@ -386,6 +386,7 @@ def _visual_matches(
                     thresholds=th,
                     phases=phases,
                     store=store,
+                    on_verify=_verify_progress(report, n, len(corpora), corpus.name),
                 )
             for p in found.pairs:
                 assert p.kind is not None  # match_corpus returns classified pairs only
@@ -403,6 +404,19 @@ def _visual_matches(
                 )
             report(0.6 + 0.3 * (n + 1) / len(corpora), f"matched against {corpus.name}")
     return matches, index_info
+
+
+def _verify_progress(
+    report: ProgressFn, n: int, corpora: int, name: str
+) -> Callable[[int, int], None]:
+    """The matching phase's progress (verified test images of corpus ``n``), about every 0.5%."""
+
+    def on_verify(done: int, total: int) -> None:
+        if done % max(1, total // 200) == 0:
+            fraction = 0.6 + 0.3 * (n + done / max(total, 1)) / corpora
+            report(fraction, f"verifying against {name}: {done}/{total} images with candidates")
+
+    return on_verify
 
 
 def _score(cosine: float | None, hamming: int | None) -> float:

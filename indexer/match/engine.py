@@ -112,8 +112,12 @@ def match_corpus(
     query_model: type[SplitItem] | type[Item] = SplitItem,
     phases: PhaseTimes | None = None,
     store: VerifyStore | None = None,
+    on_verify: Callable[[int, int], None] | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
+
+    ``on_verify(done, total)`` hears the verification step's progress (test images with
+    candidates to verify): the long phase of a large audit.
 
     ``state.ids`` are rows of ``query_model``: split items, or corpus items when a corpus is
     matched against itself (``splitaudit.indexer.dedup``). ``store`` keeps corpus images' verification
@@ -154,7 +158,14 @@ def match_corpus(
     with threadpool_limits(limits=1, user_api="blas"):
         try:
             _verify_candidates(
-                session, state, pairs.values(), thresholds, geometric, query_model, phases
+                session,
+                state,
+                pairs.values(),
+                thresholds,
+                geometric,
+                query_model,
+                phases,
+                on_verify=on_verify,
             )
         finally:
             geometric.close()
@@ -294,6 +305,7 @@ def _verify_candidates(
     geometric: GeometricTier,
     query_model: type[SplitItem] | type[Item] = SplitItem,
     phases: PhaseTimes | None = None,
+    on_verify: Callable[[int, int], None] | None = None,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
     geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
@@ -335,7 +347,9 @@ def _verify_candidates(
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
 
-    for row, ps in todo.items():
+    for done, (row, ps) in enumerate(todo.items()):
+        if on_verify is not None:
+            on_verify(done, len(todo))
         # The verifier's score was calibrated on the <=256 px decode: the ingestion's, kept for
         # the first rows of a split (``KEPT_IMAGES_BYTES``), else decoded again (only rows with
         # candidates: keeping every image of a large split costs too much).
