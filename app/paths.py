@@ -1,4 +1,8 @@
-"""Server-side paths: a manifest, split folder or index source must lie under a configured root."""
+"""Server-side paths: a manifest, split folder or index source must lie under a configured root.
+
+So must everything a folder source links to (``check_links_under``), and a model checkpoint
+named over the API (``check_model_spec``, under ``SPLITAUDIT_MODELS_ROOTS``).
+"""
 
 from __future__ import annotations
 
@@ -39,3 +43,63 @@ def resolve_under_roots(path: str, roots: Sequence[str | os.PathLike[str]], *, w
             "move it under one of them or ask the admin to add a root (SPLITAUDIT_SOURCE_ROOTS)"
         )
     return Path(os.path.realpath(path))
+
+
+# A scan of a huge corpus folder stops here; the job re-checks every file when it reads it.
+MAX_LINK_SCAN_ENTRIES = 2_000_000
+
+
+def check_links_under(path: Path, roots: Sequence[str | os.PathLike[str]], *, what: str) -> None:
+    """``PathNotAllowedError`` when a symlink inside folder ``path`` points outside ``roots``.
+
+    The message names the link, never its target (nor whether the target exists).
+    """
+    if not path.is_dir():
+        return
+    resolved = real_roots(roots)
+    stack, seen = [str(path)], 0
+    while stack and seen < MAX_LINK_SCAN_ENTRIES:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_symlink():
+                        if not is_under(entry.path, resolved):
+                            rel = os.path.relpath(entry.path, path)
+                            raise PathNotAllowedError(
+                                f"{what} {excerpt(str(path))} holds a symbolic link "
+                                f"{excerpt(rel)} that points outside the server's source roots; "
+                                "remove the link or copy the file under a root"
+                            )
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue  # unreadable folder: the index job records it as failed
+
+
+def check_model_spec(spec: str, models_roots: Sequence[str | os.PathLike[str]]) -> str:
+    """A model spec the API may load: a registry name, or a checkpoint under ``models_roots``.
+
+    Every refused path gets the same message, whether it exists or not, so the API never
+    tells which server paths exist.
+    """
+    from splitaudit.indexer.embed.spec import parse_model_spec
+
+    parsed = parse_model_spec(spec)
+    if parsed.kind in ("registry", "bundled"):
+        return spec
+    text = spec.strip()
+    if text.startswith("local-dir:"):
+        raw = text[len("local-dir:") :]
+    else:
+        raw = text.partition(":")[2] if parsed.kind == "weights" else text
+    allowed = real_roots(models_roots)
+    # As written (no ~ expansion, nothing relative), then with symlinks resolved.
+    if not allowed or not os.path.isabs(raw) or not is_under(raw, allowed):
+        raise PathNotAllowedError(
+            f"model {excerpt(spec)} is not allowed over the API: name a registry model (e.g. "
+            "ViT-B-32:laion2b_s34b_b79k, or efficientnet-lite0) or a checkpoint under the "
+            "server's models roots (SPLITAUDIT_MODELS_ROOTS)"
+        )
+    return spec

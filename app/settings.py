@@ -93,6 +93,11 @@ class ApiSettings(BaseSettings):
         default_factory=list,
         description="Server folders that manifests, split folders and index jobs may read.",
     )
+    models_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Server folders holding model checkpoints that API requests may name "
+        "(registry names such as ViT-B-32:laion2b_s34b_b79k are always allowed).",
+    )
     run_worker: bool = Field(
         default=True, description="Run the job worker inside the server process."
     )
@@ -161,7 +166,7 @@ class ApiSettings(BaseSettings):
                 raise ValueError(f"API token {name!r} has role {role!r}; use read or write")
         return roles
 
-    @field_validator("source_roots", mode="before")
+    @field_validator("source_roots", "models_roots", mode="before")
     @classmethod
     def _parse_roots(cls, value: Any) -> Any:
         return _split_list(value)

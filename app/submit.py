@@ -280,8 +280,13 @@ def queue_index_job(
     no_embed: bool | None,
     workers: int,
     allowed_roots: Sequence[str | Path],
+    models_roots: Sequence[str | Path] = (),
 ) -> int:
-    """Queue (flush, not commit) a server-side index run of ``sources`` into ``corpus``; the job id."""
+    """Queue (flush, not commit) a server-side index run of ``sources`` into ``corpus``; the job id.
+
+    The job re-checks, when it runs, that every file it reads lies under ``allowed_roots``
+    and that a checkpoint model lies under ``models_roots``.
+    """
     row = get_corpus(session, name=corpus)
     if model and row.model_spec and model != row.model_spec:
         raise ConflictError(
@@ -290,6 +295,10 @@ def queue_index_job(
         )
     if no_embed is None:
         no_embed = row.model_id is None and row.model_spec is None
+    if model and not no_embed:
+        from splitaudit.app.paths import check_model_spec
+
+        check_model_spec(model, models_roots)
     job = enqueue(
         session,
         kind="index",
@@ -300,6 +309,7 @@ def queue_index_job(
             "no_embed": bool(no_embed),
             "workers": workers,
             "allowed_roots": real_roots(allowed_roots),
+            "models_roots": real_roots(models_roots),
         },
     )
     return job.id

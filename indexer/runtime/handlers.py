@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from sqlalchemy import select
 
 from splitaudit.indexer.db.models import Audit, Corpus
 from splitaudit.indexer.embed.protocol import Embedder
-from splitaudit.indexer.errors import InputError, NotFoundError
+from splitaudit.indexer.errors import InputError, NotFoundError, PathNotAllowedError
 from splitaudit.indexer.jobs.queue import ClaimedJob
 from splitaudit.indexer.jobs.worker import Handler, JobOutcome, ProgressFn
 from splitaudit.indexer.sources.record import Source
@@ -95,6 +96,8 @@ def run_index_job(
         with ws.sessions() as s:
             model_spec = s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
         model_spec = model_spec or DEFAULT_MODEL_SPEC
+    if not no_embed and "models_roots" in params:
+        _check_model_under(str(model_spec), params["models_roots"])
     sources = [_restricted(open_source(p), params.get("allowed_roots")) for p in paths]
     embedder = (
         None if no_embed else _load_embedder(ws, str(model_spec), device=device, backend=backend)
@@ -137,12 +140,43 @@ def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
 
 
 def _restricted(source: Source, allowed_roots: Any) -> Source:
-    """A manifest source whose rows may only name files under ``allowed_roots`` (when given)."""
-    from splitaudit.indexer.sources.manifest import ManifestSource
+    """``source`` whose records may only name files under ``allowed_roots`` (when given).
 
-    if allowed_roots is None or not isinstance(source, ManifestSource):
+    Checked per record when it is read (symlinks resolved), so a link inside a folder that
+    points out of the roots, or one swapped in after submission, becomes a failed item whose
+    reason names only the path; its target is never opened.
+    """
+    from splitaudit.indexer.pipeline.precomputed import is_precomputed
+    from splitaudit.indexer.sources.manifest import ManifestSource
+    from splitaudit.indexer.sources.roots import RootedSource
+
+    if allowed_roots is None:
         return source
-    return ManifestSource(source.path, allowed_roots=[str(r) for r in allowed_roots])
+    roots = [str(r) for r in allowed_roots]
+    if isinstance(source, ManifestSource):
+        source = ManifestSource(source.path, allowed_roots=roots)
+    if is_precomputed(source):
+        return source  # vectors and metadata only: no image file is opened
+    return RootedSource(source, roots)
+
+
+def _check_model_under(spec: str, models_roots: Any) -> None:
+    """A checkpoint model of an API job must still lie under the models roots (registry names pass)."""
+    from splitaudit.indexer.embed.spec import parse_model_spec
+    from splitaudit.indexer.sources.roots import is_under_roots
+
+    if parse_model_spec(spec).kind in ("registry", "bundled"):
+        return
+    text = spec.strip()
+    raw = text.removeprefix("local-dir:") if text.startswith("local-dir:") else text
+    if parse_model_spec(spec).kind == "weights":
+        raw = text.partition(":")[2]
+    roots = [str(r) for r in models_roots or []]
+    if not roots or not os.path.isabs(raw) or not is_under_roots(raw, roots):
+        raise PathNotAllowedError(
+            "the job's model is not a registry name and lies outside the server's models roots "
+            "(SPLITAUDIT_MODELS_ROOTS); index with a registry model or a checkpoint under a root"
+        )
 
 
 def default_handlers(*, device: str = "auto", backend: str = "auto") -> dict[str, Handler]:

@@ -146,6 +146,7 @@ def test_sources_become_an_index_job_only_under_a_root(tmp_path: Path) -> None:
         "no_embed": True,
         "workers": 1,
         "allowed_roots": [str(root.resolve())],
+        "models_roots": [],
     }
     assert created.status_code == 201 and isinstance(created.json()["job_id"], int)
     ws = workspace(home)

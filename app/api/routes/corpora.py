@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, status
@@ -18,8 +19,9 @@ from splitaudit.app.deps import (
     WriterDep,
 )
 from splitaudit.app.params import PageQuery, PageSizeQuery
-from splitaudit.app.paths import resolve_under_roots
+from splitaudit.app.paths import check_links_under, check_model_spec, resolve_under_roots
 from splitaudit.app.schemas import CorpusCreate, JobAccepted, SourcesCreate
+from splitaudit.app.settings import ApiSettings
 from splitaudit.app.submit import queue_index_job
 from splitaudit.indexer.db.models import Corpus
 from splitaudit.indexer.errors import ConflictError
@@ -47,7 +49,9 @@ def corpus_create(
         raise ConflictError(
             f"corpus {name!r} already exists; add sources with POST /api/v1/corpora/{name}/sources"
         )
-    paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in body.sources]
+    paths = _checked_sources(body.sources, settings)
+    if body.model and not body.no_embed:
+        check_model_spec(body.model, settings.models_roots)
     corpus = Corpus(
         name=name,
         model_spec=None if body.no_embed else (body.model or DEFAULT_MODEL_SPEC),
@@ -66,6 +70,7 @@ def corpus_create(
             no_embed=body.no_embed,
             workers=1,
             allowed_roots=settings.source_roots,
+            models_roots=settings.models_roots,
         )
     return JSONResponse(out, status_code=status.HTTP_201_CREATED, headers=headers)
 
@@ -94,7 +99,7 @@ def corpus_add_sources(
     _caller: WriterDep,
 ) -> JSONResponse:
     """Index server-side sources (under a source root) into the corpus, as a background job."""
-    paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in body.sources]
+    paths = _checked_sources(body.sources, settings)
     job_id = queue_index_job(
         session,
         corpus=name,
@@ -103,6 +108,7 @@ def corpus_add_sources(
         no_embed=body.no_embed,
         workers=body.workers,
         allowed_roots=settings.source_roots,
+        models_roots=settings.models_roots,
     )
     accepted = JobAccepted(
         id=job_id,
@@ -116,3 +122,11 @@ def corpus_add_sources(
         status_code=status.HTTP_202_ACCEPTED,
         headers={"Location": f"/api/v1/jobs/{job_id}"},
     )
+
+
+def _checked_sources(sources: list[str], settings: ApiSettings) -> list[Path]:
+    """Each source resolved under a source root, with no symlink inside it leading out."""
+    paths = [resolve_under_roots(p, settings.source_roots, what="source") for p in sources]
+    for path in paths:
+        check_links_under(path, settings.source_roots, what="source folder")
+    return paths
