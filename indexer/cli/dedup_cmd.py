@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
 from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
 from splitaudit.indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
+from splitaudit.indexer.cli.progress import counting_progress, fraction_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
 from splitaudit.indexer.errors import IndexUnavailableError, UsageError
@@ -20,33 +20,21 @@ from splitaudit.indexer.workspace import Workspace
 TEMP_CORPUS = "dedup"
 
 
-def _progress_bar(desc: str) -> tqdm:
-    return tqdm(
-        total=100,
-        desc=desc,
-        unit="%",
-        dynamic_ncols=True,
-        disable=None,
-        mininterval=0.5,
-        bar_format="{l_bar}{bar}| {elapsed} {postfix}",
-    )
-
-
 def _run(
-    ws: Workspace, corpus: str, *, keep: str, semantic: bool, thresholds: dict[str, Any]
+    ws: Workspace,
+    corpus: str,
+    *,
+    keep: str,
+    semantic: bool,
+    thresholds: dict[str, Any],
+    progress_opts: dict[str, Any],
 ) -> int:
     from splitaudit.indexer.dedup.service import create_dedup, run_dedup
 
     run_id = create_dedup(
         ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
     )
-    with _progress_bar(f"dedup {corpus}") as bar:
-
-        def progress(fraction: float, message: str) -> None:
-            bar.n = round(100 * fraction)
-            bar.set_postfix_str(message, refresh=False)
-            bar.refresh()
-
+    with fraction_progress(f"dedup {corpus}", **progress_opts) as progress:
         run_dedup(ws, run_id, progress=progress)
     return run_id
 
@@ -58,6 +46,7 @@ def _index_temporary(
     model_spec: str,
     no_embed: bool,
     workers: int | str,
+    progress_opts: dict[str, Any],
 ) -> None:
     """Index folder / manifest / split sources into the temporary corpus."""
     from splitaudit.indexer.pipeline.index import index_sources
@@ -69,14 +58,14 @@ def _index_temporary(
         from splitaudit.indexer.embed.loader import load_embedder
 
         embedder = load_embedder(model_spec)
-    with tqdm(unit="img", desc="reading", dynamic_ncols=True, disable=None, mininterval=0.5) as bar:
+    with counting_progress("reading", **progress_opts) as done:
         index_sources(
             ws,
             TEMP_CORPUS,
             opened,
             embedder=embedder,
             workers=resolve_workers(workers),
-            progress=bar.update,
+            progress=done,
             model_spec=None if embedder is None else model_spec,
         )
 
@@ -171,6 +160,7 @@ def _summary_line(report: dict[str, Any]) -> str:
 )
 @click.option("--no-embed", is_flag=True, help="Index SOURCE... with hashes only (no embeddings).")
 @workers_option
+@progress_options
 @handle_errors
 def dedup(
     sources: tuple[str, ...],
@@ -186,6 +176,8 @@ def dedup(
     model_spec: str,
     no_embed: bool,
     workers: int | str,
+    quiet: bool,
+    progress_interval: float,
 ) -> None:
     """Find exact and near duplicates within a corpus and choose one member of each cluster to keep.
 
@@ -200,6 +192,7 @@ def dedup(
             "give either --corpus NAME (an indexed corpus) or SOURCE... to index on the fly"
         )
     th: dict[str, Any] = dict(parse_threshold_options(thresholds))
+    progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
     if corpus:
         if not home.is_dir():
@@ -209,7 +202,9 @@ def dedup(
             )
         ws = open_workspace(home)
         try:
-            run_id = _run(ws, corpus, keep=keep, semantic=semantic, thresholds=th)
+            run_id = _run(
+                ws, corpus, keep=keep, semantic=semantic, thresholds=th, progress_opts=progress_opts
+            )
             report = _write_outputs(ws, run_id, outputs)
         finally:
             ws.close()
@@ -218,9 +213,21 @@ def dedup(
             ws = Workspace.open(Path(tmp))
             try:
                 _index_temporary(
-                    ws, sources, model_spec=model_spec, no_embed=no_embed, workers=workers
+                    ws,
+                    sources,
+                    model_spec=model_spec,
+                    no_embed=no_embed,
+                    workers=workers,
+                    progress_opts=progress_opts,
                 )
-                run_id = _run(ws, TEMP_CORPUS, keep=keep, semantic=semantic, thresholds=th)
+                run_id = _run(
+                    ws,
+                    TEMP_CORPUS,
+                    keep=keep,
+                    semantic=semantic,
+                    thresholds=th,
+                    progress_opts=progress_opts,
+                )
                 report = _write_outputs(ws, run_id, outputs)
             finally:
                 ws.close()
