@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
+from splitaudit.app.api.docs_offline import install_offline_docs
 from splitaudit.app.api.router import build_api_router
 from splitaudit.app.errors import install_error_handlers
 from splitaudit.app.middleware import (
@@ -76,6 +77,8 @@ def create_app(
         version=__version__,
         summary="Did your test split leak into your pretraining corpus?",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from install_offline_docs: no CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.worker = None
@@ -92,6 +95,7 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(CatchAllMiddleware)
     app.include_router(build_api_router())
+    install_offline_docs(app)
     install_ui(app, settings)
 
     @app.get("/", include_in_schema=False)
