@@ -48,7 +48,14 @@ class Workspace:
             raise UsageError(f"cannot create home folder {home}: {exc.strerror}") from exc
         url = database_url or sqlite_url(home)
         engine = make_engine(url)  # validates the URL before migrations touch anything
-        if migrate and not at_head(engine) and not create_new_sqlite(engine):
+        # A second process creating the same new home waits in create_new_sqlite and then
+        # finds it at head: the schema is created once.
+        if (
+            migrate
+            and not at_head(engine)
+            and not create_new_sqlite(engine)
+            and not at_head(engine)
+        ):
             upgrade(url)
         return cls(
             home=home, database_url=url, engine=engine, sessions=make_session_factory(engine)

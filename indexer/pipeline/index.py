@@ -27,6 +27,7 @@ from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard, shard_key
 from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.errors import ModelMismatchError, UsageError
 from splitaudit.indexer.match.corpus_thresholds import calibrate_corpus_thresholds
+from splitaudit.indexer.pipeline.corpus_lock import corpus_index_lock
 from splitaudit.indexer.pipeline.extract import Extractor
 from splitaudit.indexer.pipeline.precomputed import DeclaredModel, is_precomputed
 from splitaudit.indexer.pipeline.rows import (
@@ -130,7 +131,43 @@ def index_sources(
 
     Precomputed-embedding sources need ``precomputed_model`` (the model their vectors came
     from); image sources are embedded by ``embedder`` (which must then be that same model).
+    One run per corpus at a time: a second one is refused with ``CorpusBusyError`` naming
+    the first (``corpus_lock``).
     """
+    with corpus_index_lock(ws, corpus_name):
+        return _index_sources_locked(
+            ws,
+            corpus_name,
+            sources,
+            embedder=embedder,
+            workers=workers,
+            batch_size=batch_size,
+            progress=progress,
+            model_spec=model_spec,
+            precomputed_model=precomputed_model,
+            executor=executor,
+            ray_address=ray_address,
+            ray_gpus_per_worker=ray_gpus_per_worker,
+            policy=policy,
+        )
+
+
+def _index_sources_locked(
+    ws: Workspace,
+    corpus_name: str,
+    sources: Sequence[Source],
+    *,
+    embedder: Embedder | None,
+    workers: int,
+    batch_size: int,
+    progress: ProgressFn | None,
+    model_spec: str | None,
+    precomputed_model: DeclaredModel | None,
+    executor: Executor,
+    ray_address: str | None,
+    ray_gpus_per_worker: float,
+    policy: IndexPolicy | None,
+) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(corpus=corpus_name)
     corpus_dir = ws.corpus_dir(corpus_name)
