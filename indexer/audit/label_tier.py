@@ -17,6 +17,7 @@ from splitaudit.indexer.labels.matcher import LabelMatcher
 from splitaudit.indexer.labels.names import label_terms
 from splitaudit.indexer.match.found import FoundMatch
 from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.sources.hf_features import LABEL_DERIVED_KEY
 from splitaudit.indexer.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ def label_leak_matches(
             for it in s.scalars(select(SplitItem).where(SplitItem.id.in_(chunk))):
                 meta = dict(it.meta or {})
                 text_fields = meta.pop("text_fields", None) or {}
+                # columns restating the label (a dataset's label name, another ClassLabel view)
+                skipped = sorted(set(meta.pop(LABEL_DERIVED_KEY, None) or ()) & set(meta))
+                meta = {k: v for k, v in meta.items() if k not in skipped}
                 hits = self_leak(
                     key=it.key,
                     label=label_of[it.id],
@@ -63,7 +67,8 @@ def label_leak_matches(
                     caption=it.caption,
                 )
                 if hits:
-                    out.matches.append(_row(it.id, None, None, hits, {"type": "self"}))
+                    read = {"metadata_read": sorted(meta), "label_columns_skipped": skipped}
+                    out.matches.append(_row(it.id, None, None, hits, {"type": "self", **read}))
         by_pair = {(m.split_item_id, m.item_id): m for m in visual if m.item_id}
         item_ids = sorted({iid for sid, iid in by_pair if sid in label_of})
         items: dict[int, Item] = {}
@@ -76,6 +81,7 @@ def label_leak_matches(
                 continue
             meta = dict(item.meta or {})
             meta.pop("text_fields", None)
+            meta.pop(LABEL_DERIVED_KEY, None)
             hits = match_leak(
                 label=label_of[sid],
                 matcher=matcher,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +28,14 @@ from splitaudit.indexer.timefmt import iso
 SCHEMA = "splitaudit.report/v1"
 KINDS = MATCH_KINDS  # old names, kept for importers
 VISUAL_KINDS = PIXEL_KINDS
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(key: str) -> tuple[str | int, ...]:
+    """Sort key reading digit runs as numbers (``a#2`` before ``a#10``)."""
+    return tuple(int(part) if n % 2 else part for n, part in enumerate(_DIGITS.split(key)))
 
 
 def _item_kinds(session: Session, audit_id: int) -> dict[int, set[str]]:
@@ -173,12 +182,10 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
     """The full ``splitaudit.report/v1`` dict of an audit."""
     audit = session.get_one(Audit, audit_id)
     split = session.get_one(Split, audit.split_id)
-    items = (
-        session.execute(
-            select(SplitItem).where(SplitItem.split_id == split.id).order_by(SplitItem.key)
-        )
-        .scalars()
-        .all()
+    # natural order: FILE#2 before FILE#10, img9 before img10
+    items = sorted(
+        session.execute(select(SplitItem).where(SplitItem.split_id == split.id)).scalars(),
+        key=lambda it: natural_key(it.key),
     )
     matches = session.execute(
         select(Match, Item, Shard.name)

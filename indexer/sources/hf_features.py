@@ -21,8 +21,26 @@ from splitaudit.indexer.sources.record import Locator, LocatorKind, Record, Shar
 HF_METADATA_KEY = b"huggingface"
 # Text columns that become the record's caption (the first present wins); others stay metadata.
 CAPTION_COLUMNS = ("caption", "text", "sentence", "alt_text", "description", "title")
-KEY_COLUMNS = ("key", "__key__")
+# The row's key: an explicit key column, else the dataset's own id column (text or integer).
+KEY_COLUMNS = ("key", "__key__", "id", "image_id", "img_id", "uid")
 LABEL_COLUMN = "label"
+# Metadata columns that restate the label (other ClassLabel columns, its name as text) are listed
+# in a record's metadata under this key: the label tier never counts them as a self-leak.
+LABEL_DERIVED_KEY = "label_derived"
+LABEL_DERIVED_NAMES = frozenset(
+    {
+        "label_name",
+        "label_text",
+        "label_str",
+        "class",
+        "class_name",
+        "classname",
+        "category",
+        "category_name",
+        "text_label",
+        "labels",
+    }
+)
 ROWS_PER_BATCH = 256  # rows turned into Python objects at a time (the row group stays in Arrow)
 
 ImageKind = Literal["struct", "binary"]
@@ -68,6 +86,8 @@ class HFLayout:
     # ClassLabel column -> its names, in id order.
     class_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     metadata: tuple[str, ...] = ()
+    # metadata columns that restate the label (see LABEL_DERIVED_KEY)
+    label_derived: tuple[str, ...] = ()
 
     def label_name(self, column: str, value: Any) -> str | None:
         """A ClassLabel id as its name (``-1`` = no label); other values as text."""
@@ -137,10 +157,25 @@ def analyze_schema(
     caption = next(
         (c for c in CAPTION_COLUMNS if c in names and _is_text(schema.field(c).type)), None
     )
-    key = next((c for c in KEY_COLUMNS if c in names and _is_text(schema.field(c).type)), None)
+    key = next(
+        (
+            c
+            for c in KEY_COLUMNS
+            if c in names
+            and (_is_text(schema.field(c).type) or pa.types.is_integer(schema.field(c).type))
+        ),
+        None,
+    )
     taken = {image, label, caption, key}
     # Other image-like columns are bytes, not metadata: kept out of the JSON.
     metadata = tuple(n for n in names if n not in taken and kinds[n] is None)
+    derived = tuple(
+        n
+        for n in metadata
+        if n in class_names
+        or n.lower() in LABEL_DERIVED_NAMES
+        or (label is not None and n.lower().startswith(f"{label.lower()}_"))
+    )
     return HFLayout(
         image=image,
         image_kind=kind,
@@ -149,6 +184,7 @@ def analyze_schema(
         key=key,
         class_names=class_names,
         metadata=metadata,
+        label_derived=derived,
     )
 
 
@@ -211,6 +247,10 @@ def row_record(
         metadata[name] = (
             layout.label_name(name, value) if name in layout.class_names else json_safe(value)
         )
+    label = layout.label_name(layout.label, row.get(layout.label)) if layout.label else None
+    derived = _label_derived(layout, metadata, label)
+    if derived:
+        metadata[LABEL_DERIVED_KEY] = derived
     cell = row.get(layout.image)
     data: bytes | None
     if layout.image_kind == "struct" and isinstance(cell, Mapping):
@@ -222,7 +262,7 @@ def row_record(
         data, image_path = (cell if isinstance(cell, bytes) else None), None
     fields: dict[str, Any] = {
         "caption": text_value(row.get(layout.caption)) if layout.caption else None,
-        "label": layout.label_name(layout.label, row.get(layout.label)) if layout.label else None,
+        "label": label,
         "metadata": metadata,
     }
     if data:
@@ -237,6 +277,21 @@ def row_record(
             "save the dataset with its images embedded"
         )
     return Record(key, source, shard.name, Locator(kind="none"), error=reason, **fields)
+
+
+def _label_derived(layout: HFLayout, metadata: Mapping[str, Any], label: str | None) -> list[str]:
+    """The row's metadata columns that restate its label: by name or type, or holding exactly it."""
+    same = _plain(label) if label else None
+    return [
+        name
+        for name in layout.metadata
+        if name in layout.label_derived
+        or (same is not None and _plain(text_value(metadata.get(name))) == same)
+    ]
+
+
+def _plain(text: str | None) -> str | None:
+    return " ".join(text.casefold().replace("_", " ").split()) if text else None
 
 
 def _image_beside(image_path: str, folder: str) -> str | None:
