@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -17,7 +20,12 @@ import httpx
 import pytest
 import yaml
 
-from splitaudit.app.container import ENTRYPOINT_ENV, migrate_when_reachable
+from splitaudit.app.container import (
+    ENTRYPOINT_ENV,
+    beat_while_running,
+    migrate_when_reachable,
+    worker_alive,
+)
 from splitaudit.app.settings import ApiSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +39,9 @@ def _free_port() -> int:
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITAUDIT_")}
-    env.update(HF_HUB_OFFLINE="1", **extra)
+    # no role or liveness file shared through this machine's /tmp
+    env.update(HF_HUB_OFFLINE="1", SPLITAUDIT_ROLE_FILE=os.devnull)
+    env.update(extra)
     return env
 
 
@@ -193,6 +203,10 @@ def test_dockerfile_is_multi_stage_non_root_cpu_torch_with_a_healthcheck() -> No
     )
     assert 'ENTRYPOINT ["python", "-m", "splitaudit.app.container"]' in lines
     assert sum("pip install" in line for line in lines) == 2  # torch, then the wheel: once each
+    assert "ARG EXTRAS=embed" in lines
+    assert '"${wheel}${EXTRAS:+[${EXTRAS}]}"' in text  # no extras: the light core
+    torch_step = text[text.index("RUN case") : text.index("esac")]
+    assert "*,embed,*" in torch_step and "--index-url" in torch_step  # torch only for [embed]
     assert not any(
         line.startswith("COPY") and "--from" not in line
         for line in lines[
@@ -235,4 +249,145 @@ def test_the_wheel_carries_the_migrations(tmp_path: Path) -> None:
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert data == expected
-    assert "app/container.py" in names and "indexer/thumbnails.py" in names
+    assert "splitaudit/app/container.py" in names and "splitaudit/indexer/thumbnails.py" in names
+    assert "splitaudit/app/api/docs_offline.py" in names and "splitaudit/api.py" in names
+
+
+def test_worker_liveness_file_decides_its_health(tmp_path: Path) -> None:
+    alive = tmp_path / "alive"
+    assert worker_alive(alive, 60) == 1  # never written: the worker never ran its loop
+    alive.write_text(json.dumps({"time": 1000.0, "pid": 1}))
+    assert worker_alive(alive, 60, now=lambda: 1059.0) == 0
+    assert worker_alive(alive, 60, now=lambda: 1061.0) == 1
+    alive.write_text("{half")
+    assert worker_alive(alive, 60) == 1
+
+
+def test_the_beat_stops_when_the_job_loop_does(tmp_path: Path) -> None:
+    alive, running, stop = tmp_path / "alive", threading.Event(), threading.Event()
+    running.set()
+    thread = beat_while_running(alive, 0.02, running=running.is_set, stop=stop)
+    try:
+        deadline = time.monotonic() + 10
+        while not alive.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert worker_alive(alive, 5) == 0
+        running.clear()
+        time.sleep(0.1)
+        written = json.loads(alive.read_text())["time"]
+        time.sleep(0.2)
+        assert json.loads(alive.read_text())["time"] == written  # no beat without a job loop
+        assert worker_alive(alive, 0.1) == 1
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+@pytest.mark.slow
+def test_worker_container_reports_its_own_liveness(tmp_path: Path) -> None:
+    alive, role = tmp_path / "worker.alive", tmp_path / "role"
+    env = _env(
+        SPLITAUDIT_HOME=str(tmp_path / "data"),
+        SPLITAUDIT_WORKER_ALIVE_FILE=str(alive),
+        SPLITAUDIT_WORKER_BEAT_S="0.2",
+        SPLITAUDIT_WORKER_STALE_S="2",
+        SPLITAUDIT_ROLE_FILE=str(role),
+        SPLITAUDIT_PORT=str(_free_port()),  # nothing listens there: the API check would fail
+    )
+    log = tmp_path / "worker.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "splitaudit.app.container", "worker", "--poll", "0.1"],
+            cwd=REPO,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not alive.exists():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert role.read_text() == "worker"
+        health = _entrypoint("healthcheck", env=env)  # the image's one HEALTHCHECK, no argument
+        assert health.returncode == 0, health.stderr
+        assert (
+            _entrypoint("healthcheck", "api", env=env).returncode == 1
+        )  # the old, inherited probe
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0, log.read_text()
+    time.sleep(2.5)
+    stale = _entrypoint("healthcheck", "worker", env=env)
+    assert stale.returncode == 1 and "last reported" in stale.stderr
+
+
+def test_compose_gives_each_service_its_own_health_check() -> None:
+    services = _compose()["services"]
+    probe = ["CMD", "python", "-m", "splitaudit.app.container", "healthcheck"]
+    assert services["api"]["healthcheck"]["test"] == [*probe, "api"]
+    assert services["worker"]["healthcheck"]["test"] == [*probe, "worker"]
+    assert services["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
+    assert services["api"]["build"]["args"]["EXTRAS"] == "embed"
+
+
+def test_gpu_override_gives_the_worker_cuda_torch_and_the_gpus() -> None:
+    override = yaml.safe_load((REPO / "docs" / "docker" / "gpu.override.yml").read_text())
+    base = _compose()["services"]
+    api, worker = override["services"]["api"], override["services"]["worker"]
+    assert set(override["services"]) <= set(base)
+    for service in (api, worker):
+        assert re.fullmatch(
+            r"https://download\.pytorch\.org/whl/cu\d+", service["build"]["args"]["TORCH_INDEX_URL"]
+        )
+    assert api["image"] == worker["image"] != base["api"]["image"]  # one CUDA image for both
+    assert worker["environment"]["SPLITAUDIT_DEVICE"] == "cuda"
+    (device,) = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert device["capabilities"] == ["gpu"] and device["driver"] == "nvidia"
+    assert ApiSettings(device=worker["environment"]["SPLITAUDIT_DEVICE"]).device == "cuda"
+
+
+def _docker_engine() -> str | None:
+    """None when a Docker engine answers here, else why the image test cannot run."""
+    if shutil.which("docker") is None:
+        return "no docker client on this machine"
+    try:
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker info failed: {exc}"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        return f"no Docker engine answers here ({reason})"
+    return None
+
+
+@pytest.mark.slow
+def test_image_builds_and_runs_the_demo(tmp_path: Path) -> None:
+    reason = _docker_engine()
+    if reason is not None:
+        pytest.skip(reason)
+    tag = f"splitaudit-test:{os.getpid()}"
+    subprocess.run(
+        ["docker", "build", "-q", "--build-arg", "EXTRAS=embed,demo", "-t", tag, str(REPO)],
+        check=True,
+        timeout=3600,
+    )
+    try:
+        done = subprocess.run(
+            ["docker", "run", "--rm", tag, "demo", "--home", "/data"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "planted leaks" in done.stdout
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, check=False)
