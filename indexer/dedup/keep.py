@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from splitaudit.indexer.errors import UsageError
 
@@ -16,6 +18,7 @@ class MemberInfo:
     key: str
     width: int | None
     height: int | None
+    nbytes: int = 0  # the stored image's size in bytes (0: unknown)
 
     @property
     def pixels(self) -> int:
@@ -28,19 +31,38 @@ def _first_key(m: MemberInfo) -> tuple[str, int]:
 
 
 # Every policy is a sort key and whether the smallest (min) or largest (max) member is kept.
+# Equal sizes in pixels go to the larger file (the original over a JPEG-40 copy), then the key.
 POLICIES: dict[str, tuple[Callable[[MemberInfo], tuple[object, ...]], bool]] = {
-    "largest": (lambda m: (-m.pixels, *_first_key(m)), False),
-    "smallest": (lambda m: (m.pixels if m.pixels else float("inf"), *_first_key(m)), False),
+    "largest": (lambda m: (-m.pixels, -m.nbytes, *_first_key(m)), False),
+    "smallest": (
+        lambda m: (m.pixels if m.pixels else float("inf"), -m.nbytes, *_first_key(m)),
+        False,
+    ),
     "first": (_first_key, False),
     "last": (_first_key, True),
     "oldest": (lambda m: (m.item_id,), False),
     "newest": (lambda m: (m.item_id,), True),
 }
 POLICY_HELP = (
-    "largest: most pixels (default); smallest: fewest pixels; first / last: first / last key "
-    "in sort order; oldest / newest: indexed first / last"
+    "largest: most pixels (default); smallest: fewest pixels (equal pixels: the larger file); "
+    "first / last: first / last key in sort order; oldest / newest: indexed first / last"
 )
 DEFAULT_POLICY = "largest"
+
+
+def stored_bytes(locator: Mapping[str, Any] | None) -> int:
+    """The size in bytes of an item's stored image: a tar member's size, a file's; 0 when unknown."""
+    if not locator:
+        return 0
+    kind, path, size = locator.get("kind"), locator.get("path"), locator.get("size")
+    if kind == "tar" and isinstance(size, int):
+        return size
+    if kind == "file" and isinstance(path, str):
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return 0
+    return 0
 
 
 def check_policy(name: str) -> str:

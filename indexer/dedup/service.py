@@ -20,7 +20,7 @@ from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
 from splitaudit.indexer.db.queries import get_corpus, in_chunks
 from splitaudit.indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
-from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy
+from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy, stored_bytes
 from splitaudit.indexer.dedup.pairs import (
     CHUNK_ROWS,
     Edge,
@@ -259,8 +259,10 @@ def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
     wanted = sorted(ids)
     out: dict[int, MemberInfo] = {}
     for chunk in in_chunks(wanted):
-        for item_id, key, w, h in session.execute(
-            select(Item.id, Item.key, Item.width, Item.height).where(Item.id.in_(chunk))
+        for item_id, key, w, h, locator in session.execute(
+            select(Item.id, Item.key, Item.width, Item.height, Item.locator).where(
+                Item.id.in_(chunk)
+            )
         ):
-            out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h)
+            out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h, stored_bytes(locator))
     return out
