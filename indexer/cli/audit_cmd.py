@@ -27,7 +27,7 @@ from splitaudit.indexer.cli.progress import fraction_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option_with
 from splitaudit.indexer.errors import IndexUnavailableError, UsageError
 from splitaudit.indexer.gate.baseline import Baseline, load_baseline
-from splitaudit.indexer.gate.evaluate import GateResult, apply_gate, evaluate
+from splitaudit.indexer.gate.evaluate import GateResult, evaluate
 from splitaudit.indexer.gate.policy import (
     Policy,
     load_policy,
@@ -35,6 +35,7 @@ from splitaudit.indexer.gate.policy import (
     parse_threshold_options,
 )
 from splitaudit.indexer.gate.summary import summary_paragraph
+from splitaudit.indexer.reporting.models import Report, as_report
 
 if TYPE_CHECKING:
     from splitaudit.indexer.embed.device import ResolvedDevice
@@ -126,12 +127,12 @@ def _local_report(
     image_column: str | None = None,
     backend: str = "auto",
     allow_empty: bool = False,
-) -> tuple[dict[str, Any], Thumbs]:
+) -> tuple[Report, Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from splitaudit.indexer.audit.service import run_audit, submit_audit
     from splitaudit.indexer.embed.backends import load_embedder_on_backend, resolve_backend
     from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
-    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.reporting.report import build_report
     from splitaudit.indexer.sources.labels_csv import load_labels_csv
     from splitaudit.indexer.sources.open import split_location
 
@@ -176,7 +177,7 @@ def _local_report(
                     ws, audit_id, progress=progress, workers=workers, embedder_factory=factory
                 )
             with ws.sessions() as session:
-                report = audit_report(session, audit_id)
+                report = build_report(session, audit_id)
                 # Read now: an archive split's files live in the temporary folder.
                 return report, _thumbnails(report, db_thumbnail_fetcher(session)) if html else {}
         finally:
@@ -193,7 +194,7 @@ def _server_report(
     thresholds: Mapping[str, float],
     progress_opts: dict[str, Any],
     html: bool,
-) -> tuple[dict[str, Any], Thumbs]:
+) -> tuple[Report, Thumbs]:
     """Upload the split to ``server``, wait for the audit: its report, and the HTML's thumbnails."""
     from splitaudit.indexer.gate.client import AuditClient
 
@@ -226,26 +227,20 @@ def _server_report(
         click.echo(f"audit {audit_id} queued on {client.base_url}", err=True)
         with fraction_progress(f"audit {audit_id}", **progress_opts) as progress:
             client.wait(audit_id, on_progress=progress)
-        report = client.report(audit_id)
+        report = as_report(client.report(audit_id))
         return report, _thumbnails(report, client.thumbnail) if html else {}
 
 
-def _thumbnails(report: Mapping[str, Any], fetch: ThumbnailFetcher) -> Thumbs:
+def _thumbnails(report: Report, fetch: ThumbnailFetcher) -> Thumbs:
+    """The HTML page's thumbnails, fetched now (a temporary split folder goes away)."""
     from splitaudit.indexer.reporting.html_report import pair_thumbnails
 
     return pair_thumbnails(report, fetch)
 
 
-def _render_html(report: Mapping[str, Any], thumbs: Thumbs) -> str:
-    from splitaudit.indexer.reporting.html_report import render_html
-
-    return render_html(report, thumbnails=thumbs)
-
-
-def _embedded(report: Mapping[str, Any]) -> bool:
+def _embedded(report: Report) -> bool:
     """Whether the audit embedded the split (some corpus has a usable semantic tier)."""
-    model = report.get("model") or {}
-    return isinstance(model, Mapping) and model.get("semantic") in ("ok", "partial")
+    return (report.model or {}).get("semantic") in ("ok", "partial")
 
 
 def _exit_code(result: GateResult) -> int:
@@ -490,21 +485,17 @@ def audit(
             allow_empty=allow_empty,
         )
     result = evaluate(report, policy, known)
-    gated = apply_gate(report, result)
-    from splitaudit.indexer.reporting.formats import (
-        render_csv,
-        render_json,
-        render_junit,
-        render_markdown,
-    )
+    gate = result.view()  # the verdict: a value of its own, rendered beside the report
+    from splitaudit.indexer.reporting.formats import render
+    from splitaudit.indexer.reporting.html_report import render_html
 
-    markdown = render_markdown(gated)
+    markdown = render(report, "md", gate=gate)
     for path, text in (
-        (json_out, lambda: render_json(gated)),
-        (junit_out, lambda: render_junit(gated)),
+        (json_out, lambda: render(report, "json", gate=gate)),
+        (junit_out, lambda: render(report, "junit", gate=gate)),
         (markdown_out, lambda: markdown),
-        (csv_out, lambda: render_csv(gated)),
-        (html_out, lambda: _render_html(gated, thumbs)),
+        (csv_out, lambda: render(report, "csv", gate=gate)),
+        (html_out, lambda: render_html(report, thumbnails=thumbs, gate=gate)),
     ):
         if path is not None:
             _write(path, text())
@@ -513,7 +504,12 @@ def audit(
         from splitaudit.indexer.gate.decontaminate import write_decontamination
 
         write_decontamination(
-            gated, policy.fail_on, split=split, blocklists=blocklists, clean_splits=clean_splits
+            report,
+            policy.fail_on,
+            split=split,
+            blocklists=blocklists,
+            clean_splits=clean_splits,
+            gate=gate,
         )
     click.echo(summary_paragraph(report, result, corpora=corpora))
     if not server and _embedded(report):

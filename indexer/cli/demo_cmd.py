@@ -37,11 +37,12 @@ def demo(home: Path, out: Path | None, model_spec: str, backend: str) -> None:
     from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
     from splitaudit.indexer.demo import write_demo
     from splitaudit.indexer.embed.backends import backend_embedder_factory
+    from splitaudit.indexer.kinds import MATCH_KINDS
     from splitaudit.indexer.pipeline.index import index_sources
     from splitaudit.indexer.reporting.formats import render
-    from splitaudit.indexer.reporting.html_report import pair_thumbnails, render_html
+    from splitaudit.indexer.reporting.html_report import html_page
     from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
-    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.reporting.report import build_report
     from splitaudit.indexer.sources.folder import FolderSource
     from splitaudit.indexer.sources.open import open_split
 
@@ -68,26 +69,25 @@ def demo(home: Path, out: Path | None, model_spec: str, backend: str) -> None:
         audit_id = create_audit(ws, split_id=split_id, corpora=["demo"])
         run_audit(ws, audit_id, embedder_factory=load_model)
         with ws.sessions() as s:
-            report = audit_report(s, audit_id)
-            html = render_html(report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(s)))
+            report = build_report(s, audit_id)
+            html = html_page(report, db_thumbnail_fetcher(s))
     finally:
         ws.close()
-    (out / "report.json").write_text(json.dumps(report, indent=2))
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     (out / "report.md").write_text(render(report, "md"))
     (out / "report.html").write_text(html, encoding="utf-8")
-    sm = report["summary"]
+    sm = report.summary
+    per_kind = ", ".join(f"{k} {sm.by_kind.get(k, 0)}" for k in MATCH_KINDS)
     click.echo(
-        f"audit {audit_id}: {sm['items']} test images, {sm['flagged']} flagged "
-        f"(exact {sm['by_kind']['exact']}, near {sm['by_kind']['near']}, "
-        f"semantic {sm['by_kind']['semantic']}, label_leak {sm['by_kind']['label_leak']}); "
+        f"audit {audit_id}: {sm.items} test images, {sm.flagged} flagged ({per_kind}); "
         f"planted leaks: {len(data.planted)}"
     )
-    for item in report["items"]:
-        if item["verdict"] != "clean":
-            top = item["matches"][0]
+    for item in report.items:
+        if item.verdict != "clean":
+            top = item.matches[0]
             click.echo(
-                f"  {item['key']}: {item['verdict']} -> {top.get('corpus_key')} "
-                f"(hamming {top.get('hamming')}, cosine {top.get('cosine')})"
+                f"  {item.key}: {item.verdict} -> {top.corpus_key} "
+                f"(hamming {top.hamming}, cosine {top.cosine})"
             )
     click.echo(
         f"reports: {out / 'report.json'}, {out / 'report.md'}, {out / 'report.html'} (open in a browser)"

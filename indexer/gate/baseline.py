@@ -23,6 +23,7 @@ from typing import Any
 
 from splitaudit.indexer.errors import InputError, UsageError
 from splitaudit.indexer.kinds import IMAGE_KINDS, MATCH_KINDS
+from splitaudit.indexer.reporting.models import Report, ReportItem, ReportMatch, as_report
 
 SCHEMA = "splitaudit.baseline/v1"
 VISUAL_TIERS = frozenset(IMAGE_KINDS)
@@ -49,20 +50,20 @@ class BaselineEntry:
         if self.kind not in _KINDS:
             raise UsageError(f"baseline entry kind {self.kind!r} is not one of {', '.join(_KINDS)}")
 
-    def matches(self, item: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
+    def matches(self, item: ReportItem, match: ReportMatch) -> bool:
         """True when this entry covers ``match`` of report item ``item``."""
         same_test = bool(
-            (self.test_sha256 and self.test_sha256 == item.get("sha256"))
-            or (self.test_pixel_digest and self.test_pixel_digest == item.get("pixel_digest"))
+            (self.test_sha256 and self.test_sha256 == item.sha256)
+            or (self.test_pixel_digest and self.test_pixel_digest == item.pixel_digest)
         )
-        if not same_test or self.corpus != match.get("corpus"):
+        if not same_test or self.corpus != match.corpus:
             return False
-        kind = match.get("kind")
+        kind = match.kind
         if kind != self.kind and not (kind in VISUAL_TIERS and self.kind in VISUAL_TIERS):
             return False
         if self.corpus_sha256 and self.corpus_sha256 == corpus_sha256_of(match):
             return True
-        return self.corpus_key == match.get("corpus_key")
+        return self.corpus_key == match.corpus_key
 
     def describe(self) -> str:
         """A short human name, e.g. ``cats/1.jpg ~ laion:000123 (near)``."""
@@ -95,7 +96,7 @@ class Baseline:
     entries: tuple[BaselineEntry, ...] = ()
     source: str | None = None
 
-    def find(self, item: Mapping[str, Any], match: Mapping[str, Any]) -> BaselineEntry | None:
+    def find(self, item: ReportItem, match: ReportMatch) -> BaselineEntry | None:
         """The first entry covering ``match``, else None."""
         return next((e for e in self.entries if e.matches(item, match)), None)
 
@@ -109,42 +110,40 @@ class Baseline:
         }
 
 
-def corpus_sha256_of(match: Mapping[str, Any]) -> str | None:
+def corpus_sha256_of(match: ReportMatch) -> str | None:
     """The corpus item's SHA-256 when the report carries it (a match's ``sha256`` is the corpus item's)."""
-    value = match.get("corpus_sha256") or match.get("sha256")
-    if value is None and isinstance(match.get("evidence"), Mapping):
-        value = match["evidence"].get("corpus_sha256")
+    extra = match.model_extra or {}
+    value = extra.get("corpus_sha256") or match.sha256 or match.evidence.get("corpus_sha256")
     return value if isinstance(value, str) else None
 
 
 def entry_from_match(
-    item: Mapping[str, Any], match: Mapping[str, Any], *, note: str | None = None
+    item: ReportItem, match: ReportMatch, *, note: str | None = None
 ) -> BaselineEntry:
     """The baseline entry that suppresses ``match`` of report item ``item``."""
     return BaselineEntry(
-        test_sha256=item.get("sha256"),
-        test_pixel_digest=item.get("pixel_digest"),
-        test_key=item.get("key"),
-        corpus=match.get("corpus"),
-        corpus_key=match.get("corpus_key"),
+        test_sha256=item.sha256,
+        test_pixel_digest=item.pixel_digest,
+        test_key=item.key,
+        corpus=match.corpus,
+        corpus_key=match.corpus_key,
         corpus_sha256=corpus_sha256_of(match),
-        kind=str(match.get("kind")),
+        kind=str(match.kind),
         note=note,
     )
 
 
-def baseline_from_report(report: Mapping[str, Any]) -> Baseline:
+def baseline_from_report(report: Report | Mapping[str, Any]) -> Baseline:
     """Entries for every match of ``report`` whose current review verdict is ``not_duplicate``."""
     entries: list[BaselineEntry] = []
     seen: set[BaselineEntry] = set()
-    for item in report.get("items", []):
-        if not (item.get("sha256") or item.get("pixel_digest")):
+    for item in as_report(report).items:
+        if not (item.sha256 or item.pixel_digest):
             continue
-        for match in item.get("matches", []):
-            review = match.get("review") or {}
-            if review.get("verdict") != "not_duplicate":
+        for match in item.matches:
+            if match.review is None or not match.review_suppressed:
                 continue
-            entry = entry_from_match(item, match, note=review.get("note"))
+            entry = entry_from_match(item, match, note=match.review.note)
             if entry not in seen:
                 seen.add(entry)
                 entries.append(entry)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from splitaudit.indexer.errors import UsageError
-from splitaudit.indexer.gate.evaluate import is_review_suppressed
+from splitaudit.indexer.reporting.formats import Gated, ReportInput
+from splitaudit.indexer.reporting.models import GateView, ReportMatch, as_report
 
 BLOCKLIST_COLUMNS = ("corpus", "key", "url", "shard")
 CLEAN_COLUMNS = ("key", "path", "label")
@@ -26,51 +27,54 @@ BLOCKLIST_FORMATS = (".txt", ".csv", ".parquet")
 CLEAN_FORMATS = (".txt", ".csv")
 
 
-def _counted(match: Mapping[str, Any]) -> bool:
-    return not is_review_suppressed(match) and not match.get("suppressed_by")
+def _reviewed_duplicate(match: ReportMatch) -> bool:
+    return match.review is not None and match.review.verdict == "duplicate"
 
 
-def _reviewed_duplicate(match: Mapping[str, Any]) -> bool:
-    review = match.get("review")
-    return isinstance(review, Mapping) and review.get("verdict") == "duplicate"
-
-
-def blocklist_rows(report: Mapping[str, Any], fail_on: Iterable[str]) -> list[dict[str, Any]]:
+def blocklist_rows(
+    report: ReportInput, fail_on: Iterable[str], *, gate: GateView | None = None
+) -> list[dict[str, Any]]:
     """One row per corpus item to exclude (first seen order; each item once)."""
     tiers = set(fail_on)
+    view = Gated(as_report(report), gate)
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for item in report.get("items", []):
-        for m in item.get("matches", []):
-            if m.get("corpus_key") is None:
+    for item in view.report.items:
+        for i, m in enumerate(item.matches):
+            if m.corpus_key is None:
                 continue  # a self label-leak names no corpus item
-            if _reviewed_duplicate(m) or (m.get("kind") in tiers and _counted(m)):
-                key = (str(m.get("corpus")), str(m["corpus_key"]))
+            counted = view.suppressed_by(item, i) is None
+            if _reviewed_duplicate(m) or (m.kind in tiers and counted):
+                key = (str(m.corpus), m.corpus_key)
                 out.setdefault(
-                    key,
-                    {"corpus": key[0], "key": key[1], "url": m.get("url"), "shard": m.get("shard")},
+                    key, {"corpus": key[0], "key": key[1], "url": m.url, "shard": m.shard}
                 )
     return list(out.values())
 
 
 def clean_split_rows(
-    report: Mapping[str, Any], fail_on: Iterable[str], *, split_root: Path | None = None
+    report: ReportInput,
+    fail_on: Iterable[str],
+    *,
+    split_root: Path | None = None,
+    gate: GateView | None = None,
 ) -> list[dict[str, Any]]:
     """The test items with no counted match at the failing tiers: key, path, label.
 
     ``path`` is the image's path when the split is a folder (``split_root`` / key), else the key.
     """
     tiers = set(fail_on)
+    view = Gated(as_report(report), gate)
     rows = []
-    for item in report.get("items", []):
-        if any(m.get("kind") in tiers and _counted(m) for m in item.get("matches", [])):
+    for item in view.report.items:
+        if any(m.kind in tiers for m in view.counted(item)):
             continue
-        key = str(item.get("key"))
+        key = item.key
         path = (
             str((split_root / key).resolve())
             if split_root is not None and split_root.is_dir()
             else key
         )
-        rows.append({"key": key, "path": path, "label": item.get("label")})
+        rows.append({"key": key, "path": path, "label": item.label})
     return rows
 
 
@@ -112,16 +116,17 @@ def _suffix(path: Path, allowed: Sequence[str], option: str) -> str:
 
 
 def write_decontamination(
-    report: Mapping[str, Any],
+    report: ReportInput,
     fail_on: Iterable[str],
     *,
     split: Path,
     blocklists: Sequence[Path] = (),
     clean_splits: Sequence[Path] = (),
+    gate: GateView | None = None,
 ) -> None:
-    """Write each requested blocklist and clean-split file for a (gated) report."""
+    """Write each requested blocklist and clean-split file for a report and the gate's verdict."""
     tiers = tuple(fail_on)
     for path in blocklists:
-        write_blocklist(path, blocklist_rows(report, tiers))
+        write_blocklist(path, blocklist_rows(report, tiers, gate=gate))
     for path in clean_splits:
-        write_clean_split(path, clean_split_rows(report, tiers, split_root=split))
+        write_clean_split(path, clean_split_rows(report, tiers, split_root=split, gate=gate))

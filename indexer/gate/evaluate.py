@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from splitaudit.indexer.gate.baseline import Baseline, BaselineEntry
 from splitaudit.indexer.gate.policy import TIERS, Policy
+from splitaudit.indexer.reporting.formats import is_review_suppressed, report_document
+from splitaudit.indexer.reporting.models import (
+    FailedItem,
+    GateView,
+    PolicyView,
+    Report,
+    SuppressedView,
+    as_report,
+)
 from splitaudit.indexer.reporting.report import semantic_status
+
+__all__ = [
+    "GateResult",
+    "SuppressedMatch",
+    "apply_gate",
+    "evaluate",
+    "is_review_suppressed",
+    "semantic_status",
+]
 
 SuppressedBy = Literal["review", "baseline"]
 UNREADABLE_NAMED = 10  # unreadable images named in the gate's reason (all are in the report)
@@ -28,17 +45,22 @@ class SuppressedMatch:
     note: str | None = None
     index: int = 0  # position of the match in its item's ``matches`` list
 
+    def view(self) -> SuppressedView:
+        """The typed form renderers read (``index`` included, left out of the JSON)."""
+        return SuppressedView(
+            key=self.key,
+            match_id=self.match_id,
+            kind=self.kind,
+            corpus=self.corpus,
+            corpus_key=self.corpus_key,
+            by=self.by,
+            note=self.note,
+            index=self.index,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "key": self.key,
-            "match_id": self.match_id,
-            "kind": self.kind,
-            "corpus": self.corpus,
-            "corpus_key": self.corpus_key,
-            "by": self.by,
-            "note": self.note,
-        }
+        return self.view().to_json()
 
 
 @dataclass(frozen=True)
@@ -80,73 +102,75 @@ class GateResult:
         """How many matches were suppressed by review or by baseline."""
         return sum(1 for s in self.suppressed if s.by == by)
 
+    def view(self) -> GateView:
+        """The verdict as the typed value renderers take beside the report (``gate=``)."""
+        return GateView(
+            status=self.status,  # type: ignore[arg-type]  # one of passed/failed/error
+            passed=self.passed,
+            policy=PolicyView.model_validate(self.policy.to_dict()),
+            items=self.items,
+            readable=self.readable,
+            failed_items=self.failed_items,
+            unreadable_keys=list(self.unreadable_keys),
+            flagged=self.flagged,
+            rate=self.rate,
+            counts=dict(self.counts),
+            flagged_keys=list(self.flagged_keys),
+            reasons=list(self.reasons),
+            errors=list(self.errors),
+            suppressed=[s.view() for s in self.suppressed],
+            stale_baseline=[e.to_dict() for e in self.stale],
+            baseline=self.baseline_source,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """The ``gate`` section added to the JSON report."""
-        return {
-            "status": self.status,
-            "passed": self.passed,
-            "policy": self.policy.to_dict(),
-            "items": self.items,
-            "readable": self.readable,
-            "failed_items": self.failed_items,
-            "unreadable_keys": list(self.unreadable_keys),
-            "flagged": self.flagged,
-            "rate": self.rate,
-            "counts": dict(self.counts),
-            "flagged_keys": list(self.flagged_keys),
-            "reasons": list(self.reasons),
-            "errors": list(self.errors),
-            "suppressed": [s.to_dict() for s in self.suppressed],
-            "stale_baseline": [e.to_dict() for e in self.stale],
-            "baseline": self.baseline_source,
-        }
-
-
-def is_review_suppressed(match: Mapping[str, Any]) -> bool:
-    """True when the match's current review verdict is ``not_duplicate``."""
-    review = match.get("review")
-    return isinstance(review, Mapping) and review.get("verdict") == "not_duplicate"
+        """The ``gate`` section of a gated JSON report."""
+        return self.view().to_json()
 
 
 def evaluate(
-    report: Mapping[str, Any], policy: Policy, baseline: Baseline | None = None
+    report: Report | Mapping[str, Any], policy: Policy, baseline: Baseline | None = None
 ) -> GateResult:
-    """Count flagged test images under ``policy``, with reviewed and baselined matches suppressed."""
+    """Count flagged test images under ``policy``, with reviewed and baselined matches suppressed.
+
+    ``report`` is read, never changed; the verdict is the returned value.
+    """
+    report = as_report(report)
     baseline = baseline or Baseline()
     used: set[BaselineEntry] = set()
     suppressed: list[SuppressedMatch] = []
     counts = dict.fromkeys(TIERS, 0)
     flagged_keys: list[str] = []
     fail_on = set(policy.fail_on)
-    items = list(report.get("items", []))
+    items = report.items
 
     for item in items:
-        key = str(item.get("key"))
+        key = item.key
         kinds: set[str] = set()
-        for index, match in enumerate(item.get("matches", [])):
+        for index, match in enumerate(item.matches):
             entry = baseline.find(item, match)
             if entry is not None:
                 used.add(entry)
             by: SuppressedBy | None = None
-            if is_review_suppressed(match):
+            if match.review_suppressed:
                 by = "review"
             elif entry is not None:
                 by = "baseline"
             if by is None:
-                kinds.add(str(match.get("kind")))
+                kinds.add(str(match.kind))
                 continue
             note = (
-                (match.get("review") or {}).get("note")
+                (match.review.note if match.review else None)
                 if by == "review"
                 else (entry.note if entry else None)
             )
             suppressed.append(
                 SuppressedMatch(
                     key=key,
-                    match_id=match.get("id"),
-                    kind=str(match.get("kind")),
-                    corpus=match.get("corpus"),
-                    corpus_key=match.get("corpus_key"),
+                    match_id=match.id,
+                    kind=str(match.kind),
+                    corpus=match.corpus,
+                    corpus_key=match.corpus_key,
                     by=by,
                     note=note,
                     index=index,
@@ -158,14 +182,14 @@ def evaluate(
         if kinds & fail_on:
             flagged_keys.append(key)
 
-    summary = report.get("summary") or {}
-    failed = report.get("failed") or []
-    total = int(summary.get("items", len(items) + len(failed)))
-    readable = int(summary.get("readable", total - len(failed)))
+    summary = report.summary
+    failed = report.failed
+    total = summary.items if summary.items is not None else len(items) + len(failed)
+    readable = summary.readable if summary.readable is not None else total - len(failed)
     flagged = len(flagged_keys)
     rate = flagged / readable if readable > 0 else 0.0
     reasons = _reasons(policy, flagged, rate, readable)
-    unreadable = [f for f in failed if isinstance(f, Mapping)]
+    unreadable = list(failed)
     reasons += _unreadable_reasons(policy, unreadable, total)
     errors = _errors(report, policy)
     return GateResult(
@@ -183,7 +207,7 @@ def evaluate(
         suppressed=tuple(suppressed),
         stale=tuple(e for e in baseline.entries if e not in used),
         baseline_source=baseline.source,
-        unreadable_keys=tuple(str(f.get("key")) for f in unreadable),
+        unreadable_keys=tuple(f.key for f in unreadable),
     )
 
 
@@ -201,9 +225,7 @@ def _reasons(policy: Policy, flagged: int, rate: float, readable: int) -> list[s
     return reasons
 
 
-def _unreadable_reasons(
-    policy: Policy, unreadable: list[Mapping[str, Any]], total: int
-) -> list[str]:
+def _unreadable_reasons(policy: Policy, unreadable: list[FailedItem], total: int) -> list[str]:
     """Why the unreadable (never audited) test images fail the gate (empty when within the policy)."""
     count = len(unreadable)
     if count == 0:
@@ -218,8 +240,7 @@ def _unreadable_reasons(
     if not over:
         return []
     named = "; ".join(
-        f"{f.get('key')} ({f.get('reason') or 'no reason given'})"
-        for f in unreadable[:UNREADABLE_NAMED]
+        f"{f.key} ({f.reason or 'no reason given'})" for f in unreadable[:UNREADABLE_NAMED]
     )
     more = f"; and {count - UNREADABLE_NAMED} more" if count > UNREADABLE_NAMED else ""
     return [
@@ -229,7 +250,7 @@ def _unreadable_reasons(
     ]
 
 
-def _errors(report: Mapping[str, Any], policy: Policy) -> list[str]:
+def _errors(report: Report, policy: Policy) -> list[str]:
     """Conditions that make the verdict untrustworthy: a failing tier that was not computed."""
     status, reason = semantic_status(report)
     if "semantic" in policy.fail_on and status in ("skipped", "partial"):
@@ -239,15 +260,8 @@ def _errors(report: Mapping[str, Any], policy: Policy) -> list[str]:
     return []
 
 
-def apply_gate(report: Mapping[str, Any], result: GateResult) -> dict[str, Any]:
-    """A copy of ``report`` with a ``gate`` section, ``gate_failed`` per item, ``suppressed_by`` per match."""
-    out = copy.deepcopy(dict(report))
-    flagged = set(result.flagged_keys)
-    by_position = {(s.key, s.index): s.by for s in result.suppressed}
-    for item in out.get("items", []):
-        key = str(item.get("key"))
-        item["gate_failed"] = key in flagged
-        for index, match in enumerate(item.get("matches", [])):
-            match["suppressed_by"] = by_position.get((key, index))
-    out["gate"] = result.to_dict()
-    return out
+def apply_gate(report: Report | Mapping[str, Any], result: GateResult) -> dict[str, Any]:
+    """The gated JSON document (what ``--json`` writes): the report's JSON with the gate's
+    ``gate`` section, ``gate_failed`` per item and ``suppressed_by`` per match. ``report`` is not
+    changed; renderers take ``result.view()`` as ``gate=`` instead of reading these keys back."""
+    return report_document(report, result.view())

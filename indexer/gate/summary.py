@@ -7,13 +7,15 @@ from typing import Any
 
 from splitaudit.indexer.gate.evaluate import GateResult, semantic_status
 from splitaudit.indexer.gate.policy import TIERS
+from splitaudit.indexer.reporting.models import Report, as_report
 
 
 def summary_paragraph(
-    report: Mapping[str, Any], result: GateResult, *, corpora: Sequence[str] = ()
+    report: Report | Mapping[str, Any], result: GateResult, *, corpora: Sequence[str] = ()
 ) -> str:
     """What was audited, what was flagged per tier, the policy and the verdict, in one paragraph."""
-    names = list(corpora) or list(report.get("corpora") or [])
+    report = as_report(report)
+    names = list(corpora) or report.corpora
     against = f" against {', '.join(names)}" if names else ""
     unreadable = (
         f" ({result.failed_items} could not be read and were not audited)"

@@ -1,9 +1,10 @@
-"""Render a ``splitaudit.report/v1`` dict as JSON, CSV, JUnit XML or Markdown.
+"""Render a ``splitaudit.report/v1`` report as JSON, CSV, JUnit XML or Markdown.
 
-When the report carries a ``gate`` section (added by ``splitaudit.indexer.gate.apply_gate``), an item
-fails when the gate flagged it and suppressed matches are marked as such. Without one (the
-server's plain report endpoint), an item fails when it has any match not reviewed
-``not_duplicate``.
+Every renderer takes the typed ``Report`` (or its JSON dict) and, separately, the gate's verdict
+(``GateView``, from ``splitaudit.indexer.gate.evaluate(...).view()``): with one, an item fails
+when the gate flagged it and suppressed matches are marked as such; without one (the server's
+plain report endpoint), an item fails when it has any match not reviewed ``not_duplicate``.
+A gated JSON file read back (``gate``, ``gate_failed``, ``suppressed_by`` in it) renders the same.
 
 CSV has one row per match; a clean item gets one row with an empty ``kind`` and an
 unreadable item one row with ``verdict`` = ``failed`` and the reason in ``error``, so the
@@ -21,6 +22,13 @@ from typing import Any
 from splitaudit.indexer.csv_cells import csv_text
 from splitaudit.indexer.errors import UsageError
 from splitaudit.indexer.kinds import MATCH_KINDS, MatchKind
+from splitaudit.indexer.reporting.models import (
+    GateView,
+    Report,
+    ReportItem,
+    ReportMatch,
+    as_report,
+)
 from splitaudit.indexer.reporting.report import semantic_status
 
 TIERS = MATCH_KINDS
@@ -49,10 +57,13 @@ MARKDOWN_TOP = 25
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def render(report: Mapping[str, Any], fmt: str) -> str:
+ReportInput = Report | Mapping[str, Any]
+
+
+def render(report: ReportInput, fmt: str, *, gate: GateView | None = None) -> str:
     """The report in format ``fmt`` (json, csv, junit or md); ``UsageError`` for anything else."""
     name = _ALIASES.get(fmt.lower(), fmt.lower())
-    renderers: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    renderers: dict[str, Callable[..., str]] = {
         "json": render_json,
         "csv": render_csv,
         "junit": render_junit,
@@ -60,71 +71,110 @@ def render(report: Mapping[str, Any], fmt: str) -> str:
     }
     if name not in renderers:
         raise UsageError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return renderers[name](report)
+    return renderers[name](report, gate=gate)
 
 
-def render_json(report: Mapping[str, Any]) -> str:
+def report_document(report: ReportInput, gate: GateView | None = None) -> dict[str, Any]:
+    """The JSON document of a report; with ``gate``, its ``gate`` section, ``gate_failed`` per item
+    and ``suppressed_by`` per match (what ``--json`` writes). ``report`` is not changed."""
+    view = Gated(as_report(report), gate)
+    doc = view.report.to_json()
+    if view.gate is None or gate is None:
+        return doc
+    for item, out in zip(view.report.items, doc["items"], strict=True):
+        out["gate_failed"] = view.item_failed(item)
+        for index, match in enumerate(out["matches"]):
+            match["suppressed_by"] = view.suppressed_by(item, index)
+    doc["gate"] = gate.to_json()
+    return doc
+
+
+def render_json(report: ReportInput, *, gate: GateView | None = None) -> str:
     """The report as indented JSON (UTF-8 text, keys in their given order)."""
-    return json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n"
+    return (
+        json.dumps(report_document(report, gate), indent=2, ensure_ascii=False, default=str) + "\n"
+    )
 
 
 # ---------------------------------------------------------------- shared reading helpers
 
 
-def _is_review_suppressed(match: Mapping[str, Any]) -> bool:
+class Gated:
+    """A report read with the gate's verdict (or without one): what counts, what fails."""
+
+    def __init__(self, report: Report, gate: GateView | None = None) -> None:
+        """``gate`` given: its flags and suppressions; else those a gated file carries, if any."""
+        self.report = report
+        self.gate = gate or report.gate
+        self._given = gate is not None
+        self._flagged = set(gate.flagged_keys) if gate else set()
+        self._by_position = {
+            (s.key, s.index): s.by for s in (gate.suppressed if gate else []) if s.index is not None
+        }
+
+    def suppressed_by(self, item: ReportItem, index: int) -> str | None:
+        """``review``/``baseline`` when match ``index`` of ``item`` does not count, else None."""
+        match = item.matches[index]
+        if self._given:
+            return self._by_position.get((item.key, index))
+        if "suppressed_by" in match.model_fields_set:
+            return match.suppressed_by
+        return "review" if match.review_suppressed else None
+
+    def counted(self, item: ReportItem) -> list[ReportMatch]:
+        """The item's matches that count (not suppressed)."""
+        return [m for i, m in enumerate(item.matches) if self.suppressed_by(item, i) is None]
+
+    def suppressed(self, item: ReportItem) -> list[tuple[str, ReportMatch]]:
+        """``(by, match)`` of the item's matches that do not count."""
+        return [
+            (by, m)
+            for i, m in enumerate(item.matches)
+            if (by := self.suppressed_by(item, i)) is not None
+        ]
+
+    def item_failed(self, item: ReportItem) -> bool:
+        """Whether the item fails: per the gate when there is one, else any counted match."""
+        if self._given:
+            return item.key in self._flagged
+        if self.gate is not None:
+            return bool(item.gate_failed)
+        return bool(self.counted(item))
+
+    @property
+    def fail_on(self) -> tuple[str, ...]:
+        """Tiers that fail an item: the gate policy's, else every tier."""
+        return tuple(self.gate.policy.fail_on) if self.gate is not None else tuple(TIERS)
+
+    def tier_counts(self) -> dict[str, int]:
+        """Flagged images per tier: the gate's counts (after suppression), else the summary's."""
+        counts = self.gate.counts if self.gate is not None else self.report.summary.by_kind
+        return {t: int(counts.get(t, 0)) for t in TIERS}
+
+    def readable(self) -> int:
+        """Readable test images: the gate's figure, else the summary's, else the items."""
+        if self.gate is not None:
+            return self.gate.readable
+        summary = self.report.summary
+        return summary.readable if summary.readable is not None else len(self.report.items)
+
+
+def is_review_suppressed(match: ReportMatch | Mapping[str, Any]) -> bool:
+    """True when the match's current review verdict is ``not_duplicate``."""
+    if isinstance(match, ReportMatch):
+        return match.review_suppressed
     review = match.get("review")
     return isinstance(review, Mapping) and review.get("verdict") == "not_duplicate"
 
 
-def _suppressed_by(match: Mapping[str, Any]) -> str | None:
-    """``review``/``baseline`` when the match does not count, else None."""
-    if "suppressed_by" in match:
-        return match["suppressed_by"]
-    return "review" if _is_review_suppressed(match) else None
-
-
-def _counted(item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The item's matches that count (not suppressed)."""
-    return [m for m in item.get("matches", []) if _suppressed_by(m) is None]
-
-
-def _fail_on(report: Mapping[str, Any]) -> tuple[str, ...]:
-    """Tiers that fail an item: the gate policy's, else every tier."""
-    gate = report.get("gate")
-    if isinstance(gate, Mapping):
-        return tuple(gate.get("policy", {}).get("fail_on", TIERS))
-    return TIERS
-
-
-def _item_failed(item: Mapping[str, Any], report: Mapping[str, Any]) -> bool:
-    """Whether the item fails: per the gate when present, else any counted match."""
-    if isinstance(report.get("gate"), Mapping):
-        return bool(item.get("gate_failed"))
-    return bool(_counted(item))
-
-
-def _failed_entries(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Unreadable split items (``failed[]``)."""
-    return [f for f in report.get("failed") or [] if isinstance(f, Mapping)]
-
-
-def _tier_counts(report: Mapping[str, Any]) -> dict[str, int]:
-    """Flagged images per tier: the gate's counts (after suppression), else the summary's."""
-    gate = report.get("gate")
-    if isinstance(gate, Mapping) and isinstance(gate.get("counts"), Mapping):
-        return {t: int(gate["counts"].get(t, 0)) for t in TIERS}
-    by_kind = (report.get("summary") or {}).get("by_kind") or {}
-    return {t: int(by_kind.get(t, 0)) for t in TIERS}
-
-
-def _target(match: Mapping[str, Any]) -> str:
+def _target(match: ReportMatch) -> str:
     """``corpus:key`` of the matched corpus item, or ``own metadata`` for a self label leak."""
-    if match.get("corpus_key") is None and match.get("kind") == MatchKind.LABEL_LEAK:
+    if match.corpus_key is None and match.kind == MatchKind.LABEL_LEAK:
         return "own metadata"
-    return f"{match.get('corpus') or '?'}:{match.get('corpus_key') or match.get('uri') or '?'}"
+    return f"{match.corpus or '?'}:{match.corpus_key or match.uri or '?'}"
 
 
-def _evidence_text(evidence: Any) -> str:
+def evidence_text(evidence: Any) -> str:
     """A short human rendering of a match's evidence."""
     if not evidence:
         return ""
@@ -135,7 +185,7 @@ def _evidence_text(evidence: Any) -> str:
     ):
         first = evidence["hits"][0]
         more = int(evidence.get("hit_count") or len(evidence["hits"])) - 1
-        text = _evidence_text(first) if isinstance(first, Mapping) else str(first)
+        text = evidence_text(first) if isinstance(first, Mapping) else str(first)
         return text + (f" (+{more} more)" if more > 0 else "")
     if isinstance(evidence, Mapping):
         term, where = evidence.get("term"), evidence.get("field")
@@ -146,16 +196,16 @@ def _evidence_text(evidence: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _score(match: Mapping[str, Any]) -> str:
+def _score(match: ReportMatch) -> str:
     """``hamming 3, cosine 0.973`` (whatever the match has)."""
     parts = []
-    if match.get("hamming") is not None:
-        parts.append(f"hamming {match['hamming']}")
-    if match.get("cosine") is not None:
-        parts.append(f"cosine {float(match['cosine']):.3f}")
-    if not parts and match.get("kind") == MatchKind.LABEL_LEAK:
-        return _evidence_text(match.get("evidence"))
-    region = _region_text(match.get("evidence"))
+    if match.hamming is not None:
+        parts.append(f"hamming {match.hamming}")
+    if match.cosine is not None:
+        parts.append(f"cosine {float(match.cosine):.3f}")
+    if not parts and match.kind == MatchKind.LABEL_LEAK:
+        return evidence_text(match.evidence)
+    region = _region_text(match.evidence)
     if region:
         parts.append(region)
     return ", ".join(parts)
@@ -177,9 +227,9 @@ def _region_text(evidence: Any) -> str:
     )
 
 
-def _describe(match: Mapping[str, Any]) -> str:
+def _describe(match: ReportMatch) -> str:
     """One line: ``near duplicate of laion:000123 (hamming 3)``."""
-    kind = str(match.get("kind"))
+    kind = str(match.kind)
     if kind == MatchKind.LABEL_LEAK:
         what = f"label leak via {_target(match)}"
     elif kind == "semantic":
@@ -193,54 +243,50 @@ def _describe(match: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- CSV
 
 
-def _csv_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def _csv_rows(view: Gated) -> Iterator[dict[str, Any]]:
     """One dict per CSV row."""
-    gated = isinstance(report.get("gate"), Mapping)
+    gated = view.gate is not None
     seen: set[str] = set()
-    for item in report.get("items", []):
-        seen.add(str(item.get("key")))
+    for item in view.report.items:
+        seen.add(item.key)
         base = {
-            "key": item.get("key"),
-            "label": item.get("label"),
-            "verdict": item.get("verdict"),
-            "gate_failed": ("true" if item.get("gate_failed") else "false") if gated else "",
-            "sha256": item.get("sha256"),
+            "key": item.key,
+            "label": item.label,
+            "verdict": item.verdict,
+            "gate_failed": ("true" if view.item_failed(item) else "false") if gated else "",
+            "sha256": item.sha256,
         }
-        matches = item.get("matches") or []
-        if not matches:
+        if not item.matches:
             yield base
-        for m in matches:
-            review = m.get("review") if isinstance(m.get("review"), Mapping) else {}
+        for index, m in enumerate(item.matches):
             yield {
                 **base,
-                "kind": m.get("kind"),
-                "corpus": m.get("corpus"),
-                "corpus_key": m.get("corpus_key"),
-                "uri": m.get("uri"),
-                "cosine": m.get("cosine"),
-                "hamming": m.get("hamming"),
-                "match_id": m.get("id"),
-                "review": review.get("verdict"),
-                "suppressed_by": _suppressed_by(m),
-                "evidence": json.dumps(
-                    m["evidence"], ensure_ascii=False, sort_keys=True, default=str
-                )
-                if m.get("evidence")
+                "kind": m.kind,
+                "corpus": m.corpus,
+                "corpus_key": m.corpus_key,
+                "uri": m.uri,
+                "cosine": m.cosine,
+                "hamming": m.hamming,
+                "match_id": m.id,
+                "review": m.review.verdict if m.review else None,
+                "suppressed_by": view.suppressed_by(item, index),
+                "evidence": json.dumps(m.evidence, ensure_ascii=False, sort_keys=True, default=str)
+                if m.evidence
                 else "",
             }
-    for failed in _failed_entries(report):
-        if str(failed.get("key")) not in seen:
+    for failed in view.report.failed:
+        if failed.key not in seen:
             yield {
-                "key": failed.get("key"),
+                "key": failed.key,
                 "verdict": "failed",
-                "error": failed.get("reason"),
+                "error": failed.reason,
                 "gate_failed": "false" if gated else "",
             }
 
 
-def render_csv(report: Mapping[str, Any]) -> str:
+def render_csv(report: ReportInput, *, gate: GateView | None = None) -> str:
     """One row per match (plus one per clean or unreadable item); columns ``CSV_COLUMNS``."""
-    return csv_text(_csv_rows(report), CSV_COLUMNS)
+    return csv_text(_csv_rows(Gated(as_report(report), gate)), CSV_COLUMNS)
 
 
 # ---------------------------------------------------------------- JUnit XML
@@ -251,83 +297,82 @@ def _xml(text: Any) -> str:
     return _XML_ILLEGAL.sub("\ufffd", "" if text is None else str(text))
 
 
-def _match_lines(matches: list[Mapping[str, Any]]) -> str:
+def _match_lines(matches: list[ReportMatch]) -> str:
     """Details of matches, one per line, for failure bodies and system-out."""
     lines = []
     for m in matches:
-        line = f"{m.get('kind')}: {_target(m)}"
-        for label, value in (
-            ("score", _score(m)),
-            ("uri", m.get("uri")),
-            ("match id", m.get("id")),
-        ):
+        line = f"{m.kind}: {_target(m)}"
+        for label, value in (("score", _score(m)), ("uri", m.uri), ("match id", m.id)):
             if value not in (None, ""):
                 line += f" | {label}: {value}"
-        if m.get("kind") != MatchKind.LABEL_LEAK and m.get("evidence"):
-            line += f" | evidence: {_evidence_text(m.get('evidence'))}"
+        if m.kind != MatchKind.LABEL_LEAK and m.evidence:
+            line += f" | evidence: {evidence_text(m.evidence)}"
         lines.append(line)
     return "\n".join(lines)
 
 
-def render_junit(report: Mapping[str, Any]) -> str:
+def render_junit(report: ReportInput, *, gate: GateView | None = None) -> str:
     """JUnit XML: one testcase per test image; flagged -> ``<failure>``, unreadable -> ``<error>``."""
-    fail_on = _fail_on(report)
-    corpora = ",".join(str(c) for c in report.get("corpora") or []) or "corpus"
+    view = Gated(as_report(report), gate)
+    r = view.report
+    fail_on = view.fail_on
+    corpora = ",".join(r.corpora) or "corpus"
     classname = _xml(f"splitaudit.{corpora}")
     suite = ET.Element("testsuite", name="splitaudit leakage audit")
-    if report.get("created_at"):
+    if r.created_at:
         # JUnit's timestamp is ISO 8601 without a zone: drop the UTC offset the report carries.
-        suite.set("timestamp", _xml(str(report["created_at"])[:19]))
+        suite.set("timestamp", _xml(r.created_at[:19]))
     props = ET.SubElement(suite, "properties")
     for name, value in (
-        ("schema", report.get("schema")),
-        ("audit_id", report.get("audit_id")),
+        ("schema", r.schema_),
+        ("audit_id", r.audit_id),
         ("corpora", corpora),
         ("fail_on", ",".join(fail_on)),
-        ("thresholds", json.dumps(report.get("thresholds") or {}, sort_keys=True)),
-        ("model", json.dumps(report.get("model") or {}, sort_keys=True, default=str)),
+        ("thresholds", json.dumps(r.thresholds or {}, sort_keys=True)),
+        ("model", json.dumps(r.model or {}, sort_keys=True, default=str)),
     ):
         if value is not None:
             ET.SubElement(props, "property", name=name, value=_xml(value))
     tests = failures = errors = 0
-    failed_by_key = {str(f.get("key")): f for f in _failed_entries(report)}
-    for item in report.get("items", []):
-        key = str(item.get("key"))
+    failed_by_key = {f.key: f for f in r.failed}
+    for item in r.items:
+        key = item.key
         case = ET.SubElement(suite, "testcase", classname=classname, name=_xml(key), time="0")
         tests += 1
-        counted = _counted(item)
+        counted = view.counted(item)
+        failing_item = view.item_failed(item)
         if key in failed_by_key:
             errors += 1
-            reason = _xml(failed_by_key.pop(key).get("reason"))
+            reason = _xml(failed_by_key.pop(key).reason)
             ET.SubElement(case, "error", message=reason, type="unreadable").text = reason
-        elif _item_failed(item, report):
+        elif failing_item:
             failures += 1
-            failing = [m for m in counted if m.get("kind") in fail_on] or counted
+            failing = [m for m in counted if m.kind in fail_on] or counted
             others = [m for m in counted if m not in failing]
             message = _describe(failing[0]) if failing else "flagged"
             if len(failing) > 1:
                 message += f" (+{len(failing) - 1} more)"
-            body = f"test item: {key}" + (f" (label {item['label']})" if item.get("label") else "")
+            body = f"test item: {key}" + (f" (label {item.label})" if item.label else "")
             body += "\n" + _match_lines(failing)
             if others:
                 body += "\nalso (not failing the gate):\n" + _match_lines(others)
-            kind = failing[0].get("kind") if failing else "flagged"
+            kind = failing[0].kind if failing else "flagged"
             failure = ET.SubElement(case, "failure", message=_xml(message), type=_xml(kind))
             failure.text = _xml(body)
         notes = []
-        if counted and not _item_failed(item, report):
+        if counted and not failing_item:
             notes.append("matches in tiers that do not fail the gate:\n" + _match_lines(counted))
-        suppressed = [m for m in item.get("matches", []) if _suppressed_by(m) is not None]
+        suppressed = view.suppressed(item)
         if suppressed:
             notes.append(
                 "suppressed (reviewed not_duplicate or in baseline):\n"
-                + "\n".join(f"[{_suppressed_by(m)}] " + _match_lines([m]) for m in suppressed)
+                + "\n".join(f"[{by}] " + _match_lines([m]) for by, m in suppressed)
             )
         if notes:
             ET.SubElement(case, "system-out").text = _xml("\n".join(notes))
     for key, failed in failed_by_key.items():
         case = ET.SubElement(suite, "testcase", classname=classname, name=_xml(key), time="0")
-        reason = _xml(failed.get("reason"))
+        reason = _xml(failed.reason)
         ET.SubElement(case, "error", message=reason, type="unreadable").text = reason
         tests += 1
         errors += 1
@@ -390,23 +435,24 @@ def _kind(kind: Any) -> str:
     return str(kind) if kind in TIERS else _md(kind)
 
 
-def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> str:
+def render_markdown(
+    report: ReportInput, *, gate: GateView | None = None, top: int = MARKDOWN_TOP
+) -> str:
     """Markdown: verdict, a table per tier, top flagged items (fits a GitHub step summary)."""
-    gate = report.get("gate") if isinstance(report.get("gate"), Mapping) else None
-    summary = report.get("summary") or {}
-    fail_on = _fail_on(report)
-    items = list(report.get("items", []))
-    flagged = [i for i in items if _item_failed(i, report)]
-    failed = _failed_entries(report)
-    total = int(gate["readable"]) if gate else int(summary.get("readable", len(items)))
-    corpora = ", ".join(_code(c) for c in report.get("corpora") or [])
+    view = Gated(as_report(report), gate)
+    r, g = view.report, view.gate
+    fail_on = view.fail_on
+    flagged = [i for i in r.items if view.item_failed(i)]
+    failed = r.failed
+    total = view.readable()
+    corpora = ", ".join(_code(c) for c in r.corpora)
     lines = ["## splitaudit leakage audit", ""]
-    if gate:
+    if g is not None:
         status = {"passed": "**Gate passed**", "failed": "**Gate FAILED**"}.get(
-            gate.get("status"), "**Gate ERROR**"
+            g.status, "**Gate ERROR**"
         )
-        reasons = list(gate.get("errors") or []) + list(gate.get("reasons") or [])
-        lines.append(status + (": " + "; ".join(_md(r) for r in reasons) if reasons else ""))
+        reasons = [*g.errors, *g.reasons]
+        lines.append(status + (": " + "; ".join(_md(x) for x in reasons) if reasons else ""))
         lines.append("")
     rate = len(flagged) / total if total else 0.0
     lines.append(
@@ -414,51 +460,18 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
         + (f" against {corpora}" if corpora else "")
         + "."
     )
-    if gate:
-        p = gate.get("policy") or {}
-        policy = f"fail on {', '.join(fail_on) or '(none)'}, max rate {p.get('max_rate')}"
-        if p.get("max_count") is not None:
-            policy += f", max count {p['max_count']}"
-        lines.append(
-            f"Policy: {policy}" + (f" (from {_code(p['source'])})" if p.get("source") else "") + "."
-        )
+    if g is not None:
+        p = g.policy
+        policy = f"fail on {', '.join(fail_on) or '(none)'}, max rate {p.max_rate}"
+        if p.max_count is not None:
+            policy += f", max count {p.max_count}"
+        lines.append(f"Policy: {policy}" + (f" (from {_code(p.source)})" if p.source else "") + ".")
     lines += ["", "| tier | flagged images | fails the gate |", "|---|---:|:---:|"]
-    counts = _tier_counts(report)
+    counts = view.tier_counts()
     for tier in TIERS:
         lines.append(f"| {tier} | {counts[tier]} | {'yes' if tier in fail_on else 'no'} |")
     lines.append("")
-    notes = []
-    if gate:
-        by = [s.get("by") for s in gate.get("suppressed") or []]
-        if by:
-            notes.append(
-                f"Matches not counted: {by.count('review')} reviewed not_duplicate, "
-                f"{by.count('baseline')} in baseline."
-            )
-        stale = gate.get("stale_baseline") or []
-        if stale:
-            notes.append(
-                f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'} matched "
-                f"nothing; remove with `splitaudit baseline prune` "
-                f"{_code(gate.get('baseline') or 'BASELINE')} `--report REPORT.json`."
-            )
-    if failed:
-        notes.append(
-            f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read, so "
-            f"{'was' if len(failed) == 1 else 'were'} not audited (listed below)."
-        )
-    status, reason = semantic_status(report)
-    if status != "ok":
-        notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
-    source = (
-        (report.get("model") or {}).get("thresholds")
-        if isinstance(report.get("model"), Mapping)
-        else None
-    )
-    if isinstance(source, Mapping) and source.get("summary"):
-        notes.append(
-            f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}."
-        )
+    notes = _markdown_notes(r, g)
     if notes:
         lines += [*notes, ""]
     if flagged:
@@ -470,19 +483,54 @@ def render_markdown(report: Mapping[str, Any], *, top: int = MARKDOWN_TOP) -> st
             "|---|---|---|---|---|",
         ]
         for item in shown:
-            counted = _counted(item)
-            failing = [m for m in counted if m.get("kind") in fail_on] or counted
-            m = failing[0] if failing else {}
+            counted = view.counted(item)
+            failing = [m for m in counted if m.kind in fail_on] or counted
             more = f" (+{len(counted) - 1} more)" if len(counted) > 1 else ""
-            lines.append(
-                f"| {_code(item.get('key'))} | {_md(item.get('label'))} | {_kind(m.get('kind'))} | "
-                f"{_code(_target(m)) if m else ''}{more} | {_md(_score(m)) if m else ''} |"
+            cells = (
+                f"{_kind(failing[0].kind)} | {_code(_target(failing[0]))}{more} | {_md(_score(failing[0]))}"
+                if failing
+                else f" | {more} | "
             )
+            lines.append(f"| {_code(item.key)} | {_md(item.label)} | {cells} |")
         lines.append("")
     if failed:
         lines += ["<details><summary>Unreadable test images (not audited)</summary>", ""]
-        lines += [f"- {_code(f.get('key'))}: {_md(f.get('reason'))}" for f in failed[:top]]
+        lines += [f"- {_code(f.key)}: {_md(f.reason)}" for f in failed[:top]]
         if len(failed) > top:
             lines.append(f"- ... and {len(failed) - top} more")
         lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+def _markdown_notes(r: Report, g: GateView | None) -> list[str]:
+    """The notes under the tier table: suppressions, stale baseline, unreadable, skipped tiers."""
+    notes = []
+    if g is not None:
+        by = [s.by for s in g.suppressed]
+        if by:
+            notes.append(
+                f"Matches not counted: {by.count('review')} reviewed not_duplicate, "
+                f"{by.count('baseline')} in baseline."
+            )
+        stale = g.stale_baseline
+        if stale:
+            notes.append(
+                f"{len(stale)} stale baseline entr{'y' if len(stale) == 1 else 'ies'} matched "
+                f"nothing; remove with `splitaudit baseline prune` "
+                f"{_code(g.baseline or 'BASELINE')} `--report REPORT.json`."
+            )
+    if r.failed:
+        n = len(r.failed)
+        notes.append(
+            f"{n} test image{'' if n == 1 else 's'} could not be read, so "
+            f"{'was' if n == 1 else 'were'} not audited (listed below)."
+        )
+    status, reason = semantic_status(r)
+    if status != "ok":
+        notes.append(f"Semantic tier {status}: {_md(reason or 'no reason given')}.")
+    source = (r.model or {}).get("thresholds")
+    if isinstance(source, Mapping) and source.get("summary"):
+        notes.append(
+            f"Cosine thresholds ({_md(str(source.get('source')))}): {_md(str(source['summary']))}."
+        )
+    return notes

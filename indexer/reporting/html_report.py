@@ -12,15 +12,7 @@ from html import escape
 from typing import Any
 
 from splitaudit.indexer.kinds import KIND_RANK
-from splitaudit.indexer.reporting.formats import (
-    TIERS,
-    _evidence_text,
-    _fail_on,
-    _failed_entries,
-    _item_failed,
-    _suppressed_by,
-    _tier_counts,
-)
+from splitaudit.indexer.reporting.formats import TIERS, Gated, ReportInput, evidence_text
 from splitaudit.indexer.reporting.html_thumbs import (
     EmbeddedImage,
     Side,
@@ -28,6 +20,7 @@ from splitaudit.indexer.reporting.html_thumbs import (
     embed_thumbnails,
     pair_item_ids,
 )
+from splitaudit.indexer.reporting.models import GateView, ReportItem, ReportMatch, as_report
 from splitaudit.indexer.reporting.report import semantic_status
 
 HTML_MAX_PAIRS = 500
@@ -58,24 +51,33 @@ def _e(value: Any) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
-def flagged_pairs(report: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """Every (test item, match) pair, strongest first: exact, near, semantic, label leak, then by score.
+Pair = tuple[ReportItem, int]  # a test item and the index of one of its matches
+
+
+def flagged_pairs(report: ReportInput) -> list[tuple[ReportItem, ReportMatch]]:
+    """Every (test item, match) pair, strongest first (what the page shows, in its order)."""
+    return [(item, item.matches[i]) for item, i in _ranked_pairs(report)]
+
+
+def _ranked_pairs(report: ReportInput) -> list[Pair]:
+    """Every (test item, match index) pair, strongest first: exact, near, semantic, label leak, then by score.
 
     Gate suppression does not reorder pairs, so the pairs shown are the same with or without a gate.
     """
-    pairs = [(item, m) for item in report.get("items", []) for m in item.get("matches", [])]
+    items = as_report(report).items
+    pairs = [(item, i) for item in items for i in range(len(item.matches))]
     return sorted(
         pairs,
         key=lambda p: (
-            KIND_RANK.get(str(p[1].get("kind")), 9),
-            -float(p[1].get("score") or 0.0),
-            str(p[0].get("key")),
+            KIND_RANK.get(str(p[0].matches[p[1]].kind), 9),
+            -float(p[0].matches[p[1]].score or 0.0),
+            p[0].key,
         ),
     )
 
 
 def pair_thumbnails(
-    report: Mapping[str, Any], fetch: ThumbnailFetcher, *, limit: int = HTML_MAX_PAIRS
+    report: ReportInput, fetch: ThumbnailFetcher, *, limit: int = HTML_MAX_PAIRS
 ) -> dict[tuple[Side, int], EmbeddedImage]:
     """The embedded thumbnails of the pairs ``render_html`` shows (each image fetched once)."""
     return embed_thumbnails(pair_item_ids(flagged_pairs(report)[:limit]), fetch)
@@ -101,46 +103,36 @@ def _fields(rows: list[tuple[str, Any]]) -> str:
     return f"<dl>{cells}</dl>" if cells else ""
 
 
-def _pair(
-    item: Mapping[str, Any],
-    m: Mapping[str, Any],
-    thumbnails: Mapping[tuple[Side, int], EmbeddedImage],
-) -> str:
-    kind = str(m.get("kind"))
-    review = m.get("review") if isinstance(m.get("review"), Mapping) else None
-    suppressed = _suppressed_by(m)
+def _pair(view: Gated, pair: Pair, thumbnails: Mapping[tuple[Side, int], EmbeddedImage]) -> str:
+    item, index = pair
+    m: ReportMatch = item.matches[index]
+    kind = str(m.kind)
+    review = m.review
+    suppressed = view.suppressed_by(item, index)
     scores: list[tuple[str, Any]] = [
-        ("hamming", m.get("hamming")),
-        ("cosine", None if m.get("cosine") is None else f"{float(m['cosine']):.4f}"),
-        ("evidence", _evidence_text(m.get("evidence"))),
+        ("hamming", m.hamming),
+        ("cosine", None if m.cosine is None else f"{float(m.cosine):.4f}"),
+        ("evidence", evidence_text(m.evidence)),
         (
             "review",
-            f"{review.get('verdict')}" + (f" ({review['note']})" if review.get("note") else "")
-            if review
-            else None,
+            f"{review.verdict}" + (f" ({review.note})" if review.note else "") if review else None,
         ),
         ("not counted", f"suppressed by {suppressed}" if suppressed else None),
-        ("match id", m.get("id")),
+        ("match id", m.id),
     ]
-    test = _fields(
-        [
-            ("test image", item.get("key")),
-            ("label", item.get("label")),
-            ("sha256", item.get("sha256")),
-        ]
-    )
-    own = m.get("corpus_item_id") is None
+    test = _fields([("test image", item.key), ("label", item.label), ("sha256", item.sha256)])
+    own = m.corpus_item_id is None
     corpus = (
         _fields(
             [
-                ("corpus", m.get("corpus")),
-                ("key", m.get("corpus_key")),
-                ("uri", m.get("uri")),
-                ("url", m.get("url")),
-                ("caption", m.get("caption")),
-                ("label", m.get("label")),
-                ("licence", m.get("license")),
-                ("shard", m.get("shard")),
+                ("corpus", m.corpus),
+                ("key", m.corpus_key),
+                ("uri", m.uri),
+                ("url", m.url),
+                ("caption", m.caption),
+                ("label", m.label),
+                ("licence", m.license),
+                ("shard", m.shard),
             ]
         )
         if not own
@@ -148,76 +140,67 @@ def _pair(
     )
     return (
         f'<section class="pair{" suppressed" if suppressed else ""}" data-kind="{_e(kind)}">'
-        f'<div class="side">{_image(thumbnails, "split", item.get("split_item_id"), str(item.get("key")))}{test}</div>'
+        f'<div class="side">{_image(thumbnails, "split", item.split_item_id, item.key)}{test}</div>'
         f'<div><span class="kind {_e(kind)}">{_e(kind.replace("_", " "))}</span>{_fields(scores)}</div>'
-        f'<div class="side">{_image(thumbnails, "corpus", m.get("corpus_item_id"), str(m.get("corpus_key")))}'
+        f'<div class="side">{_image(thumbnails, "corpus", m.corpus_item_id, str(m.corpus_key))}'
         f"{corpus}</div></section>"
     )
 
 
-def _gate_block(report: Mapping[str, Any]) -> str:
-    gate = report.get("gate")
-    if not isinstance(gate, Mapping):
+def _gate_block(gate: GateView | None) -> str:
+    if gate is None:
         return ""
-    status = str(gate.get("status") or "error")
+    status = gate.status
     label = {"passed": "Gate passed", "failed": "Gate FAILED"}.get(status, "Gate ERROR")
-    reasons = [str(r) for r in list(gate.get("errors") or []) + list(gate.get("reasons") or [])]
+    reasons = [*gate.errors, *gate.reasons]
     cls = status if status in ("passed", "failed") else "error"
     return f'<div class="gate {cls}">{_e(label)}{": " + _e("; ".join(reasons)) if reasons else ""}</div>'
 
 
 def render_html(
-    report: Mapping[str, Any],
+    report: ReportInput,
     *,
     thumbnails: Mapping[tuple[Side, int], EmbeddedImage],
+    gate: GateView | None = None,
     limit: int = HTML_MAX_PAIRS,
 ) -> str:
     """The report as one HTML page; ``thumbnails`` holds the embedded images of the pairs shown."""
-    summary = report.get("summary") or {}
-    items = list(report.get("items", []))
-    flagged = [i for i in items if _item_failed(i, report)]
-    failed = _failed_entries(report)
-    gate = report.get("gate") if isinstance(report.get("gate"), Mapping) else None
-    total = (
-        int(gate["readable"])
-        if gate and gate.get("readable") is not None
-        else int(summary.get("readable", len(items)))
-    )
+    view = Gated(as_report(report), gate)
+    r = view.report
+    flagged = [i for i in r.items if view.item_failed(i)]
+    failed = r.failed
+    total = view.readable()
     rate = len(flagged) / total if total else 0.0
-    split = report.get("split") or {}
-    name = split.get("name") if isinstance(split, Mapping) else None
+    name = r.split.name if r.split else None
     title = f"splitaudit report{f': {name}' if name else ''}"
-    model = report.get("model") or {}
+    model = r.model or {}
     meta = _fields(
         [
-            ("audit", report.get("audit_id")),
-            ("corpora", ", ".join(map(str, report.get("corpora") or []))),
-            (
-                "model",
-                model.get("id") or model.get("model_id") if isinstance(model, Mapping) else model,
-            ),
-            ("created", report.get("created_at")),
-            ("finished", report.get("finished_at")),
-            ("code version", report.get("code_version")),
+            ("audit", r.audit_id),
+            ("corpora", ", ".join(r.corpora)),
+            ("model", model.get("id") or model.get("model_id")),
+            ("created", r.created_at),
+            ("finished", r.finished_at),
+            ("code version", r.code_version),
         ]
     )
-    counts = _tier_counts(report)
-    fail_on = _fail_on(report)
+    counts = view.tier_counts()
+    fail_on = view.fail_on
     rows = "".join(
         f"<tr><td>{_e(t)}</td><td>{counts[t]}</td><td>{'yes' if t in fail_on else 'no'}</td></tr>"
         for t in TIERS
     )
     notes = []
-    status, reason = semantic_status(report)
+    status, reason = semantic_status(r)
     if status != "ok":
         notes.append(f"Semantic tier {status}: {reason or 'no reason given'}.")
     if failed:
         notes.append(
             f"{len(failed)} test image{'' if len(failed) == 1 else 's'} could not be read (listed below)."
         )
-    if report.get("split_duplicates"):
-        notes.append(f"{len(report['split_duplicates'])} duplicate pairs inside the split itself.")
-    pairs = flagged_pairs(report)
+    if r.split_duplicates:
+        notes.append(f"{len(r.split_duplicates)} duplicate pairs inside the split itself.")
+    pairs = _ranked_pairs(r)
     shown = pairs[:limit]
     rest = len(pairs) - len(shown)
     parts = [
@@ -230,7 +213,7 @@ def render_html(
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         meta,
-        _gate_block(report),
+        _gate_block(view.gate),
         f'<p id="summary"><strong>{len(flagged)}</strong> of <strong>{total}</strong> readable test images '
         f"flagged ({rate:.2%}).</p>",
         '<table class="counts"><tr><th>tier</th><th>flagged images</th><th>fails the gate</th></tr>'
@@ -240,7 +223,7 @@ def render_html(
     ]
     if not pairs:
         parts.append("<p>No matches: every readable test image is clean.</p>")
-    parts += [_pair(item, m, thumbnails) for item, m in shown]
+    parts += [_pair(view, pair, thumbnails) for pair in shown]
     if rest:
         parts.append(
             f'<p id="more" class="muted">{rest} more pair{"" if rest == 1 else "s"} not shown; '
@@ -248,12 +231,22 @@ def render_html(
         )
     if failed:
         parts.append("<h2>Unreadable test images</h2><ul>")
-        parts += [
-            f"<li><code>{_e(f.get('key'))}</code>: {_e(f.get('reason'))}</li>"
-            for f in failed[:limit]
-        ]
+        parts += [f"<li><code>{_e(f.key)}</code>: {_e(f.reason)}</li>" for f in failed[:limit]]
         if len(failed) > limit:
             parts.append(f"<li>... and {len(failed) - limit} more</li>")
         parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def html_page(
+    report: ReportInput,
+    fetch: ThumbnailFetcher,
+    *,
+    gate: GateView | None = None,
+    limit: int = HTML_MAX_PAIRS,
+) -> str:
+    """The HTML page with the shown pairs' thumbnails fetched through ``fetch`` (REST, demo)."""
+    report = as_report(report)
+    thumbnails = pair_thumbnails(report, fetch, limit=limit)
+    return render_html(report, thumbnails=thumbnails, gate=gate, limit=limit)

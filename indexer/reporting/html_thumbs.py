@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer.errors import NotFoundError, SplitauditError
+from splitaudit.indexer.reporting.models import ReportItem, ReportMatch
 
 THUMB_PX = 160
 # Enough to judge a pair by eye; keeps a 500-pair page near 6 MB (see bench/html_report.py).
@@ -33,16 +34,14 @@ def data_uri(data: bytes) -> str:
     return f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def pair_item_ids(
-    pairs: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
-) -> list[tuple[Side, int]]:
+def pair_item_ids(pairs: Iterable[tuple[ReportItem, ReportMatch]]) -> list[tuple[Side, int]]:
     """The distinct (side, id) of the test and corpus items of ``(item, match)`` pairs, in order."""
     seen: dict[tuple[Side, int], None] = {}
     for item, match in pairs:
-        if item.get("split_item_id") is not None:
-            seen[("split", int(item["split_item_id"]))] = None
-        if match.get("corpus_item_id") is not None:
-            seen[("corpus", int(match["corpus_item_id"]))] = None
+        if item.split_item_id is not None:
+            seen[("split", item.split_item_id)] = None
+        if match.corpus_item_id is not None:
+            seen[("corpus", match.corpus_item_id)] = None
     return list(seen)
 
 

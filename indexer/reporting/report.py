@@ -18,14 +18,24 @@ from splitaudit.indexer.db.models import (
     Review,
     Shard,
     Split,
-    SplitDuplicate,
     SplitItem,
 )
+from splitaudit.indexer.db.models import SplitDuplicate as SplitDuplicateRow
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.kinds import KIND_RANK, MATCH_KINDS, PIXEL_KINDS, JobStatus
+from splitaudit.indexer.reporting.models import (
+    SCHEMA,
+    FailedItem,
+    Report,
+    ReportItem,
+    ReportMatch,
+    SplitDuplicate,
+    SplitRef,
+    Summary,
+    as_report,
+)
 from splitaudit.indexer.timefmt import iso
 
-SCHEMA = "splitaudit.report/v1"
 KINDS = MATCH_KINDS  # old names, kept for importers
 VISUAL_KINDS = PIXEL_KINDS
 
@@ -85,7 +95,7 @@ def compute_summary(session: Session, audit_id: int) -> dict[str, Any]:
         entry["rate"] = round(entry["flagged"] / entry["items"], 6) if entry["items"] else 0.0
     dup_count = (
         session.scalar(
-            select(func.count(SplitDuplicate.id)).where(SplitDuplicate.audit_id == audit_id)
+            select(func.count(SplitDuplicateRow.id)).where(SplitDuplicateRow.audit_id == audit_id)
         )
         or 0
     )
@@ -178,8 +188,8 @@ def audit_status(session: Session, audit: Audit) -> dict[str, Any]:
     }
 
 
-def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
-    """The full ``splitaudit.report/v1`` dict of an audit."""
+def build_report(session: Session, audit_id: int) -> Report:
+    """The ``splitaudit.report/v1`` report of an audit, built once from its DB rows."""
     audit = session.get_one(Audit, audit_id)
     split = session.get_one(Split, audit.split_id)
     # natural order: FILE#2 before FILE#10, img9 before img10
@@ -205,66 +215,68 @@ def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
             ],
         )
     )
-    per_item: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    per_item: dict[int, list[ReportMatch]] = defaultdict(list)
     for m, item, shard_name in matches:
-        per_item[m.split_item_id].append(match_dict(m, item, shard_name, reviews.get(m.id)))
-    out_items, failed = [], []
+        per_item[m.split_item_id].append(match_model(m, item, shard_name, reviews.get(m.id)))
+    out_items: list[ReportItem] = []
+    failed: list[FailedItem] = []
     for it in items:
         if it.error:
-            failed.append({"key": it.key, "reason": it.error, "split_item_id": it.id})
+            failed.append(FailedItem(key=it.key, reason=it.error, split_item_id=it.id))
             continue
-        ms = sorted(
-            per_item.get(it.id, []), key=lambda d: (KIND_RANK[d["kind"]], -(d["score"] or 0.0))
-        )
+        ms = sorted(per_item.get(it.id, []), key=lambda d: (KIND_RANK[d.kind], -(d.score or 0.0)))
         out_items.append(
-            {
-                "split_item_id": it.id,
-                "key": it.key,
-                "label": it.label,
-                "sha256": it.sha256,
-                "pixel_digest": it.pixel_digest,
-                "verdict": verdict_of({d["kind"] for d in ms}),
-                "matches": ms,
-                "match_count": len(ms),
-            }
+            ReportItem(
+                split_item_id=it.id,
+                key=it.key,
+                label=it.label,
+                sha256=it.sha256,
+                pixel_digest=it.pixel_digest,
+                verdict=verdict_of({d.kind for d in ms}),
+                matches=ms,
+                match_count=len(ms),
+            )
         )
     keys = {it.id: it.key for it in items}
     dups = [
-        {
-            "a": keys.get(d.a_id),
-            "b": keys.get(d.b_id),
-            "kind": d.kind,
-            "cosine": d.cosine,
-            "hamming": d.hamming,
-        }
-        for d in session.scalars(select(SplitDuplicate).where(SplitDuplicate.audit_id == audit_id))
+        SplitDuplicate(
+            a=keys.get(d.a_id), b=keys.get(d.b_id), kind=d.kind, cosine=d.cosine, hamming=d.hamming
+        )
+        for d in session.scalars(
+            select(SplitDuplicateRow).where(SplitDuplicateRow.audit_id == audit_id)
+        )
     ]
     status = audit_status(session, audit)
-    return {
-        "schema": SCHEMA,
-        "audit_id": audit.id,
-        "status": status["status"],
-        "split": {"id": split.id, "name": split.name},
-        "corpora": list(audit.corpora),
-        "created_at": iso(audit.created_at),
-        "finished_at": iso(audit.finished_at),
-        "summary": audit.summary or compute_summary(session, audit_id),
-        "thresholds": audit.thresholds,
-        "model": audit.model,
-        "index": audit.index_info,
-        "code_version": audit.code_version,
-        "params": audit.params,
-        "items": out_items,
-        "failed": failed,
-        "split_duplicates": dups,
-    }
+    return Report(
+        schema=SCHEMA,
+        audit_id=audit.id,
+        status=status["status"],
+        split=SplitRef(id=split.id, name=split.name),
+        corpora=list(audit.corpora),
+        created_at=iso(audit.created_at),
+        finished_at=iso(audit.finished_at),
+        summary=Summary.model_validate(audit.summary or compute_summary(session, audit_id)),
+        thresholds=audit.thresholds,
+        model=audit.model,
+        index=audit.index_info,
+        code_version=audit.code_version,
+        params=audit.params,
+        items=out_items,
+        failed=failed,
+        split_duplicates=dups,
+    )
 
 
-def match_dict(
+def audit_report(session: Session, audit_id: int) -> dict[str, Any]:
+    """The report of an audit as its JSON dict (``build_report(...).to_json()``)."""
+    return build_report(session, audit_id).to_json()
+
+
+def match_model(
     m: Match, item: Item | None, shard_name: str | None, review: dict[str, Any] | None
-) -> dict[str, Any]:
-    """One match with the corpus item's provenance."""
-    d: dict[str, Any] = {
+) -> ReportMatch:
+    """One match with the corpus item's provenance (keys left out when there is no corpus item)."""
+    fields: dict[str, Any] = {
         "id": m.id,
         "kind": m.kind,
         "corpus": m.corpus,
@@ -278,7 +290,7 @@ def match_dict(
         "uri": None,
     }
     if item is not None:
-        d.update(
+        fields.update(
             corpus_key=item.key,
             uri=item.uri,
             url=item.url,
@@ -289,19 +301,27 @@ def match_dict(
             sha256=item.sha256,
             pixel_digest=item.pixel_digest,
         )
-    return d
+    return ReportMatch.model_validate(fields)
+
+
+def match_dict(
+    m: Match, item: Item | None, shard_name: str | None, review: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One match with the corpus item's provenance, as JSON."""
+    return match_model(m, item, shard_name, review).to_json()
 
 
 def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 4)
 
 
-def semantic_status(report: Mapping[str, Any]) -> tuple[str, str | None]:
+def semantic_status(report: Report | Mapping[str, Any]) -> tuple[str, str | None]:
     """``(status, reason)`` of the semantic tier: ``ok``, ``partial`` (some corpora) or ``skipped``."""
-    semantic = (report.get("summary") or {}).get("semantic")
+    report = as_report(report)
+    semantic = (report.summary.model_extra or {}).get("semantic")
     if isinstance(semantic, Mapping):
         return str(semantic.get("status") or "ok"), semantic.get("reason")
-    model = report.get("model") or {}
-    if isinstance(model, Mapping) and isinstance(model.get("semantic"), str):
+    model = report.model or {}
+    if isinstance(model.get("semantic"), str):
         return model["semantic"], model.get("reason")
     return "ok", None

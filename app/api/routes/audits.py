@@ -27,6 +27,7 @@ from splitaudit.app.submit import (
     remove_tree,
 )
 from splitaudit.app.uploads import receive_multipart
+from splitaudit.indexer.reporting.models import Report
 from splitaudit.indexer.review.matches import list_matches
 
 router = APIRouter(prefix="/audits", tags=["audits"])
@@ -177,7 +178,14 @@ def audit_get(audit_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict
 
 
 @router.get(
-    "/{audit_id}/report", responses={200: {"content": {t: {} for t in REPORT_MEDIA_TYPES.values()}}}
+    "/{audit_id}/report",
+    response_model=Report,
+    responses={
+        200: {
+            "description": "The report: JSON (``splitaudit.report/v1``) or the requested format",
+            "content": {t: {} for f, t in REPORT_MEDIA_TYPES.items() if f != "json"},
+        }
+    },
 )
 def audit_report_get(
     audit_id: IdPath,
@@ -188,19 +196,17 @@ def audit_report_get(
     """The report of a finished audit as JSON, CSV, JUnit XML, Markdown or one self-contained HTML
     page with the flagged pairs' thumbnails inline (409 while it runs)."""
     from splitaudit.indexer.reporting.formats import render
-    from splitaudit.indexer.reporting.report import audit_report
+    from splitaudit.indexer.reporting.report import build_report
 
     require_done(session, audit_id=audit_id)
-    report = audit_report(session, audit_id)
+    report = build_report(session, audit_id)
     if fmt == "json":
-        return JSONResponse(report)
+        return JSONResponse(report.to_json())
     if fmt == "html":
-        from splitaudit.indexer.reporting.html_report import pair_thumbnails, render_html
+        from splitaudit.indexer.reporting.html_report import html_page
         from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
 
-        text = render_html(
-            report, thumbnails=pair_thumbnails(report, db_thumbnail_fetcher(session))
-        )
+        text = html_page(report, db_thumbnail_fetcher(session))
     else:
         text = render(report, fmt)
     return Response(

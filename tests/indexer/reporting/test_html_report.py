@@ -10,6 +10,7 @@ from PIL import Image
 
 from splitaudit.indexer.reporting.html_report import flagged_pairs, pair_thumbnails, render_html
 from splitaudit.indexer.reporting.html_thumbs import EmbeddedImage, Side, data_uri
+from splitaudit.indexer.reporting.models import GateView, PolicyView, SuppressedView
 from splitaudit.indexer.thumbnails import SourceMissingError
 
 
@@ -119,7 +120,7 @@ def _thumbs(report: dict[str, Any]) -> dict[tuple[Side, int], EmbeddedImage]:
 
 
 def test_pairs_are_ordered_strongest_first() -> None:
-    kinds_scores = [(m["kind"], m["score"]) for _i, m in flagged_pairs(_report())]
+    kinds_scores = [(m.kind, m.score) for _i, m in flagged_pairs(_report())]
     assert kinds_scores == [
         ("exact", 1.0),
         ("near", 0.92),
@@ -179,14 +180,24 @@ def test_embedded_thumbnail_round_trips() -> None:
 
 def test_gate_verdict_and_suppressed_pairs_are_shown() -> None:
     report = _report()
-    report["gate"] = {
-        "status": "failed",
-        "reasons": ["1 exact > 0 allowed"],
-        "readable": 6,
-        "policy": {"fail_on": ["exact", "near"]},
-        "counts": {"exact": 1, "near": 2},
-    }
-    report["items"][1]["matches"][0]["suppressed_by"] = "baseline"
-    page = render_html(report, thumbnails=_thumbs(report))
+    second = report["items"][1]
+    gate = GateView(
+        status="failed",
+        passed=False,
+        reasons=["1 exact > 0 allowed"],
+        items=6,
+        readable=6,
+        flagged=1,
+        rate=1 / 6,
+        policy=PolicyView(fail_on=["exact", "near"]),
+        counts={"exact": 1, "near": 2},
+        suppressed=[
+            SuppressedView(
+                key=second["key"], kind=second["matches"][0]["kind"], by="baseline", index=0
+            )
+        ],
+    )
+    page = render_html(report, thumbnails=_thumbs(report), gate=gate)
+    assert "gate" not in report  # the verdict is a value of its own, never written into the report
     assert '<div class="gate failed">Gate FAILED: 1 exact &gt; 0 allowed</div>' in page
     assert page.count('class="pair suppressed"') == 1 and "suppressed by baseline" in page
