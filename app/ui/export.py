@@ -12,6 +12,7 @@ from splitaudit.indexer.csv_cells import csv_lines
 from splitaudit.indexer.db.models import Audit, Item, Match, Review, SplitItem
 from splitaudit.indexer.errors import NotFoundError
 from splitaudit.indexer.gate.baseline import Baseline, entry_from_match
+from splitaudit.indexer.reporting.models import ReportItem, ReportMatch
 from splitaudit.indexer.timefmt import iso
 
 REVIEW_COLUMNS = (
@@ -141,17 +142,15 @@ def review_baseline(audit_id: int, rows: Iterator[dict[str, Any]]) -> dict[str, 
             row["test_sha256"] or row["test_pixel_digest"]
         ):
             continue
-        item = {
-            "key": row["test_key"],
-            "sha256": row["test_sha256"],
-            "pixel_digest": row["test_pixel_digest"],
-        }
-        match = {
-            "corpus": row["corpus"],
-            "corpus_key": row["corpus_key"],
-            "kind": row["kind"],
-            "corpus_sha256": row["corpus_sha256"],
-        }
+        item = ReportItem(
+            key=row["test_key"], sha256=row["test_sha256"], pixel_digest=row["test_pixel_digest"]
+        )
+        match = ReportMatch(
+            corpus=row["corpus"],
+            corpus_key=row["corpus_key"],
+            kind=row["kind"],
+            sha256=row["corpus_sha256"],  # a match's sha256 is its corpus item's
+        )
         entry = entry_from_match(item, match, note=row["note"])
         if entry not in seen:
             seen.add(entry)
