@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
-from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.cli.common import (
+    database_url,
+    handle_errors,
+    home_option,
+    open_workspace,
+)
 from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
 from splitaudit.indexer.cli.progress import counting_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
@@ -39,8 +44,8 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
 @click.option(
     "--model",
     "model_spec",
-    default=DEFAULT_MODEL_SPEC,
-    show_default=True,
+    default=None,
+    show_default=f"the corpus's own model; {DEFAULT_MODEL_SPEC} for a new corpus",
     help="Embedding model: open_clip NAME:TAG, NAME:/path/weights, a checkpoint folder, "
     "or efficientnet-lite0 (bundled, offline).",
 )
@@ -113,7 +118,7 @@ def index(
     sources: tuple[str, ...],
     corpus_name: str,
     home: Path,
-    model_spec: str,
+    model_spec: str | None,
     no_embed: bool,
     backend: str,
     precomputed_model: str | None,
@@ -138,6 +143,8 @@ def index(
     resumes where it stopped.
     """
     check_corpus_name(corpus_name)
+    # an existing corpus is extended with its own model, as `audit` embeds with it
+    model_spec = model_spec or _corpus_model_spec(home, corpus_name) or DEFAULT_MODEL_SPEC
     opened = _open_sources(sources, shards_dir, image_column=image_column)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
     # The device matters only where images are embedded here (not for --no-embed or Ray actors).
@@ -196,6 +203,22 @@ def index(
             json_out.write_text(json.dumps(result, indent=2))
         except OSError as exc:
             raise UsageError(f"cannot write {json_out}: {exc.strerror}") from exc
+
+
+def _corpus_model_spec(home: Path, corpus_name: str) -> str | None:
+    """The model spec ``corpus_name`` was indexed with (None: no such corpus, or hash-only)."""
+    if not home.is_dir() and not database_url():
+        return None
+    from sqlalchemy import select
+
+    from splitaudit.indexer.db.models import Corpus
+
+    ws = open_workspace(home)
+    try:
+        with ws.sessions() as s:
+            return s.scalar(select(Corpus.model_spec).where(Corpus.name == corpus_name))
+    finally:
+        ws.close()
 
 
 def _open_sources(
