@@ -69,7 +69,9 @@ def create_app(
             yield
         finally:
             if worker is not None:
-                await run_in_threadpool(worker.stop, 30.0)
+                # A job that does not reach a progress report in time is handed back to the
+                # queue (re-run at once by the next worker, not after its lease).
+                await run_in_threadpool(worker.stop, settings.job_stop_grace_s)
             ws.close()
 
     app = FastAPI(

@@ -110,6 +110,12 @@ class ApiSettings(BaseSettings):
         default="auto",
         description="Inference backend for embedding models (see `splitaudit index --help`).",
     )
+    job_stop_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="On shutdown, how long a running job may take to stop before it is handed "
+        "back to the queue.",
+    )
     job_poll_s: float = Field(
         default=1.0, gt=0, description="How often an idle worker looks for queued jobs."
     )

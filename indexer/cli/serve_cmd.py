@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import signal
+import sys
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -15,6 +18,10 @@ from splitaudit.indexer.cli.common import handle_errors, home_option
 from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
 from splitaudit.indexer.embed.backends import resolve_backend
 from splitaudit.indexer.errors import UsageError
+
+# How long a stopping worker waits for its job to reach a progress report before handing the
+# job back and exiting (the job resumes from what it committed).
+STOP_GRACE_S = 10.0
 
 
 def _settings(**overrides: Any) -> Any:
@@ -196,11 +203,15 @@ def worker(home: Path, poll: float, device: str, backend: str) -> None:
             "note: SQLite database: run only one worker, and the server with --no-worker", err=True
         )
 
+    stopping = threading.Event()
+
     def stop(signum: int, _frame: FrameType | None) -> None:
         click.echo(
-            f"{signal.Signals(signum).name}: finishing; the running job is re-queued", err=True
+            f"{signal.Signals(signum).name}: stopping; the running job goes back to the queue",
+            err=True,
         )
         runner.request_stop()
+        stopping.set()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     click.echo(
@@ -208,9 +219,19 @@ def worker(home: Path, poll: float, device: str, backend: str) -> None:
         f"embedding on {resolved.summary()}",
         err=True,
     )
+    # The jobs run in a thread so that this (main) thread handles signals at once, even while
+    # a job sits in a long C call (opening a big index) that would defer a Python handler.
+    thread = runner.start()
     try:
-        runner.run()
+        while thread.is_alive() and not stopping.wait(0.5):
+            pass
+        finished = runner.stop(STOP_GRACE_S)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        ws.close()
+    ws.close()
+    if not finished:
+        # The job was handed back; its thread cannot be interrupted, so leave without it.
+        click.echo("worker stopped (a job busy in native code was handed back)", err=True)
+        sys.stderr.flush()
+        os._exit(0)

@@ -51,8 +51,12 @@ class JobOutcome:
 Handler = Callable[[Workspace, ClaimedJob, ProgressFn], JobOutcome | None]
 
 
-class JobCancelled(Exception):
-    """Raised inside a handler (from its progress callback) when the job must stop now."""
+class JobCancelled(BaseException):
+    """Raised inside a handler (from its progress callback) when the job must stop now.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``): the library's ``except Exception``
+    handlers, which mark a run failed, let it through, so a stopped run stays resumable.
+    """
 
 
 def default_owner() -> str:
@@ -85,6 +89,8 @@ class Worker:
         self.progress_interval_s = progress_interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._current: ClaimedJob | None = None
+        self._current_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -103,13 +109,41 @@ class Worker:
         """Ask the loop to stop without waiting (safe from a signal handler)."""
         self._stop.set()
 
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Ask the loop to stop (a running job is re-queued at its next progress report) and wait."""
+    def stop(self, timeout: float | None = 30.0) -> bool:
+        """Ask the loop to stop and wait up to ``timeout``; ``True`` when it stopped.
+
+        A running job is re-queued at its next progress report. One that reports nothing
+        for ``timeout`` (a long C call: opening a big index, decoding) is handed back here
+        instead (``abandon_current``), so it is re-queued at once rather than when its lease
+        expires; its thread, which cannot be interrupted, can no longer record anything.
+        """
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("worker %s did not stop within %ss", self.owner, timeout)
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return True
+        abandoned = self.abandon_current()
+        log.warning(
+            "worker %s did not stop within %ss%s",
+            self.owner,
+            timeout,
+            f"; job {abandoned} handed back to the queue" if abandoned is not None else "",
+        )
+        return False
+
+    def abandon_current(self) -> int | None:
+        """Re-queue the running job (uncounted attempt) now; its id, or ``None`` when idle."""
+        with self._current_lock:
+            job = self._current
+        if job is None:
+            return None
+        try:
+            released = release(self.ws.sessions, job_id=job.id, owner=self.owner)
+        except OperationalError as exc:  # its lease expires and another worker takes it
+            log.warning("job %d: could not hand it back: %s", job.id, exc)
+            return None
+        return job.id if released else None
 
     @property
     def is_running(self) -> bool:
@@ -159,6 +193,15 @@ class Worker:
         return True
 
     def _execute(self, job: ClaimedJob) -> None:
+        with self._current_lock:
+            self._current = job
+        try:
+            self._execute_current(job)
+        finally:
+            with self._current_lock:
+                self._current = None
+
+    def _execute_current(self, job: ClaimedJob) -> None:
         handler = self.handlers[job.kind]
         run = _RunningJob(self, job)
         run.start_heartbeat()

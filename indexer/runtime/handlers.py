@@ -15,7 +15,7 @@ from splitaudit.indexer.db.models import Audit, Corpus
 from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.errors import InputError, NotFoundError, PathNotAllowedError
 from splitaudit.indexer.jobs.queue import ClaimedJob
-from splitaudit.indexer.jobs.worker import Handler, JobOutcome, ProgressFn
+from splitaudit.indexer.jobs.worker import Handler, JobCancelled, JobOutcome, ProgressFn
 from splitaudit.indexer.sources.record import Source
 from splitaudit.indexer.workspace import Workspace
 
@@ -131,12 +131,30 @@ def run_dedup_job(ws: Workspace, job: ClaimedJob, progress: ProgressFn) -> JobOu
     run_id = job.params.get("dedup_id")
     if not isinstance(run_id, int):
         raise InputError(f"dedup job {job.id} names no dedup run; submit it again")
-    summary = run_dedup(ws, run_id, progress=progress)
+    try:
+        summary = run_dedup(ws, run_id, progress=progress)
+    except JobCancelled:
+        _requeued_dedup(ws, run_id)  # the run says what its job says: waiting to run again
+        raise
     return JobOutcome(
         message=f"dedup {run_id} done: {summary['clusters']} clusters, "
         f"{summary['duplicates']} duplicates",
         result=summary,
     )
+
+
+def _requeued_dedup(ws: Workspace, run_id: int) -> None:
+    """A stopped dedup run is ``queued`` again (committed chunks kept), not ``running``/``failed``."""
+    from splitaudit.indexer.db.engine import transaction
+    from splitaudit.indexer.db.models import DedupRun
+
+    try:
+        with transaction(ws.sessions) as s:
+            run = s.get(DedupRun, run_id)
+            if run is not None and run.status != "done":
+                run.status, run.error = "queued", None
+    except Exception:  # the job is handed back either way; its next run sets the status
+        log.warning("dedup %d: could not mark it queued", run_id, exc_info=True)
 
 
 def _restricted(source: Source, allowed_roots: Any) -> Source:
