@@ -26,6 +26,12 @@ def is_hf_uri(spec: str | os.PathLike[str]) -> bool:
     return os.fspath(spec).startswith(HF_SCHEME)
 
 
+def hf_uri_text(spec: str | os.PathLike[str]) -> str:
+    """``spec`` as users write it: ``hf://...`` even when a ``Path`` folded it into ``hf:/...``."""
+    text = os.fspath(spec)
+    return "hf://" + text[len(HF_SCHEME) :].lstrip("/") if is_hf_uri(text) else text
+
+
 @dataclass(frozen=True, slots=True)
 class HFDatasetRef:
     """A dataset repo, a revision (branch, tag or commit; ``None`` = main) and a path inside it."""
@@ -37,7 +43,7 @@ class HFDatasetRef:
     @staticmethod
     def parse(spec: str | os.PathLike[str]) -> HFDatasetRef:
         """Parse ``hf://datasets/OWNER/NAME[@REV][/PATH]``; ``InputError`` for another shape."""
-        text = os.fspath(spec)
+        text = hf_uri_text(spec)
         match = _HF_URI.match(text)
         if match is None:
             raise InputError(
@@ -63,6 +69,7 @@ def resolve_hf_uri(
     ``cache_dir`` defaults to the hub's (``HF_HUB_CACHE``); ``offline`` to ``HF_HUB_OFFLINE``.
     """
     ref = HFDatasetRef.parse(spec)
+    spec = hf_uri_text(spec)  # the messages below show it with its two slashes
     from huggingface_hub import snapshot_download  # lazy: imports httpx and more
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,7 +32,10 @@ from splitaudit.indexer.sources.webdataset import (
 __all__ = ["load_labels_csv", "open_source", "open_split"]
 
 SPLIT_MANIFESTS = ("manifest.jsonl", "manifest.csv", "manifest.parquet")
-_NOT_A_SPLIT = "{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet) or a zip/tar archive"
+_NOT_A_SPLIT = (
+    "{path} is not a folder, a manifest (.csv/.tsv/.jsonl/.parquet), a zip/tar archive or an image"
+)
+SINGLE_IMAGE_MANIFEST = "single-image.jsonl"
 _ARCHIVE_NEEDS_WORKDIR = "{path} is an archive: pass workdir= (an empty folder) to unpack it into"
 
 
@@ -127,6 +131,8 @@ def open_split(
         )
     elif p.suffix.lower() in FORMATS:
         source = ManifestSource(p, allowed_roots=roots)
+    elif is_image_name(p.name) and archive_kind(p) is None:
+        source = ManifestSource(_single_image_manifest(p, workdir), allowed_roots=roots)
     elif archive_kind(p) is not None:
         if workdir is None:
             raise UsageError(_ARCHIVE_NEEDS_WORKDIR.format(path=path))
@@ -163,6 +169,8 @@ def split_location(
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path} does not exist")
+    if p.is_file() and is_image_name(p.name) and archive_kind(p) is None:
+        return str(_single_image_manifest(p, workdir))
     if not (p.is_dir() or p.suffix.lower() in FORMATS):
         if archive_kind(p) is None:
             raise InputError(_NOT_A_SPLIT.format(path=path))
@@ -176,6 +184,16 @@ def split_location(
         if found is not None:
             return found.uri
     return str(p)
+
+
+def _single_image_manifest(image: Path, workdir: str | os.PathLike[str] | None) -> Path:
+    """A one-row manifest in ``workdir`` naming ``image`` (key: its file name): a one-image split."""
+    if workdir is None:
+        raise UsageError(f"{image} is a single image: pass workdir= (a folder) for its manifest")
+    manifest = Path(workdir) / SINGLE_IMAGE_MANIFEST
+    row = {"path": str(image.resolve()), "key": image.name}
+    manifest.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    return manifest
 
 
 def _open_split_folder(
