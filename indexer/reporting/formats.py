@@ -462,7 +462,9 @@ def render_markdown(
     )
     if g is not None:
         p = g.policy
-        policy = f"fail on {', '.join(fail_on) or '(none)'}, max rate {p.max_rate}"
+        policy = f"fail on {', '.join(fail_on) or '(none)'}"
+        if p.max_rate is not None:  # None: only a count limit is in force
+            policy += f", max rate {p.max_rate:.4g}"
         if p.max_count is not None:
             policy += f", max count {p.max_count}"
         lines.append(f"Policy: {policy}" + (f" (from {_code(p.source)})" if p.source else "") + ".")
