@@ -147,11 +147,14 @@ def iter_item_chunks(
 
 
 def chunk_state(
-    session: Session, ids: Sequence[int], skip: set[int]
+    session: Session, ids: Sequence[int], skip: set[int], grouped: set[int] | None = None
 ) -> tuple[SplitState, list[int]]:
     """The engine's query arrays for corpus items ``ids`` (minus ``skip`` and unhashed ones).
 
-    Returns the state and the positions in ``ids`` its rows come from.
+    ``grouped``: every item sharing a digest with another (``exact_groups``); the others'
+    digests are left out, since the engine's digest lookup could only find the item itself
+    (it would cost one DB lookup per item for nothing). Returns the state and the positions
+    in ``ids`` its rows come from.
     """
     rows: dict[
         int, tuple[str | None, str | None, int, int | None, int | None, str, str | None]
@@ -172,6 +175,9 @@ def chunk_state(
         ):
             rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key, stream)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
+    if grouped is not None:
+        for i in rows.keys() - grouped:
+            rows[i] = (None, None, *rows[i][2:6], None)
     picked = [rows[int(ids[n])] for n in positions]
     hashes = signed_to_unsigned([r[2] for r in picked]) if picked else np.zeros(0, np.uint64)
     sides = [min(r[3], r[4]) if r[3] and r[4] else 10**6 for r in picked]
@@ -202,15 +208,25 @@ def chunk_edges(
     thresholds: Thresholds,
     semantic: bool,
     store: VerifyStore | None = None,
+    grouped: set[int] | None = None,
 ) -> list[Edge]:
     """The duplicate pairs between the items of ``chunk`` and the whole corpus (self pairs dropped);
-    ``store`` keeps the candidates' verification features between runs."""
-    state, positions = chunk_state(session, chunk.ids.tolist(), skip)
+    ``store`` keeps the candidates' verification features between runs; ``grouped``: see
+    ``chunk_state``."""
+    state, positions = chunk_state(session, chunk.ids.tolist(), skip, grouped)
     if not len(state):
         return []
     vectors = chunk.vectors[positions] if chunk.vectors is not None else None
     if vectors is not None and isinstance(index.floats, JoinedFloats):
         index.floats.expect(state.ids, vectors)
+    if isinstance(index.hashes, JoinedHashes):
+        # the engine's k-NN rows (match.engine.match_corpus): small images, or no vector
+        knn_rows = (
+            state.min_side < thresholds.small_side
+            if vectors is not None and index.floats is not None and len(vectors)
+            else np.ones(len(state), bool)
+        )
+        index.hashes.expect(state.ids, [state.phash, state.phash_mirror], knn_rows)
     found = match_corpus(
         session,
         corpus_id=corpus_id,

@@ -136,6 +136,7 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
     with ws.sessions() as s:
         groups = list(exact_groups(s, corpus_id))
     skip = {i for g in groups for i in g[1:]}
+    grouped = {i for g in groups for i in g}
     with ws.sessions() as s:
         # every item's searches at once (near-linear), read back chunk by chunk below
         index, joins = join_corpus(
@@ -167,6 +168,7 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
                 thresholds=th,
                 semantic=semantic,
                 store=store,
+                grouped=grouped,
             )
             with transaction(ws.sessions) as w:
                 w.bulk_insert_mappings(

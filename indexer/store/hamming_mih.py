@@ -49,12 +49,17 @@ class MultiIndexHash:
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         pos_type = np.int32 if len(self.codes) < 2**31 else np.int64
         self._tables: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = []
+        # per block: which buckets are non-empty, one byte each (2 MiB: stays in cache, so
+        # most probes, which find nothing, cost one cached read)
+        self._occupied: list[npt.NDArray[np.bool_]] = []
         for shift, width in BLOCKS:
             keys = block_keys(self.codes, shift, width)
             order = np.argsort(keys, kind="stable").astype(pos_type)
+            counts = np.bincount(keys, minlength=1 << width)
             offsets = np.zeros((1 << width) + 1, dtype=pos_type)
-            offsets[1:] = np.cumsum(np.bincount(keys, minlength=1 << width))
+            offsets[1:] = np.cumsum(counts)
             self._tables.append((order, offsets))
+            self._occupied.append(counts > 0)
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -82,37 +87,39 @@ class MultiIndexHash:
         return out
 
     def _candidates(
-        self, q: npt.NDArray[np.uint64], radius: int
-    ) -> tuple[npt.NDArray[np.int64], ...]:
-        """(query row, item position) pairs found by the probes of every block."""
+        self, q: npt.NDArray[np.uint64], radius: int, limit: int | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """(query row, item position) pairs found by the probes of every block; ``None`` when
+        there would be more than ``limit`` (the caller splits the queries)."""
         per_block = radius // len(BLOCKS)
+        found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+        total = 0
+        for (shift, width), (_order, offsets), occupied in zip(
+            BLOCKS, self._tables, self._occupied, strict=True
+        ):
+            masks = flip_masks(width, per_block)
+            probes = (block_keys(q, shift, width)[:, None] ^ masks[None, :]).ravel()
+            hit = np.flatnonzero(occupied[probes])
+            keys = probes[hit]
+            lo = offsets[keys].astype(np.int64)
+            cnt = offsets[keys + 1].astype(np.int64) - lo
+            found.append((hit // len(masks), lo, cnt))
+            total += int(cnt.sum())
+            if limit is not None and total > limit:
+                return None
         rows: list[npt.NDArray[np.int64]] = []
         positions: list[npt.NDArray[np.int64]] = []
-        for (shift, width), (order, offsets) in zip(BLOCKS, self._tables, strict=True):
-            probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
-            lo = offsets[probes].ravel().astype(np.int64)
-            cnt = offsets[probes + 1].ravel().astype(np.int64) - lo
-            qrow = np.repeat(np.arange(len(q), dtype=np.int64), probes.shape[1])
-            keep = cnt > 0
-            lo, cnt, qrow = lo[keep], cnt[keep], qrow[keep]
-            total = int(cnt.sum())
-            if total == 0:
+        for (order, _offsets), (qrow, lo, cnt) in zip(self._tables, found, strict=True):
+            n = int(cnt.sum())
+            if n == 0:
                 continue
             base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-            positions.append(order[np.arange(total, dtype=np.int64) + base].astype(np.int64))
+            positions.append(order[np.arange(n, dtype=np.int64) + base].astype(np.int64))
             rows.append(np.repeat(qrow, cnt))
         if not rows:
             empty = np.empty(0, np.int64)
             return empty, empty
         return np.concatenate(rows), np.concatenate(positions)
-
-    def _count(self, q: npt.NDArray[np.uint64], radius: int) -> int:
-        per_block = radius // len(BLOCKS)
-        total = 0
-        for (shift, width), (_order, offsets) in zip(BLOCKS, self._tables, strict=True):
-            probes = block_keys(q, shift, width)[:, None] ^ flip_masks(width, per_block)[None, :]
-            total += int((offsets[probes + 1] - offsets[probes]).sum(dtype=np.int64))
-        return total
 
     def search_radius_csr(
         self, queries: npt.NDArray[np.uint64], radius: int
@@ -153,12 +160,13 @@ class MultiIndexHash:
         self, q: npt.NDArray[np.uint64], radius: int
     ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
         """(hits per query, ids, distances) for consecutive parts of ``q`` (memory-bounded)."""
-        if len(q) > 1 and self._count(q, radius) > _MAX_CANDIDATES:
+        found = self._candidates(q, radius, _MAX_CANDIDATES if len(q) > 1 else None)
+        if found is None:
             half = len(q) // 2
             return self._search_chunk_csr(q[:half], radius) + self._search_chunk_csr(
                 q[half:], radius
             )
-        rows, pos = self._candidates(q, radius)
+        rows, pos = found
         dist = np.bitwise_count(self.codes[pos] ^ q[rows]).astype(np.int32)
         hit = dist <= radius
         rows, pos, dist = rows[hit], pos[hit], dist[hit]

@@ -6,6 +6,11 @@ joins the whole corpus once (``hamming_join``, ``vector_join``) and hands the en
 stand-ins: same methods and signatures as ``BinaryStore`` / ``FloatStore``, answers looked up
 in the join tables. A query the tables do not hold (another radius, a larger k, a vector not
 announced with ``expect``) falls through to the real store, so an answer is never missing.
+
+One deliberate difference: once ``expect`` has said which items a chunk's query rows are,
+each row's own item is left out of its answer (dedup drops self pairs anyway; the engine
+would otherwise classify, and for small images verify, one pair per item for nothing).
+Where that is ambiguous (two rows with identical vectors) the own item stays in.
 """
 
 from __future__ import annotations
@@ -42,6 +47,26 @@ class JoinedHashes(BinaryStore):
         self.radius, self.within = radius, within
         self.knn_k, self.nearest = knn_k, nearest
         self.fallbacks = 0  # queries the tables could not answer (for tests and logs)
+        self._rows: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
+
+    def expect(
+        self,
+        ids: npt.NDArray[np.int64],
+        queries: list[npt.NDArray[np.uint64]],
+        knn_rows: npt.NDArray[np.bool_],
+    ) -> None:
+        """Announce a chunk: its items, the hash arrays it will search with (plain, mirrored),
+        and the rows whose k nearest it will ask for."""
+        ids = np.asarray(ids, np.int64)
+        self._rows = [(np.asarray(q, np.uint64), ids) for q in queries]
+        self._rows += [(np.asarray(q, np.uint64)[knn_rows], ids[knn_rows]) for q in queries]
+
+    def _own(self, q: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64] | None:
+        """The item of each query row, if ``q`` is an announced array."""
+        for values, ids in self._rows:
+            if len(values) == len(q) and np.array_equal(values, q):
+                return ids
+        return None
 
     def search_radius(
         self, hashes: npt.NDArray[np.uint64], radius: int, *, max_results: int | None = None
@@ -52,10 +77,15 @@ class JoinedHashes(BinaryStore):
         if max_results is not None or (rows < 0).any():
             self.fallbacks += int((rows < 0).sum()) if max_results is None else len(q)
             return self.base.search_radius(q, radius, max_results=max_results)
-        return [
-            (ids, scores.astype(np.int32, copy=False))
-            for ids, scores in (self.within.get(int(r)) for r in rows)
-        ]
+        own = self._own(q)
+        out: SearchResult = []
+        for n, r in enumerate(rows.tolist()):
+            ids, dists = self.within.get(r)
+            if own is not None:
+                keep = ids != own[n]
+                ids, dists = ids[keep], dists[keep]
+            out.append((ids, dists.astype(np.int32, copy=False)))
+        return out
 
     def search_knn(
         self, hashes: npt.NDArray[np.uint64], k: int
@@ -71,12 +101,17 @@ class JoinedHashes(BinaryStore):
             self.fallbacks += int((rows < 0).sum())
             return self.base.search_knn(q, k)
         assert self.nearest is not None
+        own = self._own(q)
         dists = np.full((len(q), k), _NO_HASH, np.int32)
         ids = np.full((len(q), k), -1, np.int64)
         for n, r in enumerate(rows.tolist()):
             found, d = self.nearest.get(r)
-            ids[n, : len(found[:k])] = found[:k]
-            dists[n, : len(found[:k])] = d[:k]
+            found, d = found[:k], d[:k]
+            if own is not None:
+                keep = found != own[n]
+                found, d = found[keep], d[keep]
+            ids[n, : len(found)] = found
+            dists[n, : len(found)] = d
         return dists, ids
 
 
@@ -98,21 +133,29 @@ class JoinedFloats(FloatStore):
         self.base = base
         self.table, self.k, self.floor = table, k, floor
         self._ids_by_bytes: dict[bytes, int] = {}
+        self._shared: set[bytes] = set()
         self.fallbacks = 0
 
     def expect(self, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
         """Announce the query rows of the next searches and the items they belong to."""
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
-        self._ids_by_bytes = {
-            rows[n].tobytes(): int(i) for n, i in enumerate(np.asarray(ids).tolist())
-        }
+        by_bytes: dict[bytes, int] = {}
+        shared: set[bytes] = set()
+        for n, i in enumerate(np.asarray(ids).tolist()):
+            key = rows[n].tobytes()
+            if key in by_bytes:
+                shared.add(key)
+            by_bytes[key] = int(i)
+        self._ids_by_bytes = by_bytes
+        self._shared = shared  # vectors of several rows: the own item is not known
 
     def search(
         self, queries: npt.NDArray[np.float32], k: int
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """As ``FloatStore.search`` for the cosines >= the join floor (lower ones: score 0, id -1)."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        item = np.array([self._ids_by_bytes.get(row.tobytes(), -1) for row in q], np.int64)
+        keys = [row.tobytes() for row in q]
+        item = np.array([self._ids_by_bytes.get(key, -1) for key in keys], np.int64)
         rows = self.table.rows(item) if k <= self.k else np.full(len(q), -1)
         rows[item < 0] = -1
         if (rows < 0).any():
@@ -122,8 +165,12 @@ class JoinedFloats(FloatStore):
         ids = np.full((len(q), k), -1, np.int64)
         for n, r in enumerate(rows.tolist()):
             found, s = self.table.get(r)
-            ids[n, : len(found[:k])] = found[:k]
-            scores[n, : len(found[:k])] = s[:k]
+            found, s = found[:k], s[:k]
+            if keys[n] not in self._shared:
+                keep = found != item[n]
+                found, s = found[keep], s[keep]
+            ids[n, : len(found)] = found
+            scores[n, : len(found)] = s
         return scores, ids
 
     def joined_info(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -149,7 +150,10 @@ def pair_ranks(
     bounds = np.cumsum(cells.sizes)
     cell_of = np.searchsorted(bounds, pos, side="right")
     offset = pos - np.r_[0, bounds][cell_of]
-    v = np.stack([cells.get(int(c))[1][int(o)] for c, o in zip(cell_of, offset, strict=True)])
+    v = np.empty((len(pos), cells.centroids.shape[1]), np.float32)
+    for c in np.unique(cell_of).tolist():  # each cell decoded once
+        at = np.flatnonzero(cell_of == c)
+        v[at] = cells.get(int(c))[1][offset[at]]
     u = rng.standard_normal(v.shape).astype(np.float32)
     u -= (u * v).sum(axis=1, keepdims=True) * v
     u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-12)
@@ -217,18 +221,24 @@ class _Pairs:
         self.i.append(i)
         self.s.append(s.astype(np.float32))
 
-    def table(self, keys: list[npt.NDArray[np.int64]], k: int) -> Neighbours:
-        def cat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
+    def table(
+        self, keys: list[npt.NDArray[np.int64]], k: int, *, symmetric: bool = False
+    ) -> Neighbours:
+        """The top-``k`` table; ``symmetric``: a pair found one way counts both ways (when
+        both items are queries), as a cell join finds it when either item probes the other's cell.
+        """
+
+        def cat(parts: list[Any], dtype: type) -> Any:
             return np.concatenate(parts) if parts else np.empty(0, dtype)
 
-        return Neighbours.from_pairs(
-            cat(keys, np.int64),  # type: ignore[arg-type]
-            cat(self.q, np.int64),  # type: ignore[arg-type]
-            cat(self.i, np.int64),  # type: ignore[arg-type]
-            cat(self.s, np.float32),
-            k=k,
-            descending=True,
-        )
+        all_keys = np.unique(cat(keys, np.int64))
+        q, i, s = cat(self.q, np.int64), cat(self.i, np.int64), cat(self.s, np.float32)
+        if symmetric and len(q):
+            back = np.isin(i, all_keys) & (i != q)
+            q, i, s = np.r_[q, i[back]], np.r_[i, q[back]], np.r_[s, s[back]]
+            _, first = np.unique(np.stack([q, i]), axis=1, return_index=True)
+            q, i, s = q[first], i[first], s[first]
+        return Neighbours.from_pairs(all_keys, q, i, s, k=k, descending=True)
 
 
 def exact_join(
@@ -283,7 +293,7 @@ def ivf_join(
         done += len(q)
         if progress is not None:
             progress(done)
-    return out.table(keys, k)
+    return out.table(keys, k, symmetric=True)
 
 
 def self_join(
@@ -293,7 +303,7 @@ def self_join(
     k: int,
     floor: float,
     cosine: float,
-    exact_max: int = EXACT_JOIN_MAX,
+    exact_max: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[Neighbours, JoinReport]:
     """Each query item's ``k`` nearest corpus items at cosine >= ``floor`` (itself included).
@@ -310,6 +320,7 @@ def self_join(
             k=k,
             descending=True,
         ), JoinReport("empty")
+    exact_max = EXACT_JOIN_MAX if exact_max is None else exact_max
     if store.is_exact and store.count <= exact_max:
         base, ids = store.vectors_view()
         table = exact_join(ids, base, queries(), k=k, floor=floor)

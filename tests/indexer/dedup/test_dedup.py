@@ -90,7 +90,9 @@ def test_keep_policies(tmp_path: Path, policy: str, expected: str) -> None:
     )
     if policy == "smallest":
         sizes = {m["key"]: m["width"] * m["height"] for m in cluster["members"]}
-        expected = min(sizes, key=lambda k: (sizes[k], k))
+        nbytes = {k: (tmp_path / "corpus" / k).stat().st_size for k in sizes}
+        # equal pixel counts: the larger file is kept (keep.POLICIES)
+        expected = min(sizes, key=lambda k: (sizes[k], -nbytes[k], k))
     assert cluster["kept"] == expected
 
 
