@@ -203,10 +203,30 @@ def parse_flag(values: Sequence[str] | None, name: str) -> bool:
     raise UsageError(f"{name} must be true or false, got {excerpt(values[-1])}")
 
 
+# An upload may unpack to MAX_UNPACK_RATIO times its own size (zip/tar of images barely
+# compress; far more is a zip bomb), but always to at least UNPACK_FLOOR bytes.
+MAX_UNPACK_RATIO = 100.0
+UNPACK_FLOOR = 64 * 1024 * 1024
+
+
+def unpack_limit(upload_size: int, *, max_unpacked: int, max_ratio: float) -> int:
+    """The most bytes an upload of ``upload_size`` bytes may unpack to."""
+    return min(max_unpacked, max(UNPACK_FLOOR, int(upload_size * max_ratio)))
+
+
 def audit_from_upload(
-    ws: Workspace, form: ReceivedForm, workdir: Path, *, max_unpacked: int
+    ws: Workspace,
+    form: ReceivedForm,
+    workdir: Path,
+    *,
+    max_unpacked: int,
+    max_ratio: float = MAX_UNPACK_RATIO,
 ) -> int:
-    """Unpack an uploaded split into ``workdir`` and queue its audit; returns the audit id."""
+    """Unpack an uploaded split into ``workdir`` and queue its audit; returns the audit id.
+
+    The unpacked size is capped (``unpack_limit``); once the audit is done its worker deletes
+    every unpacked file review does not show (``splitaudit.indexer.audit.prune``).
+    """
     from splitaudit.indexer.sources.archive import archive_kind, extract_archive
     from splitaudit.indexer.sources.open import open_split
 
@@ -220,7 +240,18 @@ def audit_from_upload(
             f"the uploaded split {upload.filename!r} is not a zip or tar archive; "
             "pack the split folder with zip or tar and upload that"
         )
-    root = extract_archive(upload.path, workdir / "split", max_bytes=max_unpacked)
+    limit = unpack_limit(upload.size, max_unpacked=max_unpacked, max_ratio=max_ratio)
+    try:
+        root = extract_archive(upload.path, workdir / "split", max_bytes=limit)
+    except InputError as exc:
+        # Name the upload, not the server's temporary file.
+        text = str(exc).replace(str(upload.path), f"the uploaded split {upload.filename!r}")
+        if "unpacks to" in text:
+            text += (
+                f" (this upload may unpack to {limit / 2**20:g} MiB: {max_ratio:g} times its "
+                "size, at least 64 MiB, at most SPLITAUDIT_MAX_UNPACKED_MB)"
+            )
+        raise type(exc)(text) from None
     for saved in (f for files in form.files.values() for f in files):
         saved.path.unlink(missing_ok=True)  # the unpacked tree is what the audit reads
     source = open_split(root)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import re
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -151,8 +152,16 @@ def decode_image(
     return decoded
 
 
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def scrub_reprs(text: str) -> str:
+    """``text`` without Python object reprs (``<_io.BytesIO object at 0x...>`` -> ``the image``)."""
+    return _OBJECT_REPR.sub("the image", text)
+
+
 def _describe_failure(exc: Exception) -> str:
-    message = str(exc) or type(exc).__name__
+    message = scrub_reprs(str(exc)) or type(exc).__name__
     lowered = message.lower()
     if "truncated" in lowered or isinstance(exc, EOFError):
         return f"truncated image: {message}"

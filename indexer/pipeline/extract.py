@@ -13,6 +13,7 @@ from typing import TypeVar
 from PIL import Image
 
 from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.decode import scrub_reprs
 from splitaudit.indexer.features.extract import extract_features
 from splitaudit.indexer.features.types import ImageFeatures
 from splitaudit.indexer.sources.record import Record
@@ -41,13 +42,15 @@ def extract_record(record: Record, *, keep_image: bool) -> Extracted:
     try:
         data = record.read_bytes()
     except OSError as exc:
-        return Extracted(record, error=f"cannot read {record.locator.uri()}: {exc.strerror or exc}")
+        reason = scrub_reprs(str(exc.strerror or exc))
+        return Extracted(record, error=f"cannot read {record.locator.uri()}: {reason}")
     try:
         features, image = extract_features(data, keep_image=keep_image, hashes_only=not keep_image)
     except ImageDecodeError as exc:
         return Extracted(record, error=str(exc))
     except Exception as exc:  # a decoder bug must not kill a million-image run
-        return Extracted(record, error=f"cannot decode image: {type(exc).__name__}: {exc}")
+        reason = scrub_reprs(str(exc))
+        return Extracted(record, error=f"cannot decode image: {type(exc).__name__}: {reason}")
     return Extracted(record, features=features, image=image)
 
 

@@ -58,6 +58,7 @@ def run_audit_job(
     backend: str = "auto",
 ) -> JobOutcome:
     """Run (or re-run from scratch: the engine is idempotent) the audit of ``job``."""
+    from splitaudit.indexer.audit.prune import prune_upload
     from splitaudit.indexer.audit.service import execute_audit
 
     def factory(spec: str) -> Embedder:
@@ -65,6 +66,10 @@ def run_audit_job(
 
     audit_id = audit_id_of(ws, job)
     execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
+    try:  # the results are stored: an upload keeps only the images review shows
+        prune_upload(ws, audit_id)
+    except OSError as exc:
+        log.warning("audit %d: could not clean its upload: %s", audit_id, exc)
     return JobOutcome(message=f"audit {audit_id} done")
 
 

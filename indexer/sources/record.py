@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -13,6 +14,20 @@ LocatorKind = Literal["file", "tar", "zip", "url", "parquet", "arrow", "none"]
 
 
 _CHUNK = 1 << 20
+MAX_IMAGE_BYTES = 512 * 1024 * 1024
+
+
+class ImageTooLargeError(OSError):
+    """An image file (or member) is larger than one image may be; refused before reading."""
+
+
+def check_image_size(size: int | None, max_bytes: int) -> None:
+    """``ImageTooLargeError`` when a stored size is over ``max_bytes`` (checked before reading)."""
+    if size is not None and size > max_bytes:
+        raise ImageTooLargeError(
+            f"{size} bytes, over the {max_bytes / 2**20:g} MiB limit for one image: refused "
+            "without reading it"
+        )
 
 
 def read_capped(fh: Any, max_bytes: int) -> bytes:
@@ -66,14 +81,20 @@ class Locator:
             return f"{self.path}#{unit}={self.offset}&row={self.size}&column={self.member}"
         return ""
 
-    def read_bytes(self, *, timeout: float = 30.0, max_bytes: int = 512 * 1024 * 1024) -> bytes:
-        """Read the image bytes; raises ``OSError`` (or subclasses) when they are gone."""
+    def read_bytes(self, *, timeout: float = 30.0, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
+        """Read the image bytes; raises ``OSError`` (or subclasses) when they are gone.
+
+        Sizes known before reading (a file's, a tar or zip member's) are checked first: an
+        oversized (or sparse) file is refused without a byte of it in memory.
+        """
         if self.kind == "file":
             assert self.path is not None
             with open(self.path, "rb") as fh:
+                check_image_size(os.fstat(fh.fileno()).st_size, max_bytes)
                 return read_capped(fh, max_bytes)
         if self.kind == "tar":
             assert self.path is not None and self.offset is not None and self.size is not None
+            check_image_size(self.size, max_bytes)
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
                 data = fh.read(self.size)
@@ -84,8 +105,10 @@ class Locator:
             assert self.path is not None and self.member is not None
             from splitaudit.indexer.sources.member_names import open_zip
 
-            with open_zip(self.path) as zf, zf.open(self.member) as fh:
-                return read_capped(fh, max_bytes)
+            with open_zip(self.path) as zf:
+                check_image_size(zf.getinfo(self.member).file_size, max_bytes)
+                with zf.open(self.member) as fh:
+                    return read_capped(fh, max_bytes)
         if self.kind == "url":
             assert self.url is not None
             if not self.url.startswith(("http://", "https://")):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from splitaudit.indexer.sources.record import Locator, read_capped
+from splitaudit.indexer.sources.record import ImageTooLargeError, Locator, read_capped
 
 
 class _Stingy(io.BytesIO):
@@ -44,4 +44,6 @@ def test_a_file_locator_reads_through_the_cap(tmp_path: Path) -> None:
     path.write_bytes(b"y" * 3000)
     loc = Locator(kind="file", path=str(path))
     assert loc.read_bytes() == b"y" * 3000
-    assert loc.read_bytes(max_bytes=1000) == b"y" * 1001
+    # A file's size is known: over the cap it is refused before a byte is read.
+    with pytest.raises(ImageTooLargeError, match="3000 bytes"):
+        loc.read_bytes(max_bytes=1000)
