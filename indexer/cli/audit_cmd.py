@@ -125,6 +125,7 @@ def _local_report(
     html: bool,
     device: Callable[[], ResolvedDevice],
     image_column: str | None = None,
+    key_column: str | None = None,
     backend: str = "auto",
     allow_empty: bool = False,
 ) -> tuple[Report, Thumbs]:
@@ -149,7 +150,14 @@ def _local_report(
 
         params["label_names"] = load_label_names(label_names)
     with tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir:
-        location = split_location(split, workdir=workdir, image_column=image_column)
+        location = split_location(
+            split, workdir=workdir, image_column=image_column, key_column=key_column
+        )
+        if key_column is not None and f"#key_column={key_column}" not in location:
+            raise UsageError(
+                f"--key-column applies to Hugging Face datasets (Parquet, save_to_disk, hf://); "
+                f"{split} is not one (manifests take a 'key' column)"
+            )
         ws = open_workspace(home)
         try:
             audit_id = submit_audit(
@@ -384,6 +392,12 @@ def _exit_code(result: GateResult) -> int:
     help="Hugging Face dataset split: the column holding the image bytes, when its type does "
     "not tell (local mode).",
 )
+@click.option(
+    "--key-column",
+    metavar="NAME",
+    help="Hugging Face dataset split (local mode): the column whose values key the rows "
+    "(default: a key / id column when there is one, else FILE#ROW).",
+)
 @device_option
 @backend_option
 @progress_options
@@ -415,6 +429,7 @@ def audit(
     clean_splits: tuple[Path, ...],
     workers: int | str,
     image_column: str | None,
+    key_column: str | None,
     device: str,
     backend: str,
     quiet: bool,
@@ -447,10 +462,10 @@ def audit(
     for path in (labels, label_names):
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
-    if server and image_column:
+    if server and (image_column or key_column):
         raise UsageError(
-            "--image-column applies to local audits; with --server, audit a split folder "
-            "on the server whose image column is found by type"
+            "--image-column and --key-column apply to local audits; with --server, audit a "
+            "split folder on the server whose columns are found by type"
         )
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     if server:
@@ -481,6 +496,7 @@ def audit(
             html=html_out is not None,
             device=resolved,
             image_column=image_column,
+            key_column=key_column,
             backend=backend,
             allow_empty=allow_empty,
         )

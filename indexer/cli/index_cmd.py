@@ -70,6 +70,12 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
     help="Hugging Face datasets (Parquet / save_to_disk / hf://): the column holding the image "
     "bytes, when its type does not tell (default: the Image struct or binary column).",
 )
+@click.option(
+    "--key-column",
+    metavar="NAME",
+    help="Hugging Face datasets: the column whose values key the rows (default: a key / id "
+    "column when there is one, else FILE#ROW).",
+)
 @workers_option
 @click.option(
     "--batch-size",
@@ -124,6 +130,7 @@ def index(
     precomputed_model: str | None,
     shards_dir: Path | None,
     image_column: str | None,
+    key_column: str | None,
     workers: int | str,
     batch_size: int | None,
     device: str,
@@ -145,7 +152,7 @@ def index(
     check_corpus_name(corpus_name)
     # an existing corpus is extended with its own model, as `audit` embeds with it
     model_spec = model_spec or _corpus_model_spec(home, corpus_name) or DEFAULT_MODEL_SPEC
-    opened = _open_sources(sources, shards_dir, image_column=image_column)
+    opened = _open_sources(sources, shards_dir, image_column=image_column, key_column=key_column)
     policy = IndexPolicy(storage=index_storage)  # type: ignore[arg-type]
     # The device matters only where images are embedded here (not for --no-embed or Ray actors).
     embeds_here = not no_embed and executor == "local"
@@ -222,12 +229,25 @@ def _corpus_model_spec(home: Path, corpus_name: str) -> str | None:
 
 
 def _open_sources(
-    specs: Sequence[str], shards_dir: Path | None, *, image_column: str | None = None
+    specs: Sequence[str],
+    shards_dir: Path | None,
+    *,
+    image_column: str | None = None,
+    key_column: str | None = None,
 ) -> list[Source]:
     from splitaudit.indexer.pipeline.precomputed import is_precomputed
     from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 
-    opened = [open_source(s, image_column=image_column) for s in specs]
+    opened = [open_source(s, image_column=image_column, key_column=key_column) for s in specs]
+    if key_column is not None:
+        from splitaudit.indexer.sources.hf_files import HFFileShards
+
+        others = [s.uri for s in opened if not isinstance(s, HFFileShards)]
+        if others:
+            raise UsageError(
+                f"--key-column applies to Hugging Face datasets (Parquet, save_to_disk, hf://); "
+                f"{others[0]} is not one (manifests take a 'key' column)"
+            )
     if shards_dir is None:
         return opened
     if not any(is_precomputed(s) for s in opened):

@@ -121,6 +121,7 @@ def index(
     device: str = "cpu",
     backend: str = "auto",
     image_column: str | None = None,
+    key_column: str | None = None,
     database_url: str | None = None,
     progress: bool = True,
 ) -> IndexSummary:
@@ -138,7 +139,9 @@ def index(
     check_corpus_name(corpus)
     if workers < 1:
         raise UsageError(f"workers must be at least 1, got {workers}")
-    opened = [open_source(s, image_column=image_column) for s in _as_list(sources)]
+    opened = [
+        open_source(s, image_column=image_column, key_column=key_column) for s in _as_list(sources)
+    ]
     with _workspace(home, database_url) as ws:
         embedder, spec = None, None
         if embed:
@@ -189,6 +192,7 @@ def audit(
     device: str = "cpu",
     backend: str = "auto",
     image_column: str | None = None,
+    key_column: str | None = None,
     database_url: str | None = None,
     progress: bool = True,
 ) -> AuditResult:
@@ -226,7 +230,9 @@ def audit(
         tempfile.TemporaryDirectory(prefix="splitaudit-split-") as workdir,
         _workspace(home_dir, database_url) as ws,
     ):
-        location = split_location(split, workdir=workdir, image_column=image_column)
+        location = split_location(
+            split, workdir=workdir, image_column=image_column, key_column=key_column
+        )
         audit_id = submit_audit(
             ws,
             split_uri=location,

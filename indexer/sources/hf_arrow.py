@@ -17,7 +17,7 @@ from splitaudit.indexer.sources.hf_features import (
     batch_records,
 )
 from splitaudit.indexer.sources.hf_files import HFFileShards
-from splitaudit.indexer.sources.hf_parquet import IMAGE_COLUMN_MARK
+from splitaudit.indexer.sources.hf_parquet import column_marks
 from splitaudit.indexer.sources.record import Record, Shard
 
 MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
@@ -70,7 +70,13 @@ class HFArrowSource(HFFileShards):
     batch, row, column) to read them again.
     """
 
-    def __init__(self, spec: str | os.PathLike[str], *, image_column: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: str | os.PathLike[str],
+        *,
+        image_column: str | None = None,
+        key_column: str | None = None,
+    ) -> None:
         path = Path(os.path.abspath(os.path.expanduser(os.fspath(spec))))
         if not path.exists():
             raise InputError(f"{spec} does not exist")
@@ -93,13 +99,15 @@ class HFArrowSource(HFFileShards):
                 f"{spec} holds no .arrow files: pass the folder Dataset.save_to_disk wrote"
             )
         self.files = files
-        self.image_column = image_column
-        self.uri = str(path) + (f"{IMAGE_COLUMN_MARK}{image_column}" if image_column else "")
+        self.image_column, self.key_column = image_column, key_column
+        self.uri = str(path) + column_marks(image_column, key_column)
         info = {f: (f.parent / "dataset_info.json") for f in files}
-        self._layouts = {str(f): self._layout(f, info[f], image_column) for f in files}
+        self._layouts = {str(f): self._layout(f, info[f], image_column, key_column) for f in files}
 
     @staticmethod
-    def _layout(path: Path, info: Path, image_column: str | None) -> HFLayout:
+    def _layout(
+        path: Path, info: Path, image_column: str | None, key_column: str | None = None
+    ) -> HFLayout:
         features = None
         if info.is_file():
             raw = _read_json(info).get("features")
@@ -116,6 +124,7 @@ class HFArrowSource(HFFileShards):
             where=str(path),
             image_column=image_column,
             features=hf_features(schema) or features,
+            key_column=key_column,
         )
 
     def count_hint(self) -> int:

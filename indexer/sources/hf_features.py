@@ -105,8 +105,9 @@ def analyze_schema(
     where: str,
     image_column: str | None = None,
     features: Mapping[str, Any] | None = None,
+    key_column: str | None = None,
 ) -> HFLayout:
-    """The layout of a table, or ``InputError`` saying which image column to name."""
+    """The layout of a table, or ``InputError`` saying which image (or key) column to name."""
     import pyarrow as pa
 
     feats = dict(features) if features else hf_features(schema)
@@ -157,7 +158,11 @@ def analyze_schema(
     caption = next(
         (c for c in CAPTION_COLUMNS if c in names and _is_text(schema.field(c).type)), None
     )
-    key = next(
+    if key_column is not None and key_column not in names:
+        raise InputError(
+            f"{where}: no column {key_column!r} for --key-column; columns: {', '.join(names)}"
+        )
+    key = key_column or next(
         (
             c
             for c in KEY_COLUMNS

@@ -17,6 +17,7 @@ class HFFileShards:
     files: list[Path]
     root: Path
     image_column: str | None
+    key_column: str | None = None
     uri: str
     _layouts: dict[str, HFLayout]
 
@@ -24,11 +25,14 @@ class HFFileShards:
         return path.relative_to(self.root).as_posix()
 
     def shards(self) -> Iterator[Shard]:
-        """One shard per file; fingerprint = size + mtime + image column."""
+        """One shard per file; fingerprint = size + mtime + image column (+ key column)."""
+        key = (f"key_column={self.key_column}",) if self.key_column else ()
         for f in self.files:
             st = f.stat()
             yield Shard(
-                self.uri, self._name(f), digest(st.st_size, st.st_mtime_ns, self.image_column or "")
+                self.uri,
+                self._name(f),
+                digest(st.st_size, st.st_mtime_ns, self.image_column or "", *key),
             )
 
     def _shard_file(self, shard: Shard) -> tuple[Path, HFLayout]:

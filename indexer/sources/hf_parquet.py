@@ -16,14 +16,34 @@ from splitaudit.indexer.sources.record import Record, Shard
 
 GLOB_CHARS = frozenset("*?[")
 IMAGE_COLUMN_MARK = "#image_column="
+KEY_COLUMN_MARK = "#key_column="
 
 
 def split_image_column(spec: str) -> tuple[str, str | None]:
     """``PATH#image_column=NAME`` (a source's ``uri`` with an explicit image column) split in two."""
-    if IMAGE_COLUMN_MARK in spec and not os.path.exists(spec):
+    path, image_column, _key = split_column_marks(spec)
+    return path, image_column
+
+
+def split_column_marks(spec: str) -> tuple[str, str | None, str | None]:
+    """``PATH[#image_column=NAME][#key_column=NAME]`` (a source's ``uri``) as (path, image, key)."""
+    if os.path.exists(spec):
+        return spec, None, None
+    key = None
+    if KEY_COLUMN_MARK in spec:
+        spec, _, key_text = spec.rpartition(KEY_COLUMN_MARK)
+        key = key_text or None
+    if IMAGE_COLUMN_MARK in spec:
         path, _, column = spec.rpartition(IMAGE_COLUMN_MARK)
-        return path, column or None
-    return spec, None
+        return path, column or None, key
+    return spec, None, key
+
+
+def column_marks(image_column: str | None, key_column: str | None) -> str:
+    """The ``uri`` suffix recording explicit image / key columns (empty when neither is given)."""
+    return (f"{IMAGE_COLUMN_MARK}{image_column}" if image_column else "") + (
+        f"{KEY_COLUMN_MARK}{key_column}" if key_column else ""
+    )
 
 
 def is_glob(spec: str) -> bool:
@@ -59,10 +79,14 @@ def _parquet_file(path: Path) -> Any:
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
 
 
-def parquet_layout(path: Path, *, image_column: str | None) -> HFLayout:
+def parquet_layout(
+    path: Path, *, image_column: str | None, key_column: str | None = None
+) -> HFLayout:
     """The image/label/caption layout of one Parquet file (``InputError`` when it has no image)."""
     with _parquet_file(path) as pf:
-        return analyze_schema(pf.schema_arrow, where=str(path), image_column=image_column)
+        return analyze_schema(
+            pf.schema_arrow, where=str(path), image_column=image_column, key_column=key_column
+        )
 
 
 class HFParquetSource(HFFileShards):
@@ -76,7 +100,13 @@ class HFParquetSource(HFFileShards):
     ``parquet`` locator (file, row group, row, column) to read them again.
     """
 
-    def __init__(self, spec: str | os.PathLike[str], *, image_column: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: str | os.PathLike[str],
+        *,
+        image_column: str | None = None,
+        key_column: str | None = None,
+    ) -> None:
         text = os.path.expanduser(os.fspath(spec))
         if is_glob(text):
             # abspath, not resolve: hub snapshot files are symlinks to blobs without a suffix.
@@ -103,9 +133,12 @@ class HFParquetSource(HFFileShards):
             location = str(path)
         self.files = files
         self.root = root
-        self.image_column = image_column
-        self.uri = location + (f"{IMAGE_COLUMN_MARK}{image_column}" if image_column else "")
-        self._layouts = {str(f): parquet_layout(f, image_column=image_column) for f in files}
+        self.image_column, self.key_column = image_column, key_column
+        self.uri = location + column_marks(image_column, key_column)
+        self._layouts = {
+            str(f): parquet_layout(f, image_column=image_column, key_column=key_column)
+            for f in files
+        }
 
     def count_hint(self) -> int:
         """The rows of every file, from the Parquet footers (no data read): the progress total."""

@@ -50,7 +50,12 @@ def _is_shard_dir(path: Path) -> bool:
     return bool(tars) and not any(is_image_name(n) for n in names)
 
 
-def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None) -> Source:
+def open_source(
+    spec: str | os.PathLike[str],
+    *,
+    image_column: str | None = None,
+    key_column: str | None = None,
+) -> Source:
     """A corpus source for ``spec``.
 
     ``hf://datasets/...``, a ``save_to_disk`` folder, a folder or glob of Parquet files with
@@ -62,7 +67,11 @@ def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None
     pair ``{key}.jpg`` with ``{key}.json`` (or flat ``{key}.txt``) -> one WebDataset shard;
     another ``.zip``/``.tar`` -> archive read in place.
     """
-    hf = None if os.path.isdir(spec) else open_hf(spec, image_column=image_column)
+    hf = (
+        None
+        if os.path.isdir(spec)
+        else open_hf(spec, image_column=image_column, key_column=key_column)
+    )
     if hf is not None:
         return hf
     path = Path(spec).expanduser()
@@ -73,9 +82,11 @@ def open_source(spec: str | os.PathLike[str], *, image_column: str | None = None
             return PrecomputedEmbeddingSource(path)
         if _is_shard_dir(path):
             return WebDatasetSource(path)
-        return open_hf(path, image_column=image_column) or FolderSource(path)
+        return open_hf(path, image_column=image_column, key_column=key_column) or FolderSource(path)
     if path.suffix.lower() == ".parquet":
-        return open_hf_parquet_file(path, image_column=image_column) or ManifestSource(path)
+        return open_hf_parquet_file(
+            path, image_column=image_column, key_column=key_column
+        ) or ManifestSource(path)
     if path.suffix.lower() in FORMATS:
         return ManifestSource(path)
     kind = archive_kind(path)
@@ -99,6 +110,7 @@ def open_split(
     max_members: int = DEFAULT_MAX_MEMBERS,
     image_column: str | None = None,
     allowed_roots: Sequence[str | os.PathLike[str]] | None = None,
+    key_column: str | None = None,
 ) -> Source:
     """A test split: a folder (ImageFolder or not), a manifest file, a zip/tar archive, or a
     Hugging Face dataset (as ``open_source`` tells them apart).
@@ -117,18 +129,22 @@ def open_split(
     roots = None if allowed_roots is None else real_roots(allowed_roots)
     if roots is not None:
         check_path_allowed(p, roots, what="split")
-    hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
+    hf = (
+        None
+        if os.path.isdir(path)
+        else open_hf(path, image_column=image_column, key_column=key_column)
+    )
     if hf is not None:
         return LabelledSource(hf, labels) if labels else hf
     if not p.exists():
         raise InputError(f"{path} does not exist")
     source: Source
     if p.is_dir():
-        source = _open_split_folder(p, roots, image_column=image_column)
+        source = _open_split_folder(p, roots, image_column=image_column, key_column=key_column)
     elif p.suffix.lower() == ".parquet":
-        source = open_hf_parquet_file(p, image_column=image_column) or ManifestSource(
-            p, allowed_roots=roots
-        )
+        source = open_hf_parquet_file(
+            p, image_column=image_column, key_column=key_column
+        ) or ManifestSource(p, allowed_roots=roots)
     elif p.suffix.lower() in FORMATS:
         source = ManifestSource(p, allowed_roots=roots)
     elif is_image_name(p.name) and archive_kind(p) is None:
@@ -141,6 +157,7 @@ def open_split(
             root,
             None if roots is None else [*roots, os.path.realpath(workdir)],
             image_column=image_column,
+            key_column=key_column,
         )
     else:
         raise InputError(_NOT_A_SPLIT.format(path=path))
@@ -156,6 +173,7 @@ def split_location(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
     image_column: str | None = None,
+    key_column: str | None = None,
 ) -> str:
     """Where a split's items are read from, as a URI: its folder or manifest, the folder an
     archive unpacks into, or a Hugging Face dataset's ``uri`` (which records ``image_column``).
@@ -163,7 +181,11 @@ def split_location(
     ``open_split`` of the result reads the same split without a ``workdir`` or
     ``image_column``; archives are unpacked into ``workdir`` as in ``open_split``.
     """
-    hf = None if os.path.isdir(path) else open_hf(path, image_column=image_column)
+    hf = (
+        None
+        if os.path.isdir(path)
+        else open_hf(path, image_column=image_column, key_column=key_column)
+    )
     if hf is not None:
         return hf.uri
     p = Path(path).expanduser()
@@ -178,9 +200,9 @@ def split_location(
             raise UsageError(_ARCHIVE_NEEDS_WORKDIR.format(path=path))
         p = extract_archive(p, workdir, max_bytes=max_bytes, max_members=max_members)
     p = p.resolve()
-    if image_column is not None and not any((p / name).is_file() for name in SPLIT_MANIFESTS):
+    if (image_column or key_column) and not any((p / name).is_file() for name in SPLIT_MANIFESTS):
         # A dataset read with an explicit image column: its uri carries the column.
-        found = open_hf(p, image_column=image_column)
+        found = open_hf(p, image_column=image_column, key_column=key_column)
         if found is not None:
             return found.uri
     return str(p)
@@ -197,7 +219,11 @@ def _single_image_manifest(image: Path, workdir: str | os.PathLike[str] | None) 
 
 
 def _open_split_folder(
-    root: Path, roots: list[str] | None = None, *, image_column: str | None = None
+    root: Path,
+    roots: list[str] | None = None,
+    *,
+    image_column: str | None = None,
+    key_column: str | None = None,
 ) -> Source:
     """Manifest mode when the folder has a root manifest, a Hugging Face dataset when it holds
     one (Parquet with image bytes, or save_to_disk), else images with optional labels.csv."""
@@ -206,7 +232,7 @@ def _open_split_folder(
             if roots is not None:
                 check_path_allowed(root / name, roots, what="split manifest")
             return ManifestSource(root / name, allowed_roots=roots)
-    hf = open_hf(root, image_column=image_column)
+    hf = open_hf(root, image_column=image_column, key_column=key_column)
     if hf is not None:
         return hf
     folder = FolderSource(root)

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
 from conftest import photo
 from helpers.hf_layout import jpeg
 
 import splitaudit
+from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.errors import InputError
 from splitaudit.indexer.sources.hf_features import LABEL_DERIVED_KEY
 from splitaudit.indexer.sources.open import open_split
 
@@ -96,3 +100,53 @@ def test_self_leaks_skip_label_columns_and_say_what_was_read(tmp_path: Path) -> 
     assert "note" in evidence["metadata_read"]
     assert "label_name" not in evidence["metadata_read"]
     assert [item["key"] for item in result.items] == ["3", "17", "42", "250"]
+
+
+def test_key_column_names_the_rows_everywhere(tmp_path: Path) -> None:
+    split = _split(tmp_path / "split" / "test-00000-of-00001.parquet")
+    source = open_split(str(split.parent), key_column="note")
+    assert [r.key for shard in source.shards() for r in source.records(shard)] == [
+        "my cat on the sofa",
+        "garden",
+        "kitchen",
+        "street",
+    ]
+    with pytest.raises(InputError, match="no column 'nope' for --key-column"):
+        open_split(str(split.parent), key_column="nope")
+
+    home = tmp_path / "home"
+    splitaudit.index(
+        split.parent, corpus="c", home=home, embed=False, progress=False, key_column="note"
+    )
+    report = tmp_path / "r.json"
+    done = CliRunner().invoke(
+        cli,
+        [
+            "audit",
+            str(split.parent),
+            "--corpus",
+            "c",
+            "--home",
+            str(home),
+            "--key-column",
+            "id",
+            "--json",
+            str(report),
+            "-q",
+        ],
+        env={"SPLITAUDIT_HOME": None, "SPLITAUDIT_DATABASE_URL": None},
+    )
+    assert done.exit_code == 1, done.output  # every row is in the corpus: exact
+    items = json.loads(report.read_text())["items"]
+    assert [i["key"] for i in items] == ["3", "17", "42", "250"]
+    assert {i["key"]: i["matches"][0]["corpus_key"] for i in items}["17"] == "my cat on the sofa"
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    photo(1, (64, 48)).save(folder / "a.png")
+    wrong = CliRunner().invoke(
+        cli,
+        ["audit", str(folder), "--corpus", "c", "--home", str(home), "--key-column", "id", "-q"],
+        env={"SPLITAUDIT_HOME": None, "SPLITAUDIT_DATABASE_URL": None},
+    )
+    assert wrong.exit_code == 2 and "--key-column applies to Hugging Face datasets" in wrong.output
