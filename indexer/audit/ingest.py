@@ -176,7 +176,7 @@ def _store_batch(
                         select(SplitItem.key, SplitItem.id).where(
                             SplitItem.split_id == split_id, SplitItem.key.in_(keys)
                         )
-                    ).tuples()
+                    ).all()
                 )
     return [existing[key] for key in keys]
 
