@@ -19,7 +19,7 @@ from splitaudit.indexer.sources.record import Locator
 from splitaudit.indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
-_LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url")
+_LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url", "raw_path")
 
 
 @dataclass(frozen=True, slots=True)
