@@ -1,10 +1,12 @@
-"""Pydantic models of request bodies and of the simpler responses (the HTTP boundary only)."""
+"""Pydantic models of request bodies and responses (the report's own are in ``indexer/reporting/models.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from splitaudit.indexer.reporting.models import ReportMatch, ReviewInfo, Summary
 
 
 class _Strict(BaseModel):
@@ -110,3 +112,187 @@ class ReviewOut(BaseModel):
     note: str | None
     reviewer: str | None
     at: str | None
+
+
+# ---------------------------------------------------------------- responses of the JSON GETs
+# Open models (``extra="allow"``): they document and check the fields every client relies on,
+# and pass through anything a newer server adds; routes dump them with ``exclude_unset``.
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+T = TypeVar("T")
+
+
+class Page(_Open, Generic[T]):
+    """One page of a list: ``items``, the ``total`` over all pages, ``page`` and ``page_size``."""
+
+    items: list[T]
+    total: int
+    page: int
+    page_size: int
+
+
+class AuditSplit(_Open):
+    """The split an audit read."""
+
+    id: int
+    name: str | None = None
+    items: int | None = None
+
+
+class AuditOut(_Open):
+    """``GET /audits/{id}``: status, progress, summary and what the audit was run with."""
+
+    id: int
+    status: str
+    progress: float
+    message: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    job_id: int | None = None
+    split: AuditSplit
+    corpora: list[str] = Field(default_factory=list)
+    thresholds: dict[str, Any] = Field(default_factory=dict)
+    summary: Summary | None = None
+    model: dict[str, Any] | None = None
+    code_version: str | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    links: dict[str, str] = Field(default_factory=dict)
+
+
+class SplitItemOut(_Open):
+    """The test-side image of a match."""
+
+    id: int
+    key: str
+    label: str | None = None
+    uri: str | None = None
+    caption: str | None = None
+    sha256: str | None = None
+    pixel_digest: str | None = None
+    width: int | None = None
+    height: int | None = None
+    error: str | None = None
+
+
+class CorpusItemOut(_Open):
+    """The corpus-side image of a match, with its provenance."""
+
+    id: int
+    key: str
+    uri: str | None = None
+    url: str | None = None
+    caption: str | None = None
+    label: str | None = None
+    license: str | None = None
+    shard: str | None = None
+    sha256: str | None = None
+    width: int | None = None
+    height: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MatchOut(ReportMatch):
+    """A match as the matches API lists it: the report's match, its audit and both images."""
+
+    audit_id: int
+    split_item: SplitItemOut
+    corpus_item: CorpusItemOut | None = None
+
+
+class ReviewEntry(ReviewInfo):
+    """One recorded verdict of a match's history."""
+
+    id: int
+
+
+class MatchDetail(MatchOut):
+    """``GET /matches/{id}``: a match with its review history, newest first."""
+
+    history: list[ReviewEntry] = Field(default_factory=list)
+
+
+class JobOut(_Open):
+    """A background job (audit, index or dedup run)."""
+
+    id: int
+    kind: str
+    status: str
+    progress: float
+    message: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    audit_id: int | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class DedupRunOut(_Open):
+    """``GET /dedup/{id}``: a dedup run's status, parameters and summary (``splitaudit.dedup/v1``)."""
+
+    schema_: str = Field(alias="schema")
+    dedup_id: int
+    corpus: str
+    status: str
+    progress: float
+    message: str | None = None
+    error: str | None = None
+    keep: str | None = None
+    semantic: bool = False
+    thresholds: dict[str, Any] | None = None
+    generation: int | None = None
+    code_version: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    summary: dict[str, Any] | None = None
+
+
+class DedupMemberOut(_Open):
+    """One member of a duplicate cluster."""
+
+    item_id: int
+    key: str
+    uri: str | None = None
+    url: str | None = None
+    shard: str | None = None
+    width: int | None = None
+    height: int | None = None
+    kept: bool
+    tier: str | None = None
+    partner_key: str | None = None
+    hamming: int | None = None
+    cosine: float | None = None
+    verify: float | None = None
+    review: str | None = None
+
+
+class DedupClusterOut(_Open):
+    """A duplicate cluster: its members, the kept one first."""
+
+    id: int
+    semantic: bool
+    members: list[DedupMemberOut]
+    size: int
+    tier: str | None = None
+    kept: str | None = None
+
+
+class MemberReviewOut(_Open):
+    """A recorded verdict on a dedup cluster member."""
+
+    run_id: int
+    item_id: int
+    cluster: int
+    verdict: str
+    note: str | None = None
+    reviewer: str | None = None
+    pairs: int
+    at: str | None = None

@@ -18,7 +18,14 @@ from splitaudit.app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep
 from splitaudit.app.jsonbody import read_json_body
 from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
 from splitaudit.app.paths import resolve_under_roots
-from splitaudit.app.schemas import AuditFromPaths, ErrorResponse, JobAccepted
+from splitaudit.app.schemas import (
+    AuditFromPaths,
+    AuditOut,
+    ErrorResponse,
+    JobAccepted,
+    MatchOut,
+    Page,
+)
 from splitaudit.app.submit import (
     AuditRequest,
     audit_from_paths,
@@ -158,7 +165,7 @@ async def audit_submit(
     )
 
 
-@router.get("")
+@router.get("", response_model=Page[AuditOut], response_model_exclude_unset=True)
 def audit_list(
     session: SessionDep,
     _caller: ReaderDep,
@@ -171,7 +178,7 @@ def audit_list(
     return {"items": items, "total": total, "page": page, "page_size": page_size}
 
 
-@router.get("/{audit_id}")
+@router.get("/{audit_id}", response_model=AuditOut, response_model_exclude_unset=True)
 def audit_get(audit_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Status (queued, running, done, failed), progress, summary and error of one audit."""
     return get_audit(session, audit_id=audit_id)
@@ -218,7 +225,7 @@ def audit_report_get(
     )
 
 
-@router.get("/{audit_id}/matches")
+@router.get("/{audit_id}/matches", response_model=Page[MatchOut], response_model_exclude_unset=True)
 def audit_matches(
     audit_id: IdPath,
     session: SessionDep,

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from splitaudit.app.audits import require_done
 from splitaudit.app.deps import ReaderDep, SessionDep
 from splitaudit.app.params import IdPath
+from splitaudit.app.responses import CsvResponse, TextResponse, also
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 FailOn = Annotated[
@@ -17,9 +18,7 @@ FailOn = Annotated[
 ]
 
 
-@router.get(
-    "/{audit_id}/blocklist", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
-)
+@router.get("/{audit_id}/blocklist", response_class=CsvResponse, responses=also("text/plain"))
 def audit_blocklist(
     audit_id: IdPath,
     session: SessionDep,
@@ -41,9 +40,7 @@ def audit_blocklist(
     return _csv(render_csv(rows, BLOCKLIST_COLUMNS), f"audit-{audit_id}-blocklist.csv")
 
 
-@router.get(
-    "/{audit_id}/clean-split", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
-)
+@router.get("/{audit_id}/clean-split", response_class=TextResponse, responses=also("text/csv"))
 def audit_clean_split(
     audit_id: IdPath,
     session: SessionDep,

@@ -11,7 +11,14 @@ from sqlalchemy.orm import Session
 
 from splitaudit.app.deps import ReaderDep, SessionDep, TransactionDep, WorkspaceDep, WriterDep
 from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
-from splitaudit.app.schemas import JobAccepted
+from splitaudit.app.responses import TextResponse, also
+from splitaudit.app.schemas import (
+    DedupClusterOut,
+    DedupRunOut,
+    JobAccepted,
+    MemberReviewOut,
+    Page,
+)
 from splitaudit.indexer.db.models import DedupRun
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY
 from splitaudit.indexer.errors import ConflictError
@@ -96,7 +103,7 @@ def dedup_submit(
     )
 
 
-@router.get("/dedup/{run_id}")
+@router.get("/dedup/{run_id}", response_model=DedupRunOut, response_model_exclude_unset=True)
 def dedup_get(run_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Status, progress, parameters and summary of one dedup run."""
     from splitaudit.indexer.dedup.outputs import run_header
@@ -104,7 +111,11 @@ def dedup_get(run_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[s
     return run_header(session, run_id)
 
 
-@router.get("/dedup/{run_id}/clusters")
+@router.get(
+    "/dedup/{run_id}/clusters",
+    response_model=Page[DedupClusterOut],
+    response_model_exclude_unset=True,
+)
 def dedup_clusters(
     run_id: IdPath,
     session: SessionDep,
@@ -123,9 +134,7 @@ def dedup_clusters(
     return {"items": items, "total": total, "page": page, "page_size": page_size}
 
 
-@router.get(
-    "/dedup/{run_id}/drop-list", responses={200: {"content": {"text/plain": {}, "text/csv": {}}}}
-)
+@router.get("/dedup/{run_id}/drop-list", response_class=TextResponse, responses=also("text/csv"))
 def dedup_drop_list(
     run_id: IdPath,
     session: SessionDep,
@@ -146,7 +155,11 @@ def dedup_drop_list(
     )
 
 
-@router.put("/dedup/{run_id}/members/{item_id}/review")
+@router.put(
+    "/dedup/{run_id}/members/{item_id}/review",
+    response_model=MemberReviewOut,
+    response_model_exclude_unset=True,
+)
 def dedup_member_review(
     run_id: IdPath, item_id: IdPath, body: MemberReview, session: TransactionDep, caller: WriterDep
 ) -> dict[str, Any]:

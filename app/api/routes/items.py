@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from splitaudit.app.deps import ReaderDep, SessionDep, SettingsDep
 from splitaudit.app.params import IdPath
+from splitaudit.app.responses import ImageResponse, also
 from splitaudit.app.thumbnails import read_original, render_thumbnail, thumbnail_etag
 from splitaudit.indexer.db.models import Audit, Item, SplitItem
 from splitaudit.indexer.errors import NotFoundError
@@ -47,9 +48,7 @@ def _thumbnail(
     return Response(thumb.data, media_type=thumb.media_type, headers=headers)
 
 
-@router.get(
-    "/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}}
-)
+@router.get("/items/{item_id}/thumbnail", response_class=ImageResponse, responses=also("image/png"))
 def corpus_item_thumbnail(
     item_id: IdPath,
     request: Request,
@@ -72,8 +71,7 @@ def corpus_item_thumbnail(
 
 
 @router.get(
-    "/split-items/{item_id}/thumbnail",
-    responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}},
+    "/split-items/{item_id}/thumbnail", response_class=ImageResponse, responses=also("image/png")
 )
 def split_item_thumbnail(
     item_id: IdPath,

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from splitaudit.app.deps import ReaderDep, SessionDep
 from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
+from splitaudit.app.schemas import JobOut, Page
 from splitaudit.indexer.db.models import Audit, Job
 from splitaudit.indexer.errors import UsageError
 from splitaudit.indexer.jobs.queue import get_job
@@ -40,7 +41,7 @@ def job_dict(job: Job, audit_id: int | None) -> dict[str, Any]:
     }
 
 
-@router.get("")
+@router.get("", response_model=Page[JobOut], response_model_exclude_unset=True)
 def job_list(
     session: SessionDep,
     _caller: ReaderDep,
@@ -69,7 +70,7 @@ def job_list(
     }
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", response_model=JobOut, response_model_exclude_unset=True)
 def job_get(job_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """One job: status, progress, message, error, attempts, and the result of an index run."""
     job = get_job(session, job_id=job_id)

@@ -8,14 +8,14 @@ from fastapi import APIRouter
 
 from splitaudit.app.deps import ReaderDep, SessionDep, TransactionDep, WriterDep
 from splitaudit.app.params import IdPath
-from splitaudit.app.schemas import ReviewIn, ReviewOut
+from splitaudit.app.schemas import MatchDetail, ReviewIn, ReviewOut
 from splitaudit.indexer.review.matches import match_detail, set_review
 from splitaudit.indexer.timefmt import iso
 
 router = APIRouter(prefix="/matches", tags=["matches"])
 
 
-@router.get("/{match_id}")
+@router.get("/{match_id}", response_model=MatchDetail, response_model_exclude_unset=True)
 def match_get(match_id: IdPath, session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """A match: kind, scores, evidence, test and corpus item, current review and history."""
     return match_detail(session, match_id=match_id)
