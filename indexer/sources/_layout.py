@@ -22,6 +22,29 @@ _PLAIN = frozenset({str, int, bool})
 JUNK_DIRS = frozenset({"__MACOSX"})
 
 
+# Image formats splitaudit does not decode. A folder's file in one of them is a record that
+# fails with this reason (listed as unreadable), never silently left out.
+UNSUPPORTED_IMAGE_EXTENSIONS = frozenset(
+    {
+        ".svg", ".svgz", ".heic", ".heif", ".avif", ".jxl", ".jp2", ".j2k", ".jpf", ".jpx",
+        ".ico", ".icns", ".cur", ".psd", ".xcf", ".tga", ".pcx", ".ppm", ".pgm", ".pbm",
+        ".pnm", ".dds", ".exr", ".hdr", ".raw", ".dng", ".cr2", ".cr3", ".nef", ".arw",
+        ".orf", ".rw2", ".raf", ".eps",
+    }
+)  # fmt: skip
+
+
+def unsupported_image_reason(name: str) -> str | None:
+    """Why an image file named ``name`` is not audited (its format), or ``None``."""
+    ext = posixpath.splitext(name)[1].lower()
+    if ext not in UNSUPPORTED_IMAGE_EXTENSIONS:
+        return None
+    return (
+        f"unsupported image format ({ext}): not audited; convert it to "
+        f"{', '.join(sorted(IMAGE_EXTENSIONS))} to include it"
+    )
+
+
 def is_image_name(name: str) -> bool:
     """True when ``name`` ends with one of the image extensions (case-insensitive)."""
     return posixpath.splitext(name)[1].lower() in IMAGE_EXTENSIONS

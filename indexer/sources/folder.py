@@ -16,6 +16,7 @@ from splitaudit.indexer.sources._layout import (
     imagefolder_label,
     is_hidden,
     is_image_name,
+    unsupported_image_reason,
 )
 from splitaudit.indexer.sources.record import Locator, Record, Shard
 
@@ -151,7 +152,7 @@ class FolderSource:
                     wanted += 1
                     parts.append((found.rel, found.error))
                     continue
-                if is_image_name(found.rel):
+                if is_image_name(found.rel) or unsupported_image_reason(found.rel):
                     wanted += 1
                 parts.append((found.rel, *_stat_key(found)))
             if wanted:
@@ -171,6 +172,16 @@ class FolderSource:
                 )
                 continue
             if not is_image_name(found.rel):
+                skipped = unsupported_image_reason(found.rel)
+                if skipped is not None:  # listed as unreadable, never dropped silently
+                    yield Record(
+                        key=found.rel,
+                        source=self.uri,
+                        shard=shard.name,
+                        locator=Locator(kind="file", path=found.path),
+                        label=imagefolder_label(found.rel) if imagefolder else None,
+                        error=skipped,
+                    )
                 continue
             yield Record(
                 key=found.rel,

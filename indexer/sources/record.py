@@ -65,6 +65,18 @@ class Locator:
     size: int | None = None
     member: str | None = None
     url: str | None = None
+    # The exact bytes of ``path`` (hex of ``os.fsencode``) when the name is not UTF-8: ``path``
+    # is then its %XX-escaped display form, and this is what is opened.
+    raw_path: str | None = None
+
+    def fs_path(self) -> str | None:
+        """The path to open: the lossless bytes when stored, else ``path``."""
+        if self.raw_path:
+            try:
+                return os.fsdecode(bytes.fromhex(self.raw_path))
+            except ValueError:
+                return self.path
+        return self.path
 
     def uri(self) -> str:
         """A compact human-readable address, stored in the DB ``uri`` column."""
@@ -89,13 +101,13 @@ class Locator:
         """
         if self.kind == "file":
             assert self.path is not None
-            with open(self.path, "rb") as fh:
+            with open(str(self.fs_path()), "rb") as fh:
                 check_image_size(os.fstat(fh.fileno()).st_size, max_bytes)
                 return read_capped(fh, max_bytes)
         if self.kind == "tar":
             assert self.path is not None and self.offset is not None and self.size is not None
             check_image_size(self.size, max_bytes)
-            with open(self.path, "rb") as fh:
+            with open(str(self.fs_path()), "rb") as fh:
                 fh.seek(self.offset)
                 data = fh.read(self.size)
             if len(data) != self.size:

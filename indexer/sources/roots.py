@@ -45,7 +45,8 @@ def locator_root_error(loc: Locator, roots: Sequence[str]) -> str | None:
     """Why the bytes at ``loc`` may not be read under ``roots`` (a URL, or a file outside them), or ``None``."""
     if loc.kind == "url":
         return f"{PATH_NOT_ALLOWED}: {loc.url} is a URL; this job reads only files under its allowed roots"
-    if loc.path is not None and not is_under_roots(loc.path, roots):
+    path = loc.fs_path()  # what would be opened (a non-UTF-8 name's exact bytes)
+    if path is not None and not is_under_roots(path, roots):
         return f"{PATH_NOT_ALLOWED}: {loc.path} is outside the allowed roots"
     return None
 

@@ -206,3 +206,25 @@ def test_the_cli_gate_refuses_an_empty_split_unless_allow_empty(tmp_path: Path) 
     assert "has no images" in refused.output and "Gate PASSED" not in refused.output
     allowed = CliRunner().invoke(cli, [*args, "--allow-empty"])
     assert allowed.exit_code == 0, allowed.output
+
+
+def test_rows_a_concurrent_run_stored_first_are_taken_not_inserted_twice(tmp_path: Path) -> None:
+    from splitaudit.indexer.audit.ingest import _store_batch
+    from splitaudit.indexer.pipeline.extract import extract_record
+
+    ws = _home(tmp_path)
+    root = _split(tmp_path)
+    audit_id = submit_audit(ws, split_uri=str(root), name="s", corpora=["c"])
+    with ws.sessions() as s:
+        split_id = s.get_one(Audit, audit_id).split_id
+    ingest_split(ws, split_id, FolderSource(root), embedders={})  # the other run, first
+    with ws.sessions() as s:
+        stored = dict(s.execute(select(SplitItem.key, SplitItem.id)).all())
+    source = FolderSource(root)
+    batch = [
+        extract_record(r, keep_image=False) for sh in source.shards() for r in source.records(sh)
+    ]
+    # This run started before those rows existed: its insert collides and takes theirs.
+    ids = _store_batch(ws, split_id, batch, {}, {}, False)
+    assert ids == [stored[e.record.key] for e in batch]
+    assert _count(ws, SplitItem) == 4
