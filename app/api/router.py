@@ -16,21 +16,9 @@ from splitaudit.app.api.routes import (
     jobs,
     matches,
 )
-from splitaudit.app.schemas import ErrorResponse
+from splitaudit.app.responses import error_responses
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": text}
-    for status, text in (
-        (400, "Bad request"),
-        (401, "Missing or invalid API token"),
-        (403, "Path not allowed"),
-        (404, "Not found"),
-        (409, "Conflict with stored state"),
-        (413, "Request body over SPLITAUDIT_MAX_JSON_MB (uploads: SPLITAUDIT_MAX_UPLOAD_MB)"),
-        (422, "Invalid input"),
-        (500, "Internal error (see the server log)"),
-    )
-}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = error_responses()
 
 
 def build_api_router() -> APIRouter:
