@@ -230,3 +230,49 @@ def test_serve_and_audit_server_without_torch(core_env: dict[str, str], tmp_path
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_audit_against_an_embedded_corpus_skips_semantic_naming_the_extra(
+    core_env: dict[str, str], tmp_path: Path, tiny_model_spec: str
+) -> None:
+    import splitaudit
+
+    corpus, split = _folders(tmp_path)
+    home = tmp_path / "home"
+    # indexed where the embedding stack exists (this process), audited where it does not
+    splitaudit.index(
+        corpus, corpus="c", home=home, model=tiny_model_spec, backend="torch", progress=False
+    )
+    report = tmp_path / "report.json"
+    audited = _cli(
+        core_env,
+        "audit",
+        str(split),
+        "--corpus",
+        "c",
+        "--home",
+        str(home),
+        "--json",
+        str(report),
+        cwd=tmp_path,
+    )
+    assert audited.returncode == 1, audited.stderr  # exact and near still run: two exact copies
+    body = json.loads(report.read_text())
+    assert body["summary"]["by_kind"]["exact"] == 2
+    assert body["model"]["semantic"] == "skipped"
+    assert EXTRA in body["model"]["reason"]
+    semantic_gate = _cli(
+        core_env,
+        "audit",
+        str(split),
+        "--corpus",
+        "c",
+        "--home",
+        str(home),
+        "--fail-on",
+        "semantic",
+        cwd=tmp_path,
+    )
+    assert semantic_gate.returncode == 3  # a failing tier could not be computed
+    assert EXTRA in semantic_gate.stdout + semantic_gate.stderr
