@@ -9,9 +9,10 @@ pHash bits and an embedding at cosine ~0.96). Singletons are random 64-bit pHash
 64-d unit vectors (unrelated pairs stay below cosine ~0.6 even among a million). Each size is
 built in one child process and deduplicated in another, so the peak RSS is the dedup's own.
 There are no pixels, so the pixel verifier cannot run: pairs are decided by digests, pHash
-radius and cosine, as for a corpus whose sources are gone. Baseline, in the same run: the
-all-pairs FAISS brute-force Hamming range search (the hash tier alone), timed on a sample of
-queries and scaled to N.
+radius and cosine, as for a corpus whose sources are gone. Baseline, in the same run, at the
+smallest size: the exhaustive vector join (every pair at the floor cosine) and FAISS's
+exhaustive Hamming range search (every pHash pair within the radius, plain and mirrored),
+each compared pair by pair with the self-joins dedup ran (missed / false pairs).
 
 *Photos* (``--photos M``, ``bench.dedup_photos``): real-photo-style JPEGs with planted copies,
 deduplicated by ``splitaudit dedup``, imagededup's PHash ``find_duplicates`` (max distance 10)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import shutil
@@ -203,11 +205,112 @@ def precision_recall(found: set[tuple[int, int]], truth: set[tuple[Any, Any]]) -
     }
 
 
-def dedup_one(n: int, home: Path) -> dict[str, Any]:
+def join_baseline(ws: Any, index: Any) -> dict[str, Any]:
+    """Same-run brute force against the self-joins: every pair at the floor cosine (exhaustive
+    vector join) and every pHash pair within the radius, plain and mirrored (FAISS exhaustive
+    range search), compared with what the joins found."""
+    from splitaudit.indexer.dedup.pairs import MIRROR_MASK, vector_batches
+    from splitaudit.indexer.match.thresholds import thresholds_for_model
+    from splitaudit.indexer.store.binary_index import hashes_to_bytes
+    from splitaudit.indexer.store.calibrate import iter_chunks
+    from splitaudit.indexer.store.hamming_join import HammingJoin
+    from splitaudit.indexer.store.vector_join import exact_join, self_join
+
+    th = thresholds_for_model("synthetic-64")
+    floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
+    with ws.sessions() as s:
+        refs = vector_batches(s, 1)
+    out: dict[str, Any] = {}
+
+    def pairs(table: Any, at: float | None = None) -> set[tuple[int, int]]:
+        q = np.repeat(table.keys, np.diff(table.offsets))
+        keep = (q != table.ids) & (table.scores >= at if at is not None else True)
+        return {
+            (min(a, b), max(a, b))
+            for a, b in zip(q[keep].tolist(), table.ids[keep].tolist(), strict=True)
+        }
+
+    t, cpu = time.perf_counter(), time.process_time()
+    joined, report = self_join(
+        index.floats,
+        lambda: iter_chunks(ws.corpus_dir("syn"), refs),
+        k=10,
+        floor=floor,
+        cosine=th.near_cosine,
+    )
+    out["join_vectors"] = {
+        **report.to_dict(),
+        "s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+    t, cpu = time.perf_counter(), time.process_time()
+    base, ids = index.floats.vectors_view() if index.floats.is_exact else (None, None)
+    if base is None:
+        ids_l, vec_l = zip(*iter_chunks(ws.corpus_dir("syn"), refs), strict=True)
+        ids, base = np.concatenate(ids_l), np.concatenate(vec_l)
+    brute = exact_join(ids, base, iter_chunks(ws.corpus_dir("syn"), refs), k=10, floor=floor)
+    out["brute_vectors"] = {
+        "s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+    for name, at in (("floor", floor), ("near_cosine", th.near_cosine)):
+        want, got = pairs(brute, at), pairs(joined, at)
+        out[f"vector_pairs_at_{name}"] = {
+            "brute": len(want),
+            "join": len(got),
+            "missed": len(want - got),
+            "false": len(got - want),
+        }
+    codes, hids = index.hashes.codes_and_ids()
+    t, cpu = time.perf_counter(), time.process_time()
+    table = HammingJoin(index.hashes).radius(np.r_[codes, codes ^ MIRROR_MASK], th.phash_hamming)
+    out["join_hashes"] = {
+        "s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+    t, cpu = time.perf_counter(), time.process_time()
+    by_hash: dict[int, list[int]] = {}
+    for h, i in zip(codes.view(np.int64).tolist(), hids.tolist(), strict=True):
+        by_hash.setdefault(h, []).append(i)
+    want = set()
+    for queries in (codes, codes ^ MIRROR_MASK):
+        lims, _d, found = index.hashes.index.range_search(
+            hashes_to_bytes(queries), th.phash_hamming + 1
+        )
+        for r in range(len(queries)):
+            for j in found[lims[r] : lims[r + 1]].tolist():
+                if j != hids[r]:
+                    want.add((min(int(hids[r]), j), max(int(hids[r]), j)))
+    out["brute_hashes"] = {
+        "s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+    got = set()
+    keys = np.repeat(table.keys, np.diff(table.offsets))
+    for h, j in zip(keys.tolist(), table.ids.tolist(), strict=True):
+        for i in by_hash.get(h, []):
+            if i != j:
+                got.add((min(i, j), max(i, j)))
+    mirrored = {}
+    for h, i in zip((codes ^ MIRROR_MASK).view(np.int64).tolist(), hids.tolist(), strict=True):
+        mirrored.setdefault(h, []).append(i)
+    for h, j in zip(keys.tolist(), table.ids.tolist(), strict=True):
+        for i in mirrored.get(h, []):
+            if i != j:
+                got.add((min(i, j), max(i, j)))
+    out["hash_pairs"] = {
+        "brute": len(want),
+        "join": len(got),
+        "missed": len(want - got),
+        "false": len(got - want),
+    }
+    return out
+
+
+def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
     """Open the index (built and timed separately), dedup, score; in its own process."""
     from splitaudit.indexer.db.models import Corpus
     from splitaudit.indexer.dedup.service import create_dedup, run_dedup
-    from splitaudit.indexer.store.binary_index import signed_to_unsigned
     from splitaudit.indexer.store.corpus_index import sync_corpus_index
     from splitaudit.indexer.workspace import Workspace
 
@@ -221,25 +324,28 @@ def dedup_one(n: int, home: Path) -> dict[str, Any]:
     out["vector_index"], out["hash_index"] = index.floats.index_type, index.hashes.index_type
     out["rss_before_dedup_mb"] = round(peak_rss_mb())
     run_id = create_dedup(ws, corpus="syn")
+    joins: list[str] = []
+
+    class _Joins(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "self-join" in record.getMessage():
+                joins.append(record.getMessage())
+
+    for name in ("splitaudit.indexer.dedup.service", "splitaudit.indexer.store.vector_join"):
+        logging.getLogger(name).addHandler(_Joins())
+        logging.getLogger(name).setLevel(logging.INFO)
     t, cpu = time.perf_counter(), time.process_time()
     summary = run_dedup(ws, run_id)
     out["dedup_s"] = round(time.perf_counter() - t, 1)
     out["dedup_cpu_s"] = round(time.process_time() - cpu, 1)  # wall time on a shared machine varies
     out["peak_rss_mb"] = round(peak_rss_mb())
     out["summary"] = summary
+    out["joins"] = joins
     cluster, _member = plan(n)
     with ws.sessions() as s:
         out.update(precision_recall(found_pairs(s, run_id), truth_pairs(cluster)))
-    # Baseline: all-pairs brute-force Hamming range search at radius 8 (hash tier only), sampled.
-    codes, _ids = index.hashes.codes_and_ids()
-    sample = np.random.default_rng(3).choice(n, min(n, 5000), replace=False)
-    from splitaudit.indexer.store.binary_index import hashes_to_bytes
-
-    queries = hashes_to_bytes(signed_to_unsigned(codes[sample].view(np.int64)))
-    t, cpu = time.perf_counter(), time.process_time()
-    index.hashes.index.range_search(queries, 9)
-    out["baseline_brute_hamming_s"] = round((time.perf_counter() - t) * n / len(sample), 1)
-    out["baseline_brute_hamming_cpu_s"] = round((time.process_time() - cpu) * n / len(sample), 1)
+    if baseline:
+        out["baseline"] = join_baseline(ws, index)
     ws.close()
     return out
 
@@ -258,18 +364,27 @@ def _child(args: list[str]) -> dict[str, Any]:
 
 
 def report(results: list[dict[str, Any]]) -> None:
-    """Print the store-level table (ratios on CPU seconds: wall time on a shared machine varies)."""
+    """Print the store-level table with the growth exponent of wall and CPU time against the
+    smallest size (wall time on a shared machine varies: read the CPU column)."""
     print(
-        f"\n{'items':>10} {'copies':>7} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>12} {'precision':>9}"
-        f" {'recall':>7} {'brute Hamming CPU s':>19} {'CPU ratio':>9}"
+        f"\n{'items':>10} {'copies':>7} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>12}"
+        f" {'precision':>9} {'recall':>7} {'wall exp':>8} {'CPU exp':>7}"
     )
+    first = results[0]
     for r in results:
-        base = r["baseline_brute_hamming_cpu_s"]
-        ratio = r["dedup_cpu_s"] / base if base else float("nan")
+        scale = np.log(r["items"] / first["items"])
+        wall_exp = np.log(r["dedup_s"] / first["dedup_s"]) / scale if scale else float("nan")
+        cpu_exp = np.log(r["dedup_cpu_s"] / first["dedup_cpu_s"]) / scale if scale else float("nan")
         print(
             f"{r['items']:>10,} {r['planted_copies']:>7,} {r['dedup_s']:>7} {r['dedup_cpu_s']:>7} "
-            f"{r['peak_rss_mb']:>12} {r['pair_precision']:>9} {r['pair_recall']:>7} {base:>19} {ratio:>9.2f}"
+            f"{r['peak_rss_mb']:>12} {r['pair_precision']:>9} {r['pair_recall']:>7} "
+            f"{wall_exp:>8.2f} {cpu_exp:>7.2f}"
         )
+    for r in results:
+        if "baseline" in r:
+            print(f"\nbrute force at {r['items']:,} items (same run):")
+            for key, value in r["baseline"].items():
+                print(f"  {key}: {value}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -283,18 +398,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build:
         shutil.rmtree(args.dir / f"n{args.build}", ignore_errors=True)
         print(json.dumps(build(args.build, args.dir / f"n{args.build}")))
         return
     if args.dedup:
-        print(json.dumps(dedup_one(args.dedup, args.dir / f"n{args.dedup}"), default=str))
+        print(
+            json.dumps(
+                dedup_one(args.dedup, args.dir / f"n{args.dedup}", args.baseline), default=str
+            )
+        )
         return
     results: list[dict[str, Any]] = []
-    for n in (int(x) for x in args.sizes.split(",") if x):
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    for n in sizes:
         built = _child(["--build", str(n), "--dir", str(args.dir)])
-        results.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir)])})
+        extra = ["--baseline"] if n == min(sizes) else []  # brute force at the smallest size
+        results.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra])})
         print(json.dumps(results[-1], default=str), flush=True)
         shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
     if results:

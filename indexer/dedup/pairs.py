@@ -286,7 +286,7 @@ def join_corpus(
         if int(item_id) in skip:
             continue
         ids_l.append(int(item_id))
-        hashes_l.append(int(phash))
+        hashes_l.append(int(phash or 0))  # not None: filtered above
         side = min(w, h) if w and h else 10**6  # as chunk_state: unknown size is not small
         knn_l.append(not (has_vectors and embedded) or side < thresholds.small_side)
     hashes = signed_to_unsigned(np.asarray(hashes_l, np.int64))
