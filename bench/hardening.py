@@ -1,6 +1,13 @@
-"""Hardening bench: a long schemathesis campaign, then 20 concurrent clients on the read endpoints.
+"""Hardening bench: a long schemathesis campaign, 20 concurrent clients on the read endpoints,
+and a crash campaign.
 
     python -m bench.hardening [--requests 20000] [--clients 20] [--seconds 30] [--skip-fuzz]
+                              [--skip-load] [--crash-seconds 600] [--crash-parallel]
+
+Crash: ``bench.crash_campaign`` kills index, audit (CLI), dedup, worker and serve runs with
+SIGKILL / SIGTERM at random moments, restarts them and compares every outcome with an
+uninterrupted run (items, failed items, FAISS count, matches, drop list, no job stuck or
+doubled); prints kills and mismatches (target 0).
 
 Campaign: every operation of the live OpenAPI spec, valid and invalid input, once with no
 auth configured and once with API tokens (the token sent); prints requests sent, 5xx count
@@ -30,6 +37,7 @@ import requests
 from bench.fuzz_api import FuzzResult, free_port, fuzz, live_server
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH_TOKEN = "tok-bench-0123456789"  # tokens have at least 16 characters
 OPERATION_MODES = (
     34  # ~17 operations x (positive, negative): examples per mode from the request target
 )
@@ -46,7 +54,7 @@ def campaign(tmp: Path, total_requests: int) -> None:
     from splitaudit.app.settings import ApiSettings
 
     combined = FuzzResult()
-    for label, tokens in (("no auth", {}), ("auth", {"bench": "tok-bench"})):
+    for label, tokens in (("no auth", {}), ("auth", {"bench": BENCH_TOKEN})):
         home = _fuzz_home(tmp / label.replace(" ", "-"))
         roots = tmp / "roots"
         roots.mkdir(exist_ok=True)
@@ -54,7 +62,7 @@ def campaign(tmp: Path, total_requests: int) -> None:
         started = time.perf_counter()
         result = FuzzResult()
         with live_server(create_app(settings)) as url:
-            headers = {"Authorization": "Bearer tok-bench"} if tokens else None
+            headers = {"Authorization": f"Bearer {BENCH_TOKEN}"} if tokens else None
             seed = 1
             # Hypothesis stops early on small input spaces: new seeds until the share is sent.
             while (remaining := total_requests // 2 - result.requests) > 0:
@@ -245,12 +253,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="load per endpoint")
     parser.add_argument("--skip-fuzz", action="store_true")
     parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument(
+        "--crash-seconds", type=float, default=600.0, help="crash campaign budget (0: skip)"
+    )
+    parser.add_argument("--crash-parallel", action="store_true", help="crash scenarios at once")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="splitaudit-hardening-") as tmp:
         if not args.skip_fuzz:
             campaign(Path(tmp), args.requests)
         if not args.skip_load:
             load(Path(tmp), clients=args.clients, seconds=args.seconds)
+        if args.crash_seconds > 0:
+            from bench.crash_campaign import campaign as crash_campaign
+
+            crash_campaign(Path(tmp) / "crash", args.crash_seconds, parallel=args.crash_parallel)
 
 
 if __name__ == "__main__":
