@@ -181,6 +181,7 @@ class AuditClient:
         label_names: Path | None = None,
         thresholds: Mapping[str, float] | None = None,
         progress: Callable[[int], Progress] | None = None,
+        allow_empty: bool = False,
     ) -> int:
         """Upload ``split`` (a folder, zipped on the fly, or a zip/tar archive); returns the audit id.
 
@@ -191,6 +192,8 @@ class AuditClient:
         data: dict[str, Any] = {"corpus": list(corpora), "name": split.resolve().name or "split"}
         if thresholds:
             data["thresholds"] = json.dumps(dict(thresholds))
+        if allow_empty:  # the audit may pass although it checks nothing
+            data["allow_empty"] = "true"
         with contextlib.ExitStack() as stack:
             upload: Any
             if split.is_dir():
