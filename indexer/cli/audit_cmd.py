@@ -202,6 +202,7 @@ def _server_report(
     thresholds: Mapping[str, float],
     progress_opts: dict[str, Any],
     html: bool,
+    allow_empty: bool = False,
 ) -> tuple[Report, Thumbs]:
     """Upload the split to ``server``, wait for the audit: its report, and the HTML's thumbnails."""
     from splitaudit.indexer.gate.client import AuditClient
@@ -229,6 +230,7 @@ def _server_report(
                 label_names=label_names,
                 thresholds=thresholds,
                 progress=start_upload,
+                allow_empty=allow_empty,
             )
         finally:
             upload.close()
@@ -478,6 +480,7 @@ def audit(
             thresholds=policy.thresholds,
             progress_opts=progress_opts,
             html=html_out is not None,
+            allow_empty=allow_empty,
         )
     else:
         # torch is imported only when a corpus has embeddings; a named device is checked up front.
