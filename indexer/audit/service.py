@@ -31,6 +31,7 @@ from splitaudit.indexer.errors import (
 )
 from splitaudit.indexer.jobs.queue import (
     enqueue,
+    fail_orphaned_local,
     job_error_text,
     local_owner,
     mark_done,
@@ -225,6 +226,7 @@ def run_audit(
     """
     with ws.sessions() as s:
         job_id = s.get_one(Audit, audit_id).job_id
+    fail_orphaned_local(ws.sessions)  # earlier local runs on this host that were killed
     if job_id is not None:
         mark_running(ws.sessions, job_id=job_id)
     try:
