@@ -13,6 +13,10 @@ def test_ci_checks_lint_format_and_types_then_runs_the_readme_test_command() -> 
     ]
     readme = (REPO / "README.md").read_text()
     assert lines[-1].endswith("python -m pytest -q") and f"\n{lines[-1]}\n" in readme
-    checks = [".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"]
+    checks = [
+        ".venv/bin/ruff check .",
+        ".venv/bin/ruff format --check .",
+        ".ci/mypy .venv/bin/mypy",
+    ]
     positions = [lines.index(check) for check in checks]
     assert positions == sorted(positions) and positions[-1] < len(lines) - 1
