@@ -307,6 +307,22 @@ def join_baseline(ws: Any, index: Any) -> dict[str, Any]:
     return out
 
 
+def hash_collisions(index: Any, pairs: set[tuple[int, int]]) -> int:
+    """How many of ``pairs`` have pHashes within 8 bits (plain or mirrored): random 64-bit
+    hashes that collide, which the near tier's radius calls duplicates by definition."""
+    from splitaudit.indexer.dedup.pairs import MIRROR_MASK
+
+    codes, ids = index.hashes.codes_and_ids()
+    by_id = dict(zip(ids.tolist(), codes.tolist(), strict=True))
+    hits = 0
+    for a, b in pairs:
+        ha, hb = np.uint64(by_id[a]), np.uint64(by_id[b])
+        near = min(int(np.bitwise_count(ha ^ hb)), int(np.bitwise_count((ha ^ MIRROR_MASK) ^ hb)))
+        near = min(near, int(np.bitwise_count((hb ^ MIRROR_MASK) ^ ha)))
+        hits += near <= 8
+    return hits
+
+
 def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
     """Open the index (built and timed separately), dedup, score; in its own process."""
     from splitaudit.indexer.db.models import Corpus
@@ -343,7 +359,10 @@ def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
     out["joins"] = joins
     cluster, _member = plan(n)
     with ws.sessions() as s:
-        out.update(precision_recall(found_pairs(s, run_id), truth_pairs(cluster)))
+        found = found_pairs(s, run_id)
+    truth = truth_pairs(cluster)
+    out.update(precision_recall(found, truth))
+    out["false_pairs_within_radius"] = hash_collisions(index, found - truth)
     if baseline:
         out["baseline"] = join_baseline(ws, index)
     ws.close()
