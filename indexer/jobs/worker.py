@@ -46,6 +46,8 @@ class JobOutcome:
 
     message: str | None = None
     result: dict[str, Any] | None = None
+    # Run once the job is recorded done (never before: a retry must still find its inputs).
+    after_done: Callable[[], None] | None = None
 
 
 Handler = Callable[[Workspace, ClaimedJob, ProgressFn], JobOutcome | None]
@@ -236,6 +238,12 @@ class Worker:
             log.warning(
                 "job %d finished but its lease was lost; result not recorded as done", job.id
             )
+            return
+        if outcome.after_done is not None:
+            try:
+                outcome.after_done()
+            except Exception:  # the job is done; a failed clean-up is only logged
+                log.exception("job %d: clean-up after completion failed", job.id)
 
 
 class _RunningJob:

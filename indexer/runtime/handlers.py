@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -66,11 +66,18 @@ def run_audit_job(
 
     audit_id = audit_id_of(ws, job)
     execute_audit(ws, audit_id, progress=progress, embedder_factory=factory)
-    try:  # the results are stored: an upload keeps only the images review shows
-        prune_upload(ws, audit_id)
+    # Once the job is recorded done (a retry before that re-reads every file), an upload
+    # keeps only the images review shows.
+    return JobOutcome(
+        message=f"audit {audit_id} done", after_done=lambda: _prune(ws, audit_id, prune_upload)
+    )
+
+
+def _prune(ws: Workspace, audit_id: int, prune: Callable[[Workspace, int], int]) -> None:
+    try:
+        prune(ws, audit_id)
     except OSError as exc:
         log.warning("audit %d: could not clean its upload: %s", audit_id, exc)
-    return JobOutcome(message=f"audit {audit_id} done")
 
 
 def run_index_job(
