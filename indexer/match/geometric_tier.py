@@ -8,7 +8,10 @@ thumbnails, where the pixel verifier decides) whose cosine nominates it
 image, every such pair with cosine >= ``near_cosine`` is matched, plus the
 ``GEOMETRY_CAP`` best-ranked others. Corpus keypoints are kept in a bounded LRU cache.
 Keypoints are detected on a few threads (one detection per core) while the images decode, and
-the caller goes on to the next test image while they run.
+the caller goes on to the next test image while they run. Each image's keypoints carry its
+small grayscale pixels for the content check (``splitaudit.indexer.match.content_check``);
+keypoints read back from the verification store do not, so a fit that would count gets its
+corpus image loaded for the check (``GeometricTier._check_content``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from splitaudit.indexer.match.geometry import (
     NO_MATCH,
     GeometricMatch,
     Keypoints,
+    checked,
     keypoints,
     keypoints_async,
     match_many,
+    needs_check,
 )
 from splitaudit.indexer.match.thresholds import Thresholds
 
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GEOMETRY_CAP = 5  # pairs per test image below near_cosine
-KEYPOINT_CACHE = 4_096  # corpus images' keypoints kept (~300 KiB each)
+KEYPOINT_CACHE = 4_096  # corpus images' keypoints kept (~300 KiB each, +~27 KiB of pixels)
 
 
 def shortlist(
@@ -150,6 +155,11 @@ class KeypointCache:
                 pending.append((digest, job))
         self._unstored = pending
 
+    def with_pixels(self, item_id: int, found: Keypoints) -> None:
+        """Replace an item's cached keypoints by ``found`` (the same, with their pixels)."""
+        if item_id in self._items:
+            self._items[item_id] = found
+
     def _put(self, item_id: int, found: KeypointsEntry) -> None:
         self._items[item_id] = found
         if len(self._items) > self.capacity:
@@ -227,7 +237,9 @@ class GeometricTier:
         if self.threads == 1:
             query_points = keypoints(query, with_mirror=True)
             references = self.cache.get_many(item_ids, load, None, self.store, digests)
-            done = _match_references(lambda: query_points, references)
+            done = self._check_content(
+                _match_references(lambda: query_points, references), item_ids, load
+            )
             self.seconds += time.perf_counter() - started
             return lambda: done
         if self._pool is None:
@@ -241,11 +253,34 @@ class GeometricTier:
 
         def result() -> list[GeometricMatch]:
             waited = time.perf_counter()
-            out = job.result()
+            out = self._check_content(job.result(), item_ids, load)
             self.seconds += time.perf_counter() - waited
             return out
 
         return result
+
+    def _check_content(
+        self,
+        found: Matched,
+        item_ids: Sequence[int],
+        load: Callable[[int], Image.Image | None],
+    ) -> list[GeometricMatch]:
+        """The matches, with the content check done where the corpus image's pixels were
+        missing (keypoints read from the store): its image is loaded for it, on this thread.
+        Only fits that would otherwise count get there, so this is rare."""
+        query, references, matches = found
+        out = []
+        for item_id, reference, match in zip(item_ids, references, matches, strict=True):
+            if reference is not None and reference.pixels is None and needs_check(match):
+                image = load(item_id)
+                if image is not None:
+                    reference = reference.with_pixels(image)
+                    self.cache.with_pixels(item_id, reference)
+                    side = query.mirrored if match.mirrored else query
+                    if side is not None:
+                        match = checked(match, side, reference)
+            out.append(match)
+        return out
 
     def log_cost(self, total_seconds: float) -> None:
         """Log how many pairs were matched and the share of the audit's time it took."""
@@ -259,11 +294,14 @@ class GeometricTier:
             )
 
 
-def _match_references(
-    query: Callable[[], Keypoints], entries: Sequence[KeypointsEntry]
-) -> list[GeometricMatch]:
+# what the matching thread hands back: the query's keypoints, the references' and the matches
+Matched = tuple[Keypoints, list[Keypoints | None], list[GeometricMatch]]
+
+
+def _match_references(query: Callable[[], Keypoints], entries: Sequence[KeypointsEntry]) -> Matched:
     """``match_many`` of the query against the references that could be read (order kept),
     once their keypoints are found."""
     references = [resolve(e) for e in entries]
-    found = iter(match_many(query(), [r for r in references if r is not None]))
-    return [NO_MATCH if r is None else next(found) for r in references]
+    query_points = query()
+    found = iter(match_many(query_points, [r for r in references if r is not None]))
+    return query_points, references, [NO_MATCH if r is None else next(found) for r in references]

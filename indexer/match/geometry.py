@@ -1,25 +1,35 @@
-"""Geometric verification: does the test image show a region of the corpus image (crop, rotation)?
+"""Geometric verification: does the test image show a region of the corpus image (crop, rotation),
+or the corpus image inside itself (an inset)?
 
 The pixel verifier (``splitaudit.indexer.match.verify``) aligns 32x32 thumbnails over small shifts and
 scales, so it cannot find a quarter of a picture inside the whole, nor a copy rotated by
 10 degrees. This module decides those pairs the way classic copy detection does:
 
 1. SIFT keypoints and descriptors of each image, in grayscale at a working size
-   (``keypoints``; OpenCV, no weights);
+   (``keypoints``; OpenCV, no weights), half of them the strongest, half spread over a grid
+   (``_spread``: a frame's ornament or a window's chrome must not take the whole budget);
 2. descriptor matching with Lowe's ratio test, so repeated texture (bricks, gravel, grass),
    whose descriptors have many near-equal neighbours, contributes no matches;
 3. RANSAC fit of a similarity transform (scale, rotation, translation) from the test image
    to the corpus image (``match_keypoints``), mirrored test image too (its keypoints are the
    test image's, reflected: ``_reflected``, no second detection);
-4. the pair *shares pixels* when at least ``MIN_INLIERS`` matches agree with one transform
-   whose scale and angle are plausible for a copy (``GeometricMatch.is_copy``).
+4. the content check (``splitaudit.indexer.match.content_check``): the test image aligned onto
+   the corpus image by the fit must agree with it over most of the overlap, not only where the
+   inliers are, or the fit rests on a shared overlay (a tiled watermark, a logo, caption
+   bands, a frame, window chrome) and is refused (``GeometricMatch.overlay_only``);
+5. the pair *shares pixels* when at least ``MIN_INLIERS`` matches agree with one transform
+   whose scale and angle are plausible for a copy and which passed the content check
+   (``GeometricMatch.is_copy``).
 
 Two different regions of one scene (no shared pixels) give matches scattered over many
 incompatible transforms, so few of them survive RANSAC; a crop of the same pixels gives
 dozens to hundreds of inliers. The evidence kept for a match is the region of the corpus
 image the test image covers (``box``, fractions of the corpus image's width / height), the
-scale (region side / corpus side) and the rotation angle, which the report and the review
-UI draw as a box on the corpus image.
+corpus image's footprint on the test image (``test_box``: where an inset copy sits in a
+screenshot, collage or slide; ``inset`` when it is smaller than the test image), the scale
+(region side / corpus side), the rotation angle, and the content check (the agreeing share
+and the content region; ``discarded`` when the fit was refused as an overlay), which the
+report and the review UI draw as boxes on the two images.
 """
 
 from __future__ import annotations
@@ -27,13 +37,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
+
+from splitaudit.indexer.match.content_check import (
+    ContentAgreement,
+    content_agreement,
+    content_pixels,
+)
 
 WORK_SIDE = 384  # long side, px, at which keypoints are detected
 MAX_FEATURES = 600
@@ -44,6 +60,10 @@ MIN_INLIERS = 12  # the calibrated default (docs/thresholds.md); Thresholds.geom
 MAX_ANGLE = 20.0  # degrees: copies are rotated by a few degrees, not turned over
 MIN_REGION = 0.3  # the located region's side, as a fraction of the corpus image's side
 MAX_REGION = 1.6  # > 1: the test image has a border or padding around the corpus image
+# Or the corpus image is inset in a larger test image (a screenshot, collage, slide): its
+# footprint must span at least this share of the test image's width or height.
+MIN_INSET = 0.25
+CHECK_FROM = 3  # inliers from which a plausible fit gets the content check
 
 Box = tuple[float, float, float, float]
 
@@ -57,9 +77,16 @@ class Keypoints:
     width: int
     height: int
     mirrored: Keypoints | None = None  # the same image flipped left-right (query side only)
+    # the grayscale image at ``content_check.CONTENT_SIDE`` (None: not kept, e.g. read from the
+    # verification store; ``with_pixels`` adds it)
+    pixels: npt.NDArray[np.uint8] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.points)
+
+    def with_pixels(self, image: Image.Image) -> Keypoints:
+        """These keypoints with the content-check pixels of ``image`` (the image they are of)."""
+        return replace(self, pixels=content_pixels(_working_gray(image)))
 
     @cached_property
     def exact_norms(self) -> npt.NDArray[np.float32] | None:
@@ -90,31 +117,75 @@ class GeometricMatch:
         0.0,
     )  # located region: x0, y0, x1, y1 as fractions of the corpus image
     mirrored: bool = False
+    # the corpus image's footprint on the test image (fractions of the test image): where an
+    # inset copy sits in a larger test image
+    test_box: Box = (0.0, 0.0, 0.0, 0.0)
+    # 2 x 3 transform, row-major: test working px -> corpus working px (mirrored test image
+    # when ``mirrored``)
+    transform: tuple[float, ...] = field(default=(), repr=False)
+    coverage: float = 0.0  # share of 4 x 4 cells of the overlap holding an inlier
+    # the inliers' corpus-side points (corpus working px)
+    inlier_points: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    # agreement of the aligned images around the inliers (None: not checked); derived from the
+    # pixels, not part of the fit, so two equal fits compare equal whether checked or not
+    content: ContentAgreement | None = field(default=None, compare=False)
+
+    @property
+    def inset_side(self) -> float:
+        """The corpus image's footprint on the test image: the larger of its width and height,
+        as fractions of the test image's."""
+        x0, y0, x1, y1 = self.test_box
+        return max(x1 - x0, y1 - y0)
 
     @property
     def plausible(self) -> bool:
         """Whether the transform is one a copy would have: region size and angle in range."""
-        return MIN_REGION <= self.scale <= MAX_REGION and abs(self.angle) <= MAX_ANGLE
+        if abs(self.angle) > MAX_ANGLE or self.scale < MIN_REGION:
+            return False
+        return self.scale <= MAX_REGION or self.inset_side >= MIN_INSET
+
+    @property
+    def overlay_only(self) -> bool:
+        """Whether the content check refused the fit: the aligned images agree only where the
+        inliers are (a shared watermark, logo, caption band, frame or window chrome)."""
+        return self.content is not None and not self.content.passed
 
     @property
     def support(self) -> int:
-        """Inliers of a plausible transform, 0 otherwise (what ``Thresholds`` compares)."""
-        return self.inliers if self.plausible else 0
+        """Inliers of a plausible transform that rests on content, 0 otherwise (what
+        ``Thresholds`` compares)."""
+        return self.inliers if self.plausible and not self.overlay_only else 0
 
     def is_copy(self, min_inliers: int = MIN_INLIERS) -> bool:
         """Whether enough matches agree on a plausible transform (scale, angle) to call it a copy."""
         return self.support >= min_inliers
 
+    @property
+    def inset(self) -> bool:
+        """Whether the corpus image sits inside a larger test image (at most 90% of its side)."""
+        return self.scale > 1.0 and self.inset_side <= 0.9
+
     def evidence(self) -> dict[str, Any]:
-        """The JSON evidence of a match: inliers, scale, angle and the located region."""
+        """The JSON evidence of a match: inliers, scale, angle, the located region on the corpus
+        image (``box``) and on the test image (``test_box``), and the content check."""
         ev: dict[str, Any] = {
             "inliers": self.inliers,
             "scale": round(self.scale, 3),
             "angle": round(self.angle, 1),
             "box": [round(v, 4) for v in self.box],
+            "test_box": [round(v, 4) for v in self.test_box],
         }
+        if self.inset:
+            ev["inset"] = True
         if self.mirrored:
             ev["mirrored"] = True
+        if self.content is not None:
+            ev["content"] = self.content.evidence()
+            if self.overlay_only:
+                ev["discarded"] = {
+                    "inliers": self.inliers,
+                    "reason": "overlay: the aligned images agree only on the matched keypoints",
+                }
         return ev
 
 
@@ -142,12 +213,48 @@ def _detect(
     pixels: npt.NDArray[np.uint8],
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     cv2 = _cv2()
-    sift = cv2.SIFT_create(nfeatures=MAX_FEATURES, contrastThreshold=CONTRAST)
-    found, descriptors = sift.detectAndCompute(pixels, None)
+    if not SPREAD_GRID:
+        sift = cv2.SIFT_create(nfeatures=MAX_FEATURES, contrastThreshold=CONTRAST)
+        found, descriptors = sift.detectAndCompute(pixels, None)
+    else:
+        sift = cv2.SIFT_create(nfeatures=0, contrastThreshold=CONTRAST)
+        found = _spread(sift.detect(pixels, None), pixels.shape)
+        descriptors = None
+        if found:
+            found, descriptors = sift.compute(pixels, found)
     if descriptors is None or not found:
         return np.zeros((0, 2), np.float32), np.zeros((0, 128), np.float32)
     points = np.array([kp.pt for kp in found], dtype=np.float32)
     return points, np.asarray(descriptors, dtype=np.float32)
+
+
+# Keypoints are kept evenly over a SPREAD_GRID x SPREAD_GRID grid of the image (the strongest of
+# each cell first, cell by cell), not the MAX_FEATURES strongest overall: a frame's ornament,
+# a window's chrome or a caption's glyphs are high-contrast corners that would otherwise take
+# the whole budget, and leave the photo inside them (what a copy shares) without keypoints.
+SPREAD_GRID = 4
+SPREAD_SHARE = 0.5  # of the budget; the rest goes to the strongest keypoints, wherever they are
+
+
+def _spread(found: Sequence[Any], shape: tuple[int, ...]) -> list[Any]:
+    """``MAX_FEATURES`` of the detected keypoints, spread over the grid: each cell's k-th
+    strongest before any cell's (k+1)-th, ties by response."""
+    if len(found) <= MAX_FEATURES:
+        return list(found)
+    height, width = shape[:2]
+    points = np.array([kp.pt for kp in found], np.float64)
+    response = np.array([kp.response for kp in found], np.float64)
+    columns = np.minimum(points[:, 0] * SPREAD_GRID // width, SPREAD_GRID - 1)
+    rows = np.minimum(points[:, 1] * SPREAD_GRID // height, SPREAD_GRID - 1)
+    cell = (rows * SPREAD_GRID + columns).astype(np.intp)
+    order = np.lexsort((-response, cell))  # by cell, strongest first within it
+    starts = np.searchsorted(cell[order], np.arange(SPREAD_GRID * SPREAD_GRID))
+    rank = np.empty(len(found), np.intp)
+    rank[order] = np.arange(len(found)) - starts[cell[order]]
+    strongest = np.argsort(-response, kind="stable")[: round(MAX_FEATURES * (1 - SPREAD_SHARE))]
+    rank[strongest] = -1  # kept whatever their cell
+    keep = np.lexsort((-response, rank))[:MAX_FEATURES]
+    return [found[i] for i in np.sort(keep)]
 
 
 def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
@@ -159,7 +266,7 @@ def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
     pixels = _working_gray(image)
     height, width = pixels.shape
     points, descriptors = _detect(pixels)
-    return _keypoints(points, descriptors, width, height, with_mirror)
+    return _keypoints(points, descriptors, width, height, with_mirror, content_pixels(pixels))
 
 
 def _keypoints(
@@ -168,9 +275,10 @@ def _keypoints(
     width: int,
     height: int,
     with_mirror: bool,
+    pixels: npt.NDArray[np.uint8] | None = None,
 ) -> Keypoints:
-    mirrored = _reflected(points, descriptors, width, height) if with_mirror else None
-    return Keypoints(points, descriptors, width, height, mirrored)
+    mirrored = _reflected(points, descriptors, width, height, pixels) if with_mirror else None
+    return Keypoints(points, descriptors, width, height, mirrored, pixels)
 
 
 def _descriptor_reflection() -> npt.NDArray[np.intp]:
@@ -193,7 +301,11 @@ _REFLECTION = _descriptor_reflection()
 
 
 def _reflected(
-    points: npt.NDArray[np.float32], descriptors: npt.NDArray[np.float32], width: int, height: int
+    points: npt.NDArray[np.float32],
+    descriptors: npt.NDArray[np.float32],
+    width: int,
+    height: int,
+    pixels: npt.NDArray[np.uint8] | None = None,
 ) -> Keypoints:
     """The keypoints of the image flipped left-right, from its own (no second detection).
 
@@ -203,7 +315,14 @@ def _reflected(
     """
     flipped = points.copy()
     flipped[:, 0] = (width - 1) - flipped[:, 0]
-    return Keypoints(flipped, np.ascontiguousarray(descriptors[:, _REFLECTION]), width, height)
+    mirror_pixels = None if pixels is None else np.ascontiguousarray(pixels[:, ::-1])
+    return Keypoints(
+        flipped,
+        np.ascontiguousarray(descriptors[:, _REFLECTION]),
+        width,
+        height,
+        pixels=mirror_pixels,
+    )
 
 
 def keypoints_async(image: Image.Image, pool: Executor) -> Callable[[], Keypoints]:
@@ -212,9 +331,10 @@ def keypoints_async(image: Image.Image, pool: Executor) -> Callable[[], Keypoint
     pixels = _working_gray(image)
     height, width = pixels.shape
     detection = pool.submit(_detect, pixels)
+    kept = content_pixels(pixels)
 
     def result() -> Keypoints:
-        return _keypoints(*detection.result(), width, height, with_mirror=True)
+        return _keypoints(*detection.result(), width, height, with_mirror=True, pixels=kept)
 
     return result
 
@@ -338,7 +458,7 @@ def _ratio_matches_opencv(
 def _fit(query: Keypoints, reference: Keypoints, mirrored: bool) -> GeometricMatch:
     """RANSAC similarity transform from ``query`` to ``reference`` and the region it locates."""
     q, r = _ratio_matches(query, reference)
-    return _fit_matches(q, r, query, reference, mirrored)
+    return checked(_fit_matches(q, r, query, reference, mirrored), query, reference)
 
 
 def _fit_matches(
@@ -378,14 +498,77 @@ def _fit_matches(
     region = pixel_scale * math.sqrt(
         (query.width * query.height) / (reference.width * reference.height)
     )
+    matrix = np.asarray(transform, np.float64)
+    inliers = inlier_mask.ravel().astype(bool)
     return GeometricMatch(
-        inliers=int(inlier_mask.sum()),
+        inliers=int(inliers.sum()),
         matches=len(q),
         scale=region,
         angle=angle,
         box=box,
         mirrored=mirrored,
+        test_box=_test_box(matrix, query, reference),
+        transform=tuple(float(v) for v in matrix.ravel()),
+        coverage=_coverage(r[inliers], box, reference),
+        inlier_points=r[inliers],
     )
+
+
+def _test_box(transform: npt.NDArray[np.float64], query: Keypoints, reference: Keypoints) -> Box:
+    """The corpus image's footprint on the test image (fractions of it, clipped)."""
+    try:
+        inverse = np.linalg.inv(np.vstack([transform, [0.0, 0.0, 1.0]]))[:2]
+    except np.linalg.LinAlgError:
+        return (0.0, 0.0, 0.0, 0.0)
+    w, h = reference.width, reference.height
+    corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64)
+    mapped = corners @ inverse.T
+    return (
+        max(0.0, float(mapped[:, 0].min()) / query.width),
+        max(0.0, float(mapped[:, 1].min()) / query.height),
+        min(1.0, float(mapped[:, 0].max()) / query.width),
+        min(1.0, float(mapped[:, 1].max()) / query.height),
+    )
+
+
+def _coverage(inlier_points: npt.NDArray[np.float32], box: Box, reference: Keypoints) -> float:
+    """Share of the 4 x 4 cells of the located region (corpus side) holding an inlier."""
+    x0, y0 = box[0] * reference.width, box[1] * reference.height
+    x1, y1 = box[2] * reference.width, box[3] * reference.height
+    if len(inlier_points) == 0 or x1 <= x0 or y1 <= y0:
+        return 0.0
+    cx = np.clip(((inlier_points[:, 0] - x0) / (x1 - x0) * 4).astype(int), 0, 3)
+    cy = np.clip(((inlier_points[:, 1] - y0) / (y1 - y0) * 4).astype(int), 0, 3)
+    return len(set(zip(cx.tolist(), cy.tolist(), strict=True))) / 16.0
+
+
+def checked(match: GeometricMatch, query: Keypoints, reference: Keypoints) -> GeometricMatch:
+    """``match`` with its content check (``content_check``) done where it is due: a plausible
+    fit of at least ``CHECK_FROM`` inliers, both images' pixels at hand (``query`` is the side
+    the match was fitted from: the mirrored keypoints for a mirrored match)."""
+    if (
+        match.content is not None
+        or match.inliers < CHECK_FROM
+        or not match.plausible
+        or query.pixels is None
+        or reference.pixels is None
+        or len(match.transform) != 6
+    ):
+        return match
+    agreement = content_agreement(
+        query.pixels,
+        (query.width, query.height),
+        reference.pixels,
+        (reference.width, reference.height),
+        np.asarray(match.transform, np.float64).reshape(2, 3),
+        match.inlier_points,
+    )
+    return match if agreement is None else replace(match, content=agreement)
+
+
+def needs_check(match: GeometricMatch) -> bool:
+    """Whether ``match`` is due a content check it has not had (its corpus pixels were missing)."""
+    return match.content is None and match.inliers >= CHECK_FROM and match.plausible
 
 
 def match_keypoints(query: Keypoints, reference: Keypoints) -> GeometricMatch:
@@ -460,7 +643,8 @@ def _match_from_distances(
         norms = sides[side].exact_norms
         assert norms is not None  # match_many batches exact descriptors only
         q, r = _ratio_from_distances(block.copy(), norms, sides[side], reference)
-        return _fit_matches(q, r, sides[side], reference, mirrored=side == 1)
+        fitted = _fit_matches(q, r, sides[side], reference, mirrored=side == 1)
+        return checked(fitted, sides[side], reference)
 
     return _plain_or_mirrored(fit(0), (lambda: fit(1)) if len(sides) > 1 else None)
 

@@ -1,0 +1,227 @@
+"""Does a geometric fit rest on shared *content*, or only on a shared overlay?
+
+SIFT + RANSAC (``splitaudit.indexer.match.geometry``) finds any rigid set of shared pixels: the
+photo itself, but also a watermark tiled over two different photos, one shop logo, the same
+meme caption bands, one decorative frame, one window's chrome. What tells them apart is
+everything *around* the inliers: once the test image is aligned onto the corpus image by the
+fitted transform, a copy agrees almost everywhere, two photos under one overlay agree only on
+the overlay.
+
+``content_agreement`` measures that: both images are resampled onto one comparison grid
+over the overlap (``GRID_SIDE`` px on the long side, blurred first so that thin strokes of
+text and fine patterns weigh little against the photo's own structure), the grid is cut into
+cells of ``CELL`` px, and each cell with texture in either image counts as agreeing when the
+normalised cross-correlation of the two patches is at least ``CELL_NCC``. The score is the
+share of textured cells that agree; ``MIN_AGREEMENT`` decides (docs/thresholds.md, "Overlays
+and insets": measured side by side with inlier coverage on the overlay family of
+``bench.accuracy``). The agreeing cells' bounding box is the *content region* the evidence
+names.
+
+Pixels are kept per image at ``CONTENT_SIDE`` px on the long side (``content_pixels``), from the
+grayscale working image the keypoints are detected on: a few KiB beside each image's keypoints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+CONTENT_SIDE = 192  # long side, px, of the pixels kept for the check
+GRID_SIDE = 96  # long side, px, of the comparison grid over the overlap
+CELL = 12  # comparison cell side, px of the grid
+CELL_NCC = 0.6  # a cell agrees when its patches correlate at least this much
+FLAT_STD = 3.0  # gray levels: a patch flatter than this in both images carries no evidence
+MIN_AGREEMENT = 0.55  # share of the textured cells that must agree
+MIN_CELLS = 6  # fewer textured cells than this: too little to refuse a fit on
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class ContentAgreement:
+    """How much of the aligned overlap agrees, and where."""
+
+    score: float  # agreeing / textured cells (1.0 when too few cells to judge)
+    cells: int  # textured cells compared
+    agreeing: int
+    region: Box  # agreeing cells' bounding box, fractions of the corpus image
+    outside: float | None = None  # the same share among the cells holding no inlier
+
+    @property
+    def passed(self) -> bool:
+        """Whether the fit rests on content (enough of the overlap agrees)."""
+        return self.cells < MIN_CELLS or self.score >= MIN_AGREEMENT
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON evidence: the agreeing share and the content region on the corpus image."""
+        return {
+            "agreement": round(self.score, 3),
+            "cells": self.cells,
+            "region": [round(v, 4) for v in self.region],
+        }
+
+
+def _cv2() -> Any:
+    import cv2
+
+    return cv2
+
+
+def content_pixels(gray: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """``gray`` (an image's working grayscale) at ``CONTENT_SIDE`` px on the long side."""
+    height, width = gray.shape
+    scale = CONTENT_SIDE / max(width, height)
+    if scale >= 1.0:
+        return np.ascontiguousarray(gray)
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    out: npt.NDArray[np.uint8] = _cv2().resize(gray, size, interpolation=_cv2().INTER_AREA)
+    return out
+
+
+def _overlap(
+    transform: npt.NDArray[np.float64], query_size: tuple[int, int], reference_size: tuple[int, int]
+) -> Box | None:
+    """The bounding box (reference working px) of the query's footprint inside the reference."""
+    qw, qh = query_size
+    corners = np.array([[0, 0, 1], [qw, 0, 1], [qw, qh, 1], [0, qh, 1]], np.float64)
+    mapped = corners @ transform.T
+    rw, rh = reference_size
+    x0, y0 = max(0.0, float(mapped[:, 0].min())), max(0.0, float(mapped[:, 1].min()))
+    x1, y1 = min(float(rw), float(mapped[:, 0].max())), min(float(rh), float(mapped[:, 1].max()))
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return None
+    return (x0, y0, x1, y1)
+
+
+def _sample(
+    pixels: npt.NDArray[np.uint8],
+    grid_to_working: npt.NDArray[np.float64],
+    working_width: int,
+    grid_size: tuple[int, int],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """``pixels`` (an image kept at content size) resampled on the grid, and where it is
+    defined. ``grid_to_working`` maps grid px to the image's working px."""
+    cv2 = _cv2()
+    scale = pixels.shape[1] / working_width  # working px -> content px
+    to_pixels = grid_to_working * scale
+    # Source px per grid px: blur away what the grid cannot hold (no aliasing of fine text).
+    step = math.hypot(to_pixels[0, 0], to_pixels[1, 0])
+    source = pixels.astype(np.float32)
+    if step > 1.2:
+        source = cv2.GaussianBlur(source, (0, 0), 0.5 * step)
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    out = cv2.warpAffine(source, to_pixels, grid_size, flags=flags, borderValue=0.0)
+    ones = np.ones(pixels.shape, np.float32)
+    valid = cv2.warpAffine(ones, to_pixels, grid_size, flags=flags, borderValue=0.0)
+    return out, valid
+
+
+def content_agreement(
+    query_pixels: npt.NDArray[np.uint8],
+    query_size: tuple[int, int],
+    reference_pixels: npt.NDArray[np.uint8],
+    reference_size: tuple[int, int],
+    transform: npt.NDArray[np.float64],
+    inliers: npt.NDArray[np.float32] | None = None,
+) -> ContentAgreement | None:
+    """Agreement of the query aligned onto the reference by ``transform`` (2 x 3, query working
+    px -> reference working px); ``*_size`` are the working sizes (width, height). None when
+    the transform leaves no overlap. ``inliers``: the fit's inlier points (reference working
+    px), for the share among the cells holding none (``outside``)."""
+    box = _overlap(transform, query_size, reference_size)
+    if box is None:
+        return None
+    x0, y0, x1, y1 = box
+    k = GRID_SIDE / max(x1 - x0, y1 - y0)  # grid px per reference working px
+    gw, gh = max(CELL, round((x1 - x0) * k)), max(CELL, round((y1 - y0) * k))
+    grid_to_reference = np.array([[1 / k, 0, x0], [0, 1 / k, y0]], np.float64)
+    ref, _ = _sample(reference_pixels, grid_to_reference, reference_size[0], (gw, gh))
+    inverse = np.vstack([transform, [0.0, 0.0, 1.0]])
+    inverse = np.linalg.inv(inverse)[:2]
+    grid_to_query = inverse @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
+    qry, valid = _sample(query_pixels, grid_to_query, query_size[0], (gw, gh))
+    occupied: set[tuple[int, int]] = set()
+    if inliers is not None and len(inliers):
+        cells = ((np.asarray(inliers, np.float64) - [x0, y0]) * k // CELL).astype(int)
+        occupied = {(int(r), int(c)) for c, r in cells}
+    return _cell_agreement(qry, ref, valid, box, reference_size, occupied)
+
+
+DETREND = False
+
+
+def _plane_basis() -> npt.NDArray[np.float64]:
+    """Orthonormal basis of the planes a + b x + c y over a cell (flattened)."""
+    y, x = np.mgrid[0:CELL, 0:CELL].astype(np.float64)
+    basis = np.stack([np.ones(CELL * CELL), x.ravel(), y.ravel()], axis=1)
+    q, _ = np.linalg.qr(basis)
+    return q
+
+
+_PLANE = _plane_basis()
+
+
+def _detrended(patch: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """The patch less its best-fitting plane (or its mean): what is left is the cell's own
+    structure, not a gradient any two smooth patches share."""
+    flat = patch.astype(np.float64).ravel()
+    if not DETREND:
+        return (flat - flat.mean()).reshape(patch.shape)
+    return (flat - _PLANE @ (_PLANE.T @ flat)).reshape(patch.shape)
+
+
+def _cell_agreement(
+    qry: npt.NDArray[np.float32],
+    ref: npt.NDArray[np.float32],
+    valid: npt.NDArray[np.float32],
+    box: Box,
+    reference_size: tuple[int, int],
+    occupied: set[tuple[int, int]],
+) -> ContentAgreement:
+    """Per-cell normalised cross-correlation of the two resampled grids."""
+    gh, gw = ref.shape
+    rows, cols = gh // CELL, gw // CELL
+    textured = agreeing = empty = empty_agreeing = 0
+    hits: list[tuple[int, int]] = []
+    for r in range(rows):
+        for c in range(cols):
+            window = (slice(r * CELL, (r + 1) * CELL), slice(c * CELL, (c + 1) * CELL))
+            if float(valid[window].min()) < 0.99:
+                continue  # the query does not cover the whole cell
+            a = _detrended(qry[window])
+            b = _detrended(ref[window])
+            sa, sb = float(np.sqrt((a * a).mean())), float(np.sqrt((b * b).mean()))
+            if sa < FLAT_STD and sb < FLAT_STD:
+                continue
+            textured += 1
+            agree = (
+                sa >= FLAT_STD and sb >= FLAT_STD and float((a * b).mean()) >= CELL_NCC * sa * sb
+            )
+            if (r, c) not in occupied:
+                empty += 1
+                empty_agreeing += agree
+            if agree:
+                agreeing += 1
+                hits.append((r, c))
+    x0, y0, x1, y1 = box
+    rw, rh = reference_size
+    if hits:
+        rs, cs = [h[0] for h in hits], [h[1] for h in hits]
+        sx, sy = (x1 - x0) / gw, (y1 - y0) / gh
+        region = (
+            (x0 + min(cs) * CELL * sx) / rw,
+            (y0 + min(rs) * CELL * sy) / rh,
+            (x0 + (max(cs) + 1) * CELL * sx) / rw,
+            (y0 + (max(rs) + 1) * CELL * sy) / rh,
+        )
+    else:
+        region = (0.0, 0.0, 0.0, 0.0)
+    score = agreeing / textured if textured else 1.0
+    outside = empty_agreeing / empty if empty >= MIN_CELLS else None
+    return ContentAgreement(
+        score=score, cells=textured, agreeing=agreeing, region=region, outside=outside
+    )
