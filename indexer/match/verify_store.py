@@ -27,6 +27,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ STORE_FILE = "verify.sqlite"
 DEFAULT_CAP_MB = 1024
 _CHUNK = 500  # digests per SQL IN (...) list
 _FLUSH_EVERY = 256  # entries held before they are written (~20 MiB of keypoints)
-THUMB, KEYPOINTS = "thumb", "keypoints"
+THUMB, KEYPOINTS, PIXELS = "thumb", "keypoints", "pixels"
 
 
 def settings_version() -> str:
@@ -49,13 +50,15 @@ def settings_version() -> str:
     import PIL
 
     from splitaudit.indexer.features.decode import DRAFT_SIZE
-    from splitaudit.indexer.match import geometry, verify
+    from splitaudit.indexer.match import content_check, geometry, verify
 
     return ";".join(
         [
-            "v1",
+            "v2",
             f"work={geometry.WORK_SIDE}",
             f"features={geometry.MAX_FEATURES}",
+            f"spread={geometry.SPREAD_GRID}/{geometry.SPREAD_SHARE}",
+            f"content={content_check.CONTENT_SIDE}",
             f"contrast={geometry.CONTRAST}",
             f"thumb={verify.THUMB_SIZE}/{int(verify._RESAMPLE)}",
             f"draft={DRAFT_SIZE[0]}x{DRAFT_SIZE[1]}",
@@ -115,6 +118,14 @@ class VerifyStore:
             points = np.ascontiguousarray(rows[:, :8]).view(np.float32).reshape(-1, 2)
             descriptors = rows[:, 8:].astype(np.float32)
             out[digest] = Keypoints(points, descriptors, width, height)
+        # the content check's pixels (``geometry.Keypoints.pixels``), kept beside them: part of
+        # the keypoints' entry, not counted as a feature of their own
+        counts = self.hits, self.misses
+        kept = self._read(PIXELS, list(out))
+        self.hits, self.misses = counts
+        for digest, pixels in kept.items():
+            if pixels.dtype == np.uint8 and pixels.ndim == 2:
+                out[digest] = replace(out[digest], pixels=pixels)
         return out
 
     def put_thumbnail(self, digest: str | None, thumbnail: npt.NDArray[np.uint8]) -> None:
@@ -139,6 +150,8 @@ class VerifyStore:
         rows[1:, :8] = np.ascontiguousarray(found.points, np.float32).view(np.uint8).reshape(-1, 8)
         rows[1:, 8:] = descriptors.astype(np.uint8)
         self._keep(digest, KEYPOINTS, _pack(rows))
+        if found.pixels is not None:
+            self._keep(digest, PIXELS, _pack(np.asarray(found.pixels, np.uint8)))
 
     def _keep(self, digest: str, kind: str, data: bytes) -> None:
         self._pending.append((digest, kind, data))
