@@ -102,10 +102,10 @@ def _variants(
     from splitaudit.indexer.embed.backends.exported import (
         WHOLE_RECIPE,
         ExportedEmbedder,
-        _tower_module,
         accelerate,
         export_onnx,
         export_tower,
+        tower_module,
     )
 
     def over(fn: Callable[[np.ndarray], np.ndarray]) -> Run:
@@ -139,7 +139,7 @@ def _variants(
             folder = cache / "whole-openvino"
             if not folder.is_dir():
                 folder.mkdir(parents=True)
-                tower = _tower_module(eager.encode_image)
+                tower = tower_module(eager.encode_image)
                 assert tower is not None
                 export_onnx(tower, arrays[0].shape[1:], folder / "export.onnx")
                 ov_backend.build(folder / "export.onnx", folder)
@@ -152,7 +152,7 @@ def forward_table(n: int, rounds: int, cache: Path) -> None:
     """Print forward images/s per model, thread count and variant, with agreement vs eager."""
     import torch
 
-    from bench.embedding import make_images
+    from bench.images import make_images
     from splitaudit.indexer.embed.backends.exported import min_cosine
 
     images = make_images(n, 256, 640)

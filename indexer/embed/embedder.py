@@ -30,7 +30,7 @@ class BatchPreprocess:
         self.transform = transform
         steps = list(getattr(transform, "transforms", []))
         self._geometry: list[Callable[[Any], Any]] | None = None
-        if len(steps) >= 2 and _is_to_tensor(steps[-2]) and _is_normalize(steps[-1]):
+        if len(steps) >= 2 and is_to_tensor(steps[-2]) and is_normalize(steps[-1]):
             import torch
 
             mean = torch.tensor([float(m) for m in steps[-1].mean]).view(1, -1, 1, 1)
@@ -61,11 +61,13 @@ class BatchPreprocess:
         return normalised.contiguous(memory_format=torch.channels_last)
 
 
-def _is_to_tensor(step: object) -> bool:
+def is_to_tensor(step: object) -> bool:
+    """Whether a torchvision transform step converts a PIL image to a tensor."""
     return type(step).__name__ in ("ToTensor", "MaybeToTensor")
 
 
-def _is_normalize(step: object) -> bool:
+def is_normalize(step: object) -> bool:
+    """Whether a torchvision transform step is ``Normalize`` (with its mean and std)."""
     return type(step).__name__ == "Normalize" and hasattr(step, "mean") and hasattr(step, "std")
 
 

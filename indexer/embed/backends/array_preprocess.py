@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageOps
 
-from splitaudit.indexer.embed.embedder import _is_normalize, _is_to_tensor
+from splitaudit.indexer.embed.embedder import is_normalize, is_to_tensor
 
 FORMAT = 1  # bump when the description's meaning changes
 
@@ -34,7 +34,7 @@ def describe(transform: Callable[[Image.Image], Any]) -> Description | None:
     ``CenterCrop``, open_clip's RGB conversion, then ``ToTensor`` + ``Normalize``.
     """
     steps = list(getattr(transform, "transforms", []))
-    if len(steps) < 2 or not _is_to_tensor(steps[-2]) or not _is_normalize(steps[-1]):
+    if len(steps) < 2 or not is_to_tensor(steps[-2]) or not is_normalize(steps[-1]):
         return None
     out: Description = {"format": FORMAT, "geometry": []}
     for step in steps[:-2]:

@@ -11,7 +11,6 @@ that disagrees is refused, the refusal is cached with its reason, and the run us
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from splitaudit.indexer.embed.backends.cache import CacheEntry, ExportCache, cache_key
+from splitaudit.indexer.embed.backends.runners import backend_module, runner_threads
 from splitaudit.indexer.embed.embedder import OpenClipEmbedder
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class ExportedEmbedder:
 
 def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> Embedder:
     """``embedder`` running on ``backend`` via a cached, checked export; ``embedder`` itself on refusal."""
-    module = _backend_module(backend)
+    module = backend_module(backend)
     tower, recipe = export_tower(embedder.encode_image)
     if tower is None:
         logger.warning(
@@ -181,7 +181,7 @@ def export_tower(encode_image: Callable[..., Any]) -> tuple[torch.nn.Module | No
     pruned = cls_only_tower(encode_image)
     if pruned is not None:
         return pruned, RECIPE
-    return _tower_module(encode_image), WHOLE_RECIPE
+    return tower_module(encode_image), WHOLE_RECIPE
 
 
 def _build(
@@ -207,7 +207,9 @@ def _build(
     try:
         export_onnx(tower, held_out.shape[1:], onnx_file)
         module.build(onnx_file, folder)
-        runner = module.open_runner(folder, threads=_threads(), batch_size=embedder.batch_size)
+        runner = module.open_runner(
+            folder, threads=runner_threads(), batch_size=embedder.batch_size
+        )
         got = runner(held_out.contiguous().numpy())
     except Exception as exc:  # an architecture the exporter or backend cannot handle
         _clear(folder)
@@ -262,7 +264,9 @@ def _open_runner(
     module: Any, entry: CacheEntry, cache: ExportCache, backend: str, key: str, batch_size: int
 ) -> Runner | None:
     try:
-        runner: Runner = module.open_runner(entry.path, threads=_threads(), batch_size=batch_size)
+        runner: Runner = module.open_runner(
+            entry.path, threads=runner_threads(), batch_size=batch_size
+        )
     except Exception as exc:  # intact digests but unloadable (e.g. a library changed underneath)
         logger.warning(
             "cached %s export %s cannot be opened (%s); rebuilding it", backend, entry.path, exc
@@ -272,18 +276,6 @@ def _open_runner(
     return runner
 
 
-def _backend_module(backend: str) -> Any:
-    if backend == "onnxruntime":
-        from splitaudit.indexer.embed.backends import onnx
-
-        return onnx
-    if backend == "openvino":
-        from splitaudit.indexer.embed.backends import openvino
-
-        return openvino
-    raise ValueError(f"no exported backend named {backend!r}")
-
-
 def _export_versions() -> dict[str, str]:
     import onnx
     import torch
@@ -291,18 +283,7 @@ def _export_versions() -> dict[str, str]:
     return {"torch": torch.__version__, "onnx": onnx.__version__}
 
 
-def _threads() -> int:
-    """Threads for an export: torch's intra-op count (as set, once torch is loaded)."""
-    if "torch" in sys.modules:
-        import torch
-
-        return max(1, torch.get_num_threads())
-    from splitaudit.indexer.embed.backends.launch import default_threads
-
-    return default_threads()
-
-
-def _tower_module(encode_image: Callable[..., Any]) -> torch.nn.Module | None:
+def tower_module(encode_image: Callable[..., Any]) -> torch.nn.Module | None:
     """The encoder as a module: itself, or a module calling the bound method of one."""
     import torch
 

@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from splitaudit.indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
 from splitaudit.indexer.embed.backends.cache import FORMAT_VERSION, ExportCache
+from splitaudit.indexer.embed.backends.runners import (
+    backend_module,
+    runner_threads,
+)
 from splitaudit.indexer.embed.spec import parse_model_spec
 from splitaudit.indexer.errors import UsageError
 
@@ -99,11 +102,7 @@ def remember(spec: str, embedder: ExportedEmbedder, transform: Any, cache_dir: P
 
 def launch(spec: str, backend: str, *, cache_dir: Path, batch_size: int) -> ExportedEmbedder | None:
     """The exported embedder for ``spec`` straight from its launch record, or None."""
-    from splitaudit.indexer.embed.backends.exported import (
-        ExportedEmbedder,
-        _backend_module,
-        _threads,
-    )
+    from splitaudit.indexer.embed.backends.exported import ExportedEmbedder
 
     ident = launch_id(spec, backend)
     if ident is None:
@@ -126,8 +125,8 @@ def launch(spec: str, backend: str, *, cache_dir: Path, batch_size: int) -> Expo
     ):
         return None
     try:
-        runner = _backend_module(backend).open_runner(
-            entry.path, threads=_threads(), batch_size=batch_size
+        runner = backend_module(backend).open_runner(
+            entry.path, threads=runner_threads(), batch_size=batch_size
         )
     except Exception as exc:  # a library changed underneath: the torch path rebuilds it
         logger.info("cached %s export %s cannot be opened (%s)", backend, entry.path, exc)
@@ -149,35 +148,6 @@ def launch(spec: str, backend: str, *, cache_dir: Path, batch_size: int) -> Expo
         agreement=float(entry.meta["min_cosine"]),
         export_key=key,
     )
-
-
-def default_threads() -> int:
-    """The intra-op thread count torch would pick, without importing torch.
-
-    ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` when set, else the physical cores (torch's
-    default), else the logical CPUs.
-    """
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return _physical_cores() or os.cpu_count() or 1
-
-
-def _physical_cores() -> int:
-    """Distinct physical cores (Linux sysfs), 0 where unknown."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    cores = set()
-    for cpu in Path("/sys/devices/system/cpu").glob("cpu[0-9]*"):
-        for name in ("core_cpus_list", "thread_siblings_list"):
-            siblings = cpu / "topology" / name
-            try:
-                cores.add(siblings.read_text().strip())
-                break
-            except OSError:
-                continue
-    return len(cores)
 
 
 def _record_path(cache_dir: Path, backend: str, ident: str) -> Path:

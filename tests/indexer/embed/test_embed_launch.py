@@ -17,7 +17,8 @@ from splitaudit.indexer.embed.backends import launch as launch_module
 from splitaudit.indexer.embed.backends import load_embedder_on_backend
 from splitaudit.indexer.embed.backends.cache import META_FILE
 from splitaudit.indexer.embed.backends.exported import ExportedEmbedder
-from splitaudit.indexer.embed.backends.launch import LAUNCH_DIR, default_threads, launch_id
+from splitaudit.indexer.embed.backends.launch import LAUNCH_DIR, launch_id
+from splitaudit.indexer.embed.backends.runners import default_threads
 from splitaudit.indexer.embed.device import _no_gpu_devices
 
 ROOT = Path(__file__).resolve().parents[3]
