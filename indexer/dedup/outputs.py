@@ -15,6 +15,7 @@ from splitaudit.indexer.db.models import Corpus, DedupMember, DedupRun, Item, Jo
 from splitaudit.indexer.dedup.reviews import member_verdicts
 from splitaudit.indexer.errors import NotFoundError, UsageError
 from splitaudit.indexer.kinds import KIND_RANK
+from splitaudit.indexer.output_files import write_table, write_text
 from splitaudit.indexer.timefmt import iso
 
 SCHEMA = "splitaudit.dedup/v1"
@@ -184,19 +185,6 @@ def render_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str
     return csv_text(rows, columns)
 
 
-def write_table(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    """Write rows as ``.csv`` or ``.parquet`` by the file's suffix."""
-    if path.suffix.lower() == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.table({c: [r.get(c) for r in rows] for c in columns})
-        _mkdir(path)
-        pq.write_table(table, str(path))
-    else:
-        write_text(path, render_csv(rows, columns))
-
-
 def write_clusters(path: Path, report: Mapping[str, Any]) -> None:
     """Clusters as ``.json`` (the whole report), ``.csv`` or ``.parquet`` (one row per member)."""
     suffix = _suffix(path, CLUSTER_FORMATS, "--json/--csv/--parquet")
@@ -213,22 +201,6 @@ def write_drop_list(path: Path, rows: Sequence[tuple[str, str | None]]) -> None:
         write_text(path, "".join(f"{k}\n" for k, _ in rows))
     else:
         write_table(path, [{"key": k, "url": u} for k, u in rows], ("key", "url"))
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write a text output file; ``UsageError`` when it cannot be written."""
-    _mkdir(path)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
-def _mkdir(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
 
 
 def _suffix(path: Path, allowed: Sequence[str], option: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.output_files import write_table, write_text
 from splitaudit.indexer.reporting.formats import Gated, ReportInput
 from splitaudit.indexer.reporting.models import GateView, ReportMatch, as_report
 
@@ -85,8 +86,6 @@ def render_keys(rows: Iterable[Mapping[str, Any]]) -> str:
 
 def write_blocklist(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """``.txt`` keys (``corpus/key`` when several corpora), or ``.csv`` / ``.parquet`` rows."""
-    from splitaudit.indexer.dedup.outputs import write_table, write_text
-
     suffix = _suffix(path, BLOCKLIST_FORMATS, "--corpus-blocklist")
     if suffix == ".txt":
         several = len({r["corpus"] for r in rows}) > 1
@@ -100,8 +99,6 @@ def write_blocklist(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def write_clean_split(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """``.txt`` keys, or a ``.csv`` manifest (``key, path, label``) that ``splitaudit`` reads back as a split."""
-    from splitaudit.indexer.dedup.outputs import write_table, write_text
-
     if _suffix(path, CLEAN_FORMATS, "--clean-split") == ".txt":
         write_text(path, render_keys(rows))
     else:

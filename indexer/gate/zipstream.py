@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from splitaudit.indexer.errors import InputError
-from splitaudit.indexer.sources._layout import is_hidden, is_image_name
+from splitaudit.indexer.sources import is_hidden, is_image_name
 
 READ_CHUNK = 1 << 20
 

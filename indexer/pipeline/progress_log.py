@@ -103,7 +103,7 @@ def count_folder_images(sources: Sequence[object]) -> int | None:
     metadata, a manifest's line scan, an archive's member list, tar headers); a folder source is counted by a cheap walk (names only, symlinked folders not
     followed, hidden entries skipped). Meant to run beside the indexing, never before it.
     """
-    from splitaudit.indexer.sources._layout import is_hidden, is_image_name
+    from splitaudit.indexer.sources import is_hidden, is_image_name
     from splitaudit.indexer.sources.folder import FolderSource
 
     if not sources:

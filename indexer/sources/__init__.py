@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from splitaudit.indexer.sources._layout import is_hidden, is_image_name
 from splitaudit.indexer.sources.archive import ArchiveSource, extract_archive
 from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource
 from splitaudit.indexer.sources.folder import FolderSource
@@ -23,6 +24,8 @@ __all__ = [
     "Source",
     "WebDatasetSource",
     "extract_archive",
+    "is_hidden",
+    "is_image_name",
     "load_labels_csv",
     "open_source",
     "open_split",
