@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,7 +56,7 @@ from bench.caption_corpus import (
 )
 from splitaudit.indexer.captions.index import CaptionIndex, CaptionIndexWriter
 from splitaudit.indexer.captions.minhash import LshParams, signatures
-from splitaudit.indexer.captions.normalize import content_tokens, token_batch
+from splitaudit.indexer.captions.normalize import content_tokens, token_batch, tokens
 from splitaudit.indexer.captions.query import (
     DEFAULT_JACCARD,
     CaptionHit,
@@ -152,6 +152,27 @@ def accuracy(index: CaptionIndex, planted: Sequence[Planted]) -> dict[str, Any]:
     return {"curve": curve, "other_match_examples": examples, "kinds": kinds}
 
 
+def boilerplate_stats(corpus: Sequence[str], sample: int = 100_000) -> dict[str, Any]:
+    """How much of the corpus is boilerplate: short captions, phrase hits, the most common shingles."""
+    rules = CaptionThresholds().rules
+    texts = list(corpus[:sample])
+    counts: Counter[tuple[str, str]] = Counter()
+    short = phrase = 0
+    for text in texts:
+        words = content_tokens(text)
+        short += len(words) < rules.min_tokens
+        phrase += len(words) < len(tokens(text))
+        counts.update(set(itertools.pairwise(words)))
+    common = rules.common_count(len(texts))
+    return {
+        "captions": len(texts),
+        "below_min_tokens": round(short / len(texts), 4),
+        "with_boilerplate_phrase": round(phrase / len(texts), 4),
+        "common_shingles": sum(1 for c in counts.values() if c >= common),
+        "top_shingles": [[" ".join(k), round(c / len(texts), 4)] for k, c in counts.most_common(8)],
+    }
+
+
 def query_throughput(
     index: CaptionIndex, planted: Sequence[Planted], n: int, seed: int = 7
 ) -> dict[str, Any]:
@@ -214,6 +235,7 @@ def run_size(n: int, per_family: int, queries: int, lsh: str) -> dict[str, Any]:
         out |= built
         out["rss_after_index_mib"] = round(peak_rss_mib())
         planted = plant(corpus, per_family)
+        out["boilerplate"] = boilerplate_stats(corpus)
         out["accuracy"] = accuracy(index, planted)
         out |= query_throughput(index, planted, queries)
         out["peak_rss_mib"] = round(peak_rss_mib())
@@ -336,6 +358,13 @@ def report(results: list[dict[str, Any]], db: dict[str, Any] | None) -> None:
                 f"signatures on {b['captions']:,}: ours {b['ours_cpu_s']} s CPU, datasketch"
                 f" {b['datasketch_cpu_s']} s CPU ({b['speedup']}x)"
             )
+        bp = r["boilerplate"]
+        print(
+            f"boilerplate in the first {bp['captions']:,}: {bp['below_min_tokens']:.1%} below the"
+            f" minimum length, {bp['with_boilerplate_phrase']:.1%} with a boilerplate phrase,"
+            f" {bp['common_shingles']} common shingles; top: "
+            + ", ".join(f"{t!r} {f:.1%}" for t, f in bp["top_shingles"])
+        )
         print("threshold " + " ".join(f"{f[:11]:>11}" for f in FAMILIES))
         for t, row in r["accuracy"]["curve"].items():
             cells = [
