@@ -16,6 +16,7 @@ from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Split, SplitItem
 from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.features.hashes import Hash64
+from splitaudit.indexer.features.perceptual import oriented_phashes
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.verify import verify_thumbnail
@@ -63,6 +64,7 @@ def ingest_split(
     stream: list[str | None] = []
     ph: list[int] = []
     phm: list[int] = []
+    oriented: list[tuple[int, ...]] = []
     sides: list[int] = []
     thumbs: list[npt.NDArray[np.uint8]] = []
     vec_parts: dict[str, list[npt.NDArray[np.float32]]] = {m: [] for m in embedders}
@@ -97,6 +99,9 @@ def ingest_split(
                 assert e.image is not None
                 with phases.phase("read+decode+hash"):
                     thumbs.append(verify_thumbnail(e.image))
+                    # the stored hashes for the plain and mirrored image, the kept decode's
+                    # DCT block for the six other orientations (query side only)
+                    oriented.append((f.phash, f.phash_mirror, *oriented_phashes(e.image)[2:]))
                 size = e.image.width * e.image.height * len(e.image.getbands())
                 if kept_bytes + size <= KEPT_IMAGES_BYTES:
                     kept[len(ids) - 1] = e.image
@@ -129,6 +134,11 @@ def ingest_split(
             for m, parts in vec_parts.items()
         },
         images=kept,
+        phash_oriented=(
+            np.asarray(oriented, np.uint64).reshape(-1, 8)
+            if oriented
+            else np.zeros((0, 8), np.uint64)
+        ),
     )
 
 

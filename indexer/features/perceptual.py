@@ -4,7 +4,10 @@ pHash: grayscale, shrink to 32x32, 2-D DCT-II, keep the 8x8 lowest frequencies, 
 coefficient > median of those 64 (the DC term included), as imagehash's ``phash``. Only
 those 64 coefficients are needed, so the DCT is two small matrix products with a cached
 basis rather than a full 32x32 transform. Mirroring a signal only flips the sign of its
-odd DCT frequencies, so the mirrored image's pHash comes from the same coefficients.
+odd DCT frequencies, so the mirrored image's pHash comes from the same coefficients; so do
+the pHashes of the other six orientations of the dihedral group (``oriented_phashes``): a
+vertical flip flips the signs of the odd vertical frequencies, a transpose transposes the
+8x8 block, and every quarter turn or flip is a product of those.
 
 dHash: grayscale, shrink to 9x8, bit = pixel brighter than its left neighbour.
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +34,31 @@ from splitaudit.indexer.features.hashes import Hash64, bits_to_int
 HASH_SIZE = 8
 PHASH_IMG_SIZE = 32  # imagehash's default: highfreq_factor 4 x hash_size 8
 SHRINK_FILTER = Image.Resampling.BOX  # part of the hash definition, see module docstring
+
+Orientation = Literal[
+    "identity", "mirror", "flip", "rot90", "rot180", "rot270", "transpose", "transverse"
+]
+# The dihedral group of the square: how a copy may be turned or flipped relative to its source.
+# "rot90" is a quarter turn counter-clockwise (PIL's ROTATE_90); "mirror" is left-right.
+ORIENTATIONS: tuple[Orientation, ...] = (
+    "identity",
+    "mirror",
+    "flip",
+    "rot90",
+    "rot180",
+    "rot270",
+    "transpose",
+    "transverse",
+)
+_TRANSPOSES: dict[Orientation, Image.Transpose] = {
+    "mirror": Image.Transpose.FLIP_LEFT_RIGHT,
+    "flip": Image.Transpose.FLIP_TOP_BOTTOM,
+    "rot90": Image.Transpose.ROTATE_90,
+    "rot180": Image.Transpose.ROTATE_180,
+    "rot270": Image.Transpose.ROTATE_270,
+    "transpose": Image.Transpose.TRANSPOSE,
+    "transverse": Image.Transpose.TRANSVERSE,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +84,65 @@ def _mirror_signs(k: int) -> npt.NDArray[np.float64]:
     """(-1)^column: DCT coefficients of a horizontally flipped signal."""
     signs: npt.NDArray[np.float64] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)[None, :]
     return signs
+
+
+def inverse_orientation(name: Orientation) -> Orientation:
+    """The orientation that undoes ``name`` (quarter turns swap; flips and transposes are their own)."""
+    return {"rot90": "rot270", "rot270": "rot90"}.get(name, name)  # type: ignore[return-value]
+
+
+def orient(image: Image.Image, name: Orientation) -> Image.Image:
+    """``image`` turned / flipped by ``name`` (``identity``: the image itself)."""
+    return image if name == "identity" else image.transpose(_TRANSPOSES[name])
+
+
+def orient_array(pixels: npt.NDArray[np.generic], name: Orientation) -> npt.NDArray[np.generic]:
+    """``orient`` for a (height, width) array, e.g. a verification thumbnail (same pixels)."""
+    ops = {
+        "identity": lambda a: a,
+        "mirror": lambda a: a[:, ::-1],
+        "flip": lambda a: a[::-1, :],
+        "rot90": lambda a: np.rot90(a, 1),
+        "rot180": lambda a: a[::-1, ::-1],
+        "rot270": lambda a: np.rot90(a, -1),
+        "transpose": lambda a: a.T,
+        "transverse": lambda a: a.T[::-1, ::-1],
+    }
+    return np.ascontiguousarray(ops[name](pixels))
+
+
+def _oriented_block(lowfreq: npt.NDArray[np.float64], name: Orientation) -> npt.NDArray[np.float64]:
+    """The 8x8 low-frequency DCT block of the image turned / flipped by ``name``.
+
+    Rows are vertical frequencies, columns horizontal ones: a left-right flip negates the odd
+    columns, a top-bottom flip the odd rows, a transpose transposes the block.
+    """
+    cols = _mirror_signs(HASH_SIZE)
+    rows = cols.T
+    t = lowfreq.T
+    blocks: dict[Orientation, npt.NDArray[np.float64]] = {
+        "identity": lowfreq,
+        "mirror": lowfreq * cols,
+        "flip": lowfreq * rows,
+        "rot180": lowfreq * rows * cols,
+        "transpose": t,
+        "rot90": t * rows,  # np.rot90(P) == P.T[::-1, :]
+        "rot270": t * cols,  # np.rot90(P, -1) == P.T[:, ::-1]
+        "transverse": t * rows * cols,
+    }
+    return blocks[name]
+
+
+def oriented_phashes(image: Image.Image) -> tuple[int, ...]:
+    """For each of ``ORIENTATIONS`` o, the pHash of ``image`` with o undone: entry o equals the
+    pHash of the source when ``image`` is its source turned / flipped by o.
+
+    Entries 0 and 1 are ``phash`` and ``phash_mirror``; all eight come from one DCT block.
+    """
+    lowfreq = phash_lowfreq(_grayscale(image))
+    return tuple(
+        _median_bits(_oriented_block(lowfreq, inverse_orientation(name))) for name in ORIENTATIONS
+    )
 
 
 def _grayscale(image: Image.Image) -> Image.Image:

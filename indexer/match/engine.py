@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 from splitaudit.indexer.db.models import Item, SplitItem
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
 from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.match.found import DuplicatePair
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
@@ -54,13 +55,23 @@ class Pair:
     pixel_equal: bool = False
     stream_equal: bool = False
     hamming: int | None = None
-    mirrored: bool = False
+    # how the test image is turned / flipped relative to the corpus image, by the closest pHash
+    orientation: Orientation = "identity"
     cosine: float | None = None
     verify: float | None = None
     min_side: int | None = None
     geometry: GeometricMatch | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
+
+    @property
+    def mirrored(self) -> bool:
+        """Whether the test image is the corpus image flipped left-right (by the pHash)."""
+        return self.orientation == "mirror"
+
+    @mirrored.setter
+    def mirrored(self, value: bool) -> None:
+        self.orientation = "mirror" if value else "identity"
 
     @property
     def digest_equal(self) -> bool:
@@ -80,6 +91,8 @@ class Pair:
             ev["phash_hamming"] = self.hamming
             if self.mirrored:
                 ev["mirrored"] = True
+            if self.orientation != "identity":
+                ev["orientation"] = self.orientation
         if self.cosine is not None:
             ev["cosine"] = round(self.cosine, 4)
         if self.verify is not None:
@@ -245,22 +258,35 @@ def _hash_pairs(
     would return thousands of unrelated items per query in a million-item corpus.
     """
 
-    def note(row: int, item_id: int, dist: int, mirrored: bool) -> None:
+    def note(row: int, item_id: int, dist: int, orientation: Orientation) -> None:
         p = pair(row, item_id)
         if p.hamming is None or dist < p.hamming:
-            p.hamming, p.mirrored = int(dist), mirrored
+            p.hamming, p.orientation = int(dist), orientation
 
-    for hashes, mirrored in ((state.phash, False), (state.phash_mirror, True)):
+    for hashes, orientation in _oriented_hashes(state):
         for row, (ids, dists) in enumerate(store.search_radius(hashes, th.phash_hamming)):
             for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
-                note(row, item_id, dist, mirrored)
+                note(row, item_id, dist, orientation)
         rows = np.flatnonzero(knn_rows)
         if th.candidate_hamming > th.phash_hamming and len(rows):
             knn_d, knn_i = store.search_knn(hashes[rows], k)
             for n, row in enumerate(rows.tolist()):
                 for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
                     if item_id >= 0 and dist <= th.candidate_hamming:
-                        note(row, item_id, dist, mirrored)
+                        note(row, item_id, dist, orientation)
+
+
+def _oriented_hashes(
+    state: SplitState,
+) -> list[tuple[npt.NDArray[np.uint64], Orientation]]:
+    """The query pHashes the hash tier searches, each with the orientation it tests: all eight
+    of the dihedral group where the split has them, else the plain and mirrored ones."""
+    if state.phash_oriented is None or len(state.phash_oriented) != len(state):
+        return [(state.phash, "identity"), (state.phash_mirror, "mirror")]
+    return [
+        (np.ascontiguousarray(state.phash_oriented[:, i]), name)
+        for i, name in enumerate(ORIENTATIONS)
+    ]
 
 
 def _vector_pairs(
@@ -309,7 +335,8 @@ def _verify_candidates(
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
     geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
-    from splitaudit.indexer.match.verify import verify_scores, verify_thumbnail
+    from splitaudit.indexer.match.orientation import oriented_verify_scores
+    from splitaudit.indexer.match.verify import verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for p in pairs:
@@ -384,9 +411,12 @@ def _verify_candidates(
         if thumbs:
             zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
             with phases.phase("verification: pixel verifier"):
-                scores = verify_scores(query, np.stack(thumbs), zoom)
-            for p, score in zip(kept, scores, strict=True):
+                scores, turns = oriented_verify_scores(
+                    query, [p.orientation for p in kept], np.stack(thumbs), zoom
+                )
+            for p, score, turn in zip(kept, scores, turns, strict=True):
                 p.verify = float(score)
+                _verified_orientation(p, turn, th)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [
                 kept[i]
@@ -409,6 +439,13 @@ def _verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+
+
+def _verified_orientation(p: Pair, found: Orientation, th: Thresholds) -> None:
+    """The pair's orientation after verification: the pHash's where it is within the near radius
+    (hash and orientation are one piece of evidence), else the one the verifier aligned in."""
+    if p.hamming is None or p.hamming > th.phash_hamming:
+        p.orientation = found
 
 
 def _column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int, Any]:
@@ -484,7 +521,8 @@ def _verify_split_pairs(
     Row ``i`` is the query against all its open partners ``j > i`` in one ``verify_scores``
     call, on references prepared once per split row (the same scores as one call per pair).
     """
-    from splitaudit.indexer.match.verify import prepare_references, verify_scores
+    from splitaudit.indexer.match.orientation import oriented_verify_scores
+    from splitaudit.indexer.match.verify import prepare_references
 
     todo: dict[int, list[Pair]] = defaultdict(list)
     for (i, j), p in sorted(pairs.items()):
@@ -500,8 +538,10 @@ def _verify_split_pairs(
     references = prepare_references(state.thumbs[partners], True)
     for i, ps in todo.items():
         picked = references.take([position[p.item_id] for p in ps])
-        for p, score in zip(ps, verify_scores(state.thumbs[i], picked), strict=True):
+        scores, turns = oriented_verify_scores(state.thumbs[i], [p.orientation for p in ps], picked)
+        for p, score, turn in zip(ps, scores, turns, strict=True):
             p.verify = float(score)
+            _verified_orientation(p, turn, th)
 
 
 def _exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:

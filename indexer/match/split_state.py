@@ -31,6 +31,9 @@ class SplitState:
     # row -> the decoded image (``decode_image(...).image``) of the first rows, up to
     # ``KEPT_IMAGES_BYTES``: what the verification step would otherwise decode again
     images: dict[int, Image.Image] = field(default_factory=dict)
+    # (n, 8) pHashes with each of ``perceptual.ORIENTATIONS`` undone (column 0 = ``phash``, 1 =
+    # ``phash_mirror``): the hash tier queries all eight. None: plain and mirrored only.
+    phash_oriented: npt.NDArray[np.uint64] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)

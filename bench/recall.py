@@ -1,0 +1,397 @@
+"""``python -m bench.recall``: recall where copies hide (issue 23): thumbnails and orientations.
+
+Builds (once, cached) a corpus folder and a test split from the offline photos
+(``bench.accuracy.photos``), indexes the corpus and audits the split through the CLI (``splitaudit index`` /
+``splitaudit audit --json``, run in-process) and prints
+per-family recall, false positives and audit time per image:
+
+- thumbnails at 32 / 48 / 64 px, re-rendered from the photo the way a re-scraped copy differs:
+  ``shift`` (up to 12% of the side), ``zoom`` (0.75-1.33), ``colour`` (brightness,
+  contrast, saturation, hue +-10 degrees), ``jpeg`` (quality 50-80) and ``combo`` (all four);
+- ``orient-*``: the seven non-identity elements of the dihedral group (vertical flip, quarter
+  turns, transposes, left-right mirror), on thumbnails and on 384-px photos;
+- negatives that must match nothing: ``unrelated`` (thumbnails and photos of photos that are
+  not in the corpus) and ``sibling`` (a neighbouring, non-overlapping tile of a corpus
+  thumbnail's photo: same scene, no shared pixels).
+
+``--before PATH`` runs the same audit on another checkout of the library too (e.g.
+``git worktree add /tmp/before e9bbaff``), in a subprocess, so before/after come from one
+run on one machine. imagededup's PHash at distance 10 is printed beside it when installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+log = logging.getLogger(__name__)
+
+CACHE = Path(__file__).resolve().parent / ".cache" / "recall"
+RECIPE = 1  # bump when the dataset recipe changes
+SIZES = (32, 48, 64)
+N_CORPUS_PHOTOS = 20
+LARGE_SIDE = 384
+MAX_SHIFT = 0.12  # of the side
+ZOOMS = (0.75, 1.33)
+GRID = 3  # tiles per side of the photo's central square; even tiles indexed, odd ones siblings
+ORIENTATIONS = {
+    "mirror": Image.Transpose.FLIP_LEFT_RIGHT,
+    "flip": Image.Transpose.FLIP_TOP_BOTTOM,
+    "rot90": Image.Transpose.ROTATE_90,
+    "rot180": Image.Transpose.ROTATE_180,
+    "rot270": Image.Transpose.ROTATE_270,
+    "transpose": Image.Transpose.TRANSPOSE,
+    "transverse": Image.Transpose.TRANSVERSE,
+}
+THUMB_FAMILIES = ("shift", "zoom", "colour", "jpeg", "combo")
+IMAGEDEDUP_THRESHOLD = 10
+Box = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One split image: its family, size and the corpus key it copies (None: a negative)."""
+
+    key: str
+    family: str
+    size: int
+    target: str | None
+
+
+def _tiles(image: Image.Image) -> list[Box]:
+    """A GRID x GRID split of the photo's central square inset to 80% (room for shifts, zooms)."""
+    w, h = image.size
+    side = 0.8 * min(w, h)
+    x0, y0 = (w - side) / 2, (h - side) / 2
+    step = side / GRID
+    return [
+        (x0 + c * step, y0 + r * step, x0 + (c + 1) * step, y0 + (r + 1) * step)
+        for r in range(GRID)
+        for c in range(GRID)
+    ]
+
+
+def _render(photo: Image.Image, box: Box, size: int) -> Image.Image:
+    return photo.resize((size, size), Image.Resampling.LANCZOS, box=box)
+
+
+def _moved(box: Box, rng: np.random.Generator, shift: bool, zoom: bool) -> Box:
+    """``box`` shifted by up to MAX_SHIFT of its side and / or zoomed by a factor in ZOOMS."""
+    x0, y0, x1, y1 = box
+    side = x1 - x0
+    dx = dy = 0.0
+    if shift:
+        dx, dy = rng.uniform(-MAX_SHIFT, MAX_SHIFT, size=2) * side
+        if max(abs(dx), abs(dy)) < 0.5 * MAX_SHIFT * side:  # at least half the range on one axis
+            dx = float(np.copysign(rng.uniform(0.5, 1.0) * MAX_SHIFT * side, dx))
+    factor = 1.0
+    if zoom:  # log-uniform, at least 8% away from 1: the content grows or shrinks visibly
+        factor = 1.0
+        while abs(np.log(factor)) < np.log(1.08):
+            factor = float(np.exp(rng.uniform(np.log(ZOOMS[0]), np.log(ZOOMS[1]))))
+    cx, cy = (x0 + x1) / 2 + dx, (y0 + y1) / 2 + dy
+    half = side / factor / 2  # factor > 1: zoom in (the region shrinks)
+    return (cx - half, cy - half, cx + half, cy + half)
+
+
+def _recolour(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """Brightness, contrast, saturation and a hue rotation of up to 10 degrees."""
+    from PIL import ImageEnhance
+
+    image = ImageEnhance.Brightness(image).enhance(float(rng.uniform(0.85, 1.15)))
+    image = ImageEnhance.Contrast(image).enhance(float(rng.uniform(0.85, 1.15)))
+    image = ImageEnhance.Color(image).enhance(float(rng.uniform(0.7, 1.4)))
+    hsv = np.asarray(image.convert("HSV")).copy()
+    turn = rng.uniform(-10.0, 10.0) / 360.0 * 256.0
+    hsv[..., 0] = (hsv[..., 0].astype(np.float32) + turn).round().astype(np.int64) % 256
+    return Image.fromarray(hsv, "HSV").convert("RGB")
+
+
+def _jpeg(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="JPEG", quality=int(rng.integers(50, 81)))
+    buf.seek(0)
+    return Image.open(buf).convert("RGB")
+
+
+def _thumb_copy(
+    photo: Image.Image, box: Box, size: int, family: str, rng: np.random.Generator
+) -> Image.Image:
+    moved = _moved(box, rng, family in ("shift", "combo"), family in ("zoom", "combo"))
+    image = _render(photo, moved, size)
+    if family in ("colour", "combo"):
+        image = _recolour(image, rng)
+    if family in ("jpeg", "combo"):
+        image = _jpeg(image, rng)
+    return image
+
+
+def _large(photo: Image.Image) -> Image.Image:
+    scale = LARGE_SIDE / max(photo.size)
+    return photo.resize((round(photo.width * scale), round(photo.height * scale)))
+
+
+def build(root: Path, seed: int) -> list[Query]:
+    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels."""
+    from bench.accuracy.photos import collect_photos
+
+    manifest = root / "queries.json"
+    if manifest.is_file():
+        data = json.loads(manifest.read_text())
+        if data.get("recipe") == RECIPE and data.get("seed") == seed:
+            return [Query(**q) for q in data["queries"]]
+    rng = np.random.default_rng(seed)
+    photos = collect_photos()
+    order = rng.permutation(len(photos))
+    indexed = [photos[i] for i in sorted(order[:N_CORPUS_PHOTOS])]
+    held_out = [photos[i] for i in sorted(order[N_CORPUS_PHOTOS:])]
+    corpus, split = root / "corpus", root / "split"
+    for folder in (corpus, split):
+        folder.mkdir(parents=True, exist_ok=True)
+    queries: list[Query] = []
+    turns = list(ORIENTATIONS)
+
+    def add(image: Image.Image, family: str, size: int, target: str | None) -> None:
+        key = f"{family}/{len(queries):04d}.png"
+        (split / family).mkdir(exist_ok=True)
+        image.convert("RGB").save(split / key)
+        queries.append(Query(key, family, size, target))
+
+    n = 0
+    for photo in indexed:
+        name = photo.name
+        for t, box in enumerate(_tiles(photo.image)):
+            size = SIZES[n % len(SIZES)]
+            if t % 2:  # a sibling: same scene, next to corpus tiles, no pixels in common
+                add(_render(photo.image, box, size), "sibling", size, None)
+                continue
+            n += 1
+            target = f"{name}-t{t}-{size}.png"
+            _render(photo.image, box, size).save(corpus / target)
+            for family in THUMB_FAMILIES:
+                add(_thumb_copy(photo.image, box, size, family, rng), family, size, target)
+            turn = turns[n % len(turns)]
+            source = _render(photo.image, box, size)
+            add(source.transpose(ORIENTATIONS[turn]), f"orient-{turn}", size, target)
+        large = _large(photo.image)
+        target = f"{name}-large.png"
+        large.save(corpus / target)
+        for turn, op in ORIENTATIONS.items():
+            add(large.transpose(op), f"orient-{turn}", LARGE_SIDE, target)
+    for photo in held_out:
+        for t, box in enumerate(_tiles(photo.image)):
+            size = SIZES[t % len(SIZES)]
+            add(_render(photo.image, box, size), "unrelated", size, None)
+        large = _large(photo.image)
+        add(large, "unrelated", LARGE_SIDE, None)
+        add(large.transpose(ORIENTATIONS[turns[len(queries) % 7]]), "unrelated", LARGE_SIDE, None)
+    (root / "warmup").mkdir(exist_ok=True)
+    _render(held_out[0].image, _tiles(held_out[0].image)[0], 40).save(root / "warmup" / "w.png")
+    manifest.write_text(
+        json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
+    )
+    log.info("recall bench: %d corpus images, %d split images", n + len(indexed), len(queries))
+    return queries
+
+
+def _use_library(checkout: Path) -> None:
+    """Import ``splitaudit`` from another checkout (an editable install's finder, remapped)."""
+    import importlib
+
+    finder = importlib.import_module("__editable___splitaudit_0_3_0_finder")
+    finder.MAPPING.update(
+        {
+            "splitaudit": str(checkout / "indexer" / "public"),
+            "splitaudit.app": str(checkout / "app"),
+            "splitaudit.indexer": str(checkout / "indexer"),
+        }
+    )
+
+
+def _cli(*argv: str) -> None:
+    """Run one ``splitaudit`` command in this process (the CLI contract: stable across versions)."""
+    from splitaudit.indexer.cli.main import cli
+
+    try:
+        cli.main(list(argv), prog_name="splitaudit", standalone_mode=False)
+    except SystemExit as exc:  # the audit gate's exit code 1 is a verdict, not a failure
+        if exc.code not in (0, 1, None):
+            raise
+
+
+def run_audit(root: Path, home: Path) -> dict[str, Any]:
+    """Index ``root/corpus`` and audit ``root/split`` into a fresh ``home``; report and times."""
+    import shutil
+
+    import splitaudit.indexer
+
+    if home.exists():
+        shutil.rmtree(home)
+    common = ("--corpus", "bench", "--home", str(home))
+    _cli("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
+    # A one-image audit first loads the model: the timed audit is the steady state.
+    _cli("audit", str(root / "warmup"), *common)
+    report = home / "report.json"
+    wall, cpu = time.perf_counter(), time.process_time()
+    _cli("audit", str(root / "split"), *common, "--json", str(report))
+    return {
+        "report": json.loads(report.read_text()),
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+        "library": str(Path(splitaudit.indexer.__file__).resolve().parent),
+    }
+
+
+def _audit_in_subprocess(root: Path, home: Path, checkout: Path | None) -> dict[str, Any]:
+    out = home.with_suffix(".json")
+    command = [sys.executable, "-m", "bench.recall", "--audit-only", str(out), "--root", str(root)]
+    if checkout is not None:
+        command += ["--library", str(checkout)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    subprocess.run(command, check=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+@dataclass
+class Outcome:
+    """Per-family found / total for positives, flagged / total for negatives, wrong targets."""
+
+    found: dict[str, list[int]]
+    wrong: int
+
+
+def score(queries: list[Query], flagged: dict[str, set[str]]) -> Outcome:
+    """``flagged[key]``: the corpus keys a query was matched to as exact or near."""
+    found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    wrong = 0
+    for q in queries:
+        hits = flagged.get(q.key, set())
+        groups = [q.family]
+        if q.family in THUMB_FAMILIES:
+            groups.append(f"{q.family}@{q.size}")
+        if q.family.startswith("orient-"):
+            groups.append("orient@thumb" if q.size < 96 else "orient@large")
+        for g in groups:
+            found[g][1] += 1
+            found[g][0] += bool(hits) if q.target is None else q.target in hits
+        wrong += q.target is not None and bool(hits - {q.target})
+    return Outcome(dict(found), wrong)
+
+
+def _near_keys(report: dict[str, Any]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for item in report["items"]:
+        keys = {m["corpus_key"] for m in item["matches"] if m["kind"] in ("exact", "near")}
+        out[item["key"]] = keys
+    return out
+
+
+def _imagededup(root: Path) -> dict[str, set[str]] | None:
+    """Matches of imagededup's PHash at ``IMAGEDEDUP_THRESHOLD`` (None: not installed)."""
+    try:
+        from imagededup.methods import PHash
+    except ImportError:
+        log.warning("imagededup is not installed (pip install imagededup): column skipped")
+        return None
+    encoder = PHash(verbose=False)
+
+    def hashes(folder: Path) -> dict[str, int]:
+        return {
+            str(p.relative_to(folder)): int(encoder.encode_image(image_file=str(p)), 16)
+            for p in sorted(folder.rglob("*.png"))
+        }
+
+    corpus, split = hashes(root / "corpus"), hashes(root / "split")
+    keys, values = list(corpus), np.asarray(list(corpus.values()), np.uint64)
+    out = {}
+    for key, value in split.items():
+        dist = np.bitwise_count(values ^ np.uint64(value))
+        out[key] = {keys[i] for i in np.flatnonzero(dist <= IMAGEDEDUP_THRESHOLD)}
+    return out
+
+
+def _table(queries: list[Query], columns: dict[str, Outcome]) -> str:
+    order = sorted(next(iter(columns.values())).found, key=_family_order)
+    names = list(columns)
+    lines = ["| family | n | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for g in order:
+        total = next(iter(columns.values())).found[g][1]
+        cells = [f"{c.found[g][0] / max(total, 1):.3f}" for c in columns.values()]
+        label = f"{g} (FP rate)" if g in ("unrelated", "sibling") else g
+        lines.append(f"| {label} | {total} | " + " | ".join(cells) + " |")
+    lines.append(
+        "| wrong corpus item | - | " + " | ".join(str(c.wrong) for c in columns.values()) + " |"
+    )
+    return "\n".join(lines)
+
+
+def _family_order(name: str) -> tuple[int, str]:
+    head = name.split("@")[0]
+    rank = {f: i for i, f in enumerate(THUMB_FAMILIES)}
+    if head in rank:
+        return (rank[head], name)
+    if head.startswith("orient"):
+        return (10, name)
+    return (20, name)
+
+
+def main() -> None:
+    """Build the bench, run the audit (current library, optionally ``--before``), print tables."""
+    parser = argparse.ArgumentParser(prog="python -m bench.recall", description=__doc__)
+    parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder")
+    parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
+    parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
+    parser.add_argument(
+        "--after", type=Path, help="the checkout to measure (default: the installed library)"
+    )
+    parser.add_argument("--skip-after", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--audit-only", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if args.audit_only:
+        if args.library:
+            _use_library(args.library)
+        outcome = run_audit(args.root, args.audit_only.with_suffix(""))
+        args.audit_only.write_text(json.dumps(outcome))
+        return
+    root = args.cache / f"seed{args.seed}"
+    queries = build(root, args.seed)
+    runs: dict[str, Path | None] = {} if args.before is None else {"before": args.before}
+    if not args.skip_after:
+        runs["after"] = args.after
+    columns: dict[str, Outcome] = {}
+    times: dict[str, tuple[float, float]] = {}
+    for name, checkout in runs.items():
+        result = _audit_in_subprocess(root, args.cache / f"home-{name}", checkout)
+        columns[name] = score(queries, _near_keys(result["report"]))
+        times[name] = (result["wall_s"], result["cpu_s"])
+    dedup = _imagededup(root)
+    if dedup is not None:
+        columns[f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}"] = score(queries, dedup)
+    n = len(queries)
+    print(f"\nrecall bench (seed {args.seed}): {n} split images against {root / 'corpus'}\n")
+    print(_table(queries, columns) + "\n")
+    for name, (wall, cpu) in times.items():
+        print(f"audit {name}: {1000 * wall / n:.1f} ms wall, {1000 * cpu / n:.1f} ms CPU per image")
+    if {"before", "after"} <= set(times):
+        print(f"after / before: {times['after'][1] / times['before'][1]:.2f}x CPU time")
+
+
+if __name__ == "__main__":
+    main()
