@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 SHINGLE_WORDS = 2
+MAX_CAPTION_CHARS = 10_000
 # Bump when the phrase list changes: a persisted caption index records the version it used.
 BOILERPLATE_VERSION = 1
 # Normalised phrases cut out before shingling (longest first wins at one position). They come
@@ -97,7 +98,9 @@ def normalize_caption(text: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """The normalised word tokens of ``text`` (boilerplate phrases kept)."""
+    """The normalised word tokens of ``text`` (boilerplate phrases kept; only its first
+    ``MAX_CAPTION_CHARS`` characters: a longer "caption" is a document, not alt-text)."""
+    text = text[:MAX_CAPTION_CHARS]
     if text.isascii():  # NFKC leaves ASCII alone and casefold is lower (the common case, fast)
         folded = text.lower()
         if "'" in folded or "`" in folded:

@@ -9,8 +9,8 @@ shingles they share, and the longest shared word run, which is the evidence a re
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,15 @@ from splitaudit.indexer.captions.minhash import (
     signatures,
 )
 from splitaudit.indexer.captions.normalize import content_tokens, shingle_hashes_of, token_batch
+from splitaudit.indexer.errors import UsageError
 
-__all__ = ["DEFAULT_JACCARD", "CaptionHit", "CaptionThresholds", "find_caption_matches"]
+__all__ = [
+    "DEFAULT_JACCARD",
+    "CaptionHit",
+    "CaptionThresholds",
+    "find_caption_matches",
+    "split_caption_thresholds",
+]
 
 # Measured by bench/captions.py (docs/captions.md): the lowest word-bigram Jaccard at which
 # unrelated captions drawn from the same templates stop matching at 1M corpus captions.
@@ -40,6 +47,7 @@ _ESTIMATE_MARGIN = 0.12
 _MAX_BUCKET = 2_000
 _QUERY_BLOCK = 2_048
 _CANDIDATES_PER_CAPTION = 64
+PREFIX = "caption_"  # caption thresholds in an audit's thresholds JSON: caption_jaccard, ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +63,52 @@ class CaptionThresholds:
     rules: BoilerplateRules = field(default_factory=BoilerplateRules)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (the report's thresholds)."""
-        return {
+        """JSON form (the report's thresholds), keys as :meth:`from_mapping` reads them."""
+        plain = {
             "jaccard": self.jaccard,
             "containment": self.containment,
             "containment_min_tokens": self.containment_min_tokens,
             "max_hits": self.max_hits,
             **self.rules.to_dict(),
         }
+        return {f"{PREFIX}{k}": v for k, v in plain.items()}
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> CaptionThresholds:
+        """Caption thresholds from user input: the ``caption_*`` keys of ``mapping`` override the
+        defaults (other keys are ignored); ``UsageError`` for an unknown key or a bad value."""
+        given = {k[len(PREFIX) :]: v for k, v in mapping.items() if str(k).startswith(PREFIX)}
+        own = {f.name for f in fields(cls)} - {"rules"}
+        rule_names = {f.name for f in fields(BoilerplateRules)}
+        unknown = sorted(set(given) - own - rule_names)
+        if unknown:
+            valid = ", ".join(sorted(PREFIX + n for n in own | rule_names))
+            raise UsageError(
+                f"unknown caption threshold(s) {', '.join(PREFIX + u for u in unknown)}; valid: {valid}"
+            )
+        for name, value in given.items():
+            fraction = name in {"jaccard", "containment", "common_fraction"}
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok = ok and (0 < value <= 1 if fraction else float(value).is_integer() and value >= 0)
+            if not ok:
+                want = "a number in (0, 1]" if fraction else "a whole number >= 0"
+                raise UsageError(f"caption threshold {PREFIX}{name} must be {want}, got {value!r}")
+        rules = replace(BoilerplateRules(), **_typed(given, rule_names))
+        return replace(cls(rules=rules), **_typed(given, own))
+
+
+def _typed(given: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    """The ``names`` among ``given``, fractions as float and counts as int."""
+    floats = {"jaccard", "containment", "common_fraction"}
+    return {k: float(v) if k in floats else int(v) for k, v in given.items() if k in names}
+
+
+def split_caption_thresholds(
+    mapping: Mapping[str, Any],
+) -> tuple[dict[str, Any], CaptionThresholds]:
+    """An audit's thresholds split into the other tiers' keys and the ``caption_*`` ones."""
+    rest = {k: v for k, v in mapping.items() if not str(k).startswith(PREFIX)}
+    return rest, CaptionThresholds.from_mapping(mapping)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,9 @@ from splitaudit.indexer.captions.query import (
     DEFAULT_JACCARD,
     CaptionThresholds,
     find_caption_matches,
+    split_caption_thresholds,
 )
+from splitaudit.indexer.errors import UsageError
 
 WORDS = [
     "amber",
@@ -290,3 +292,28 @@ def test_lsh_recall_against_brute_force_jaccard(tmp_path: Path, jaccard: float) 
     # banding alone would find a pair at the threshold with this probability (and higher above)
     assert candidate_probability(jaccard, LshParams()) > 0.85
     assert recall >= 0.95, recall
+
+
+def test_thresholds_from_an_audits_thresholds_json() -> None:
+    rest, th = split_caption_thresholds(
+        {"phash_hamming": 6, "caption_jaccard": 0.5, "caption_min_tokens": 4}
+    )
+    assert rest == {"phash_hamming": 6}
+    assert th.jaccard == 0.5 and th.rules.min_tokens == 4
+    assert th.containment == CaptionThresholds().containment  # untouched keys keep defaults
+    assert CaptionThresholds.from_mapping(th.to_dict()) == th  # the report's record reads back
+    with pytest.raises(UsageError, match=r"unknown caption threshold.*caption_jacard.*valid"):
+        CaptionThresholds.from_mapping({"caption_jacard": 0.5})
+    with pytest.raises(UsageError, match=r"caption_jaccard must be a number in \(0, 1\]"):
+        CaptionThresholds.from_mapping({"caption_jaccard": 1.5})
+    with pytest.raises(UsageError, match="caption_min_tokens must be a whole number"):
+        CaptionThresholds.from_mapping({"caption_min_tokens": "five"})
+
+
+def test_a_huge_caption_is_cut_not_choked_on(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    text = _caption(rng)
+    index = _index(tmp_path, [text, _caption(rng)])
+    huge = text + " " + "filler " * 200_000
+    hits = find_caption_matches(index, [(1, huge)])
+    assert [h.item_id for h in hits] == [1]  # its first 10,000 characters contain the copy
