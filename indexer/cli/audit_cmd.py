@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
-from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
+from splitaudit.indexer.cli.backend_option import backend_option
 from splitaudit.indexer.cli.common import (
     EXIT_GATE_FAILED,
     EXIT_INTERNAL,
@@ -131,9 +131,10 @@ def _local_report(
 ) -> tuple[Report, Thumbs]:
     """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
     from splitaudit.indexer.audit.service import run_audit, submit_audit
-    from splitaudit.indexer.embed.backends import load_embedder_on_backend, resolve_backend
+    from splitaudit.indexer.embed.backends import resolve_backend
     from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
     from splitaudit.indexer.reporting.report import build_report
+    from splitaudit.indexer.runtime.embedders import embedder_factory
     from splitaudit.indexer.sources.labels_csv import load_labels_csv
     from splitaudit.indexer.sources.open import split_location
 
@@ -171,15 +172,7 @@ def _local_report(
                 params=params,
             )
 
-            def factory(spec: str) -> Any:
-                return load_embedder_on_backend(
-                    spec,
-                    backend=backend,
-                    cache_dir=export_cache_dir(home),
-                    device=device().device,
-                    batch_size=device().embed_batch,
-                )
-
+            factory = embedder_factory(home, backend=backend, device=device)
             with fraction_progress("auditing", **progress_opts) as progress:
                 run_audit(
                     ws, audit_id, progress=progress, workers=workers, embedder_factory=factory

@@ -35,18 +35,11 @@ def audit_id_of(ws: Workspace, job: ClaimedJob) -> int:
 
 
 def _load_embedder(ws: Workspace, spec: str, *, device: str, backend: str) -> Embedder:
-    """The worker's embedder for ``spec`` on its device and inference backend."""
-    from splitaudit.indexer.embed.backends import export_cache_dir, load_embedder_on_backend
+    """The worker's embedder for ``spec`` on its device and inference backend (the one factory)."""
     from splitaudit.indexer.embed.device import resolve_device
+    from splitaudit.indexer.runtime.embedders import load_embedder
 
-    resolved = resolve_device(device)
-    return load_embedder_on_backend(
-        spec,
-        backend=backend,
-        cache_dir=export_cache_dir(ws.home),
-        device=resolved.device,
-        batch_size=resolved.embed_batch,
-    )
+    return load_embedder(spec, home=ws.home, backend=backend, device=resolve_device(device))
 
 
 def run_audit_job(
