@@ -177,20 +177,23 @@ class CaptionIndex:
     @classmethod
     def load(cls, folder: Path, corpus: str, texts: TextFetcher) -> CaptionIndex:
         """Open the committed index in ``folder`` (empty if none was written yet)."""
-        state = IndexState.read(folder, corpus)
-        try:
-            segments = [_load_segment(folder, s["name"]) for s in state.segments]
-            frequency = (
-                ShingleFrequency.load(folder / state.df_file, state.captions)
-                if state.df_file
-                else ShingleFrequency()
-            )
-        except (OSError, ValueError) as exc:
-            raise IndexMismatchError(
-                f"caption index {folder} is damaged ({exc}); delete the folder and run the "
-                "caption sync again (`splitaudit index`) to rebuild it"
-            ) from exc
-        return cls(folder, state, segments, frequency, texts)
+        for attempt in (1, 2):
+            state = IndexState.read(folder, corpus)
+            try:
+                segments = [_load_segment(folder, s["name"]) for s in state.segments]
+                frequency = (
+                    ShingleFrequency.load(folder / state.df_file, state.captions)
+                    if state.df_file
+                    else ShingleFrequency()
+                )
+                return cls(folder, state, segments, frequency, texts)
+            except FileNotFoundError:
+                if attempt == 1:  # a sync committed (and merged segments) while we read: again
+                    continue
+                raise _damaged(folder, "a file the sidecar names is missing") from None
+            except (OSError, ValueError) as exc:
+                raise _damaged(folder, str(exc)) from exc
+        raise AssertionError("unreachable")
 
 
 class CaptionIndexWriter:
@@ -252,8 +255,21 @@ class CaptionIndexWriter:
             self.commit()
 
     def commit(self) -> None:
-        """Write the pending segment, the frequencies and the sidecar (in that order)."""
+        """Write the pending segment, the frequencies and the sidecar (in that order).
+
+        Nothing is written when nothing changed since the last commit (an audit's sync of an
+        up-to-date index costs one sidecar read).
+        """
         state = self.state
+        unchanged = (
+            not self._pending_rows
+            and self._max_item_id == state.max_item_id
+            and self.frequency.captions == state.captions
+            and (self.folder / SIDECAR).exists()
+        )
+        if unchanged:
+            self._pending = []
+            return
         new_segments = list(state.segments)
         if self._pending_rows:
             parts = {k: np.concatenate([p[k] for p in self._pending]) for k in self._pending[0]}
@@ -307,6 +323,13 @@ class CaptionIndexWriter:
                 or (path.name.startswith("df-") and path.name != self.state.df_file)
             ):
                 path.unlink(missing_ok=True)
+
+
+def _damaged(folder: Path, why: str) -> IndexMismatchError:
+    return IndexMismatchError(
+        f"caption index {folder} is damaged ({why}); delete the folder and run the "
+        "caption sync again (`splitaudit index`) to rebuild it"
+    )
 
 
 def _write_segment(folder: Path, name: str, parts: Mapping[str, npt.NDArray[Any]]) -> None:

@@ -78,7 +78,10 @@ def test_sync_adds_only_new_rows_and_a_second_sync_reads_nothing(ws: Workspace) 
     add_items(ws, 0, 300)
     first = sync_caption_index(ws, "web", chunk=64)
     assert first.read == 300 and first.indexed == 300 - len(range(0, 300, 7))
+    sidecar = caption_index_dir(ws, "web") / SIDECAR
+    generation = json.loads(sidecar.read_text())["generation"]
     assert sync_caption_index(ws, "web").read == 0
+    assert json.loads(sidecar.read_text())["generation"] == generation  # nothing rewritten
     add_items(ws, 300, 400)
     second = sync_caption_index(ws, "web", chunk=64)
     assert second.read == 100 and second.indexed == 100 - len(range(300, 400, 7))
@@ -89,9 +92,9 @@ def test_sync_adds_only_new_rows_and_a_second_sync_reads_nothing(ws: Workspace) 
     index = open_caption_index(ws, "web")
     hits = find_caption_matches(index, [(1, caption(351).upper() + "!")])
     assert (hits[0].kind, hits[0].corpus_caption) == ("exact", caption(351))
-    sidecar = json.loads((caption_index_dir(ws, "web") / SIDECAR).read_text())
-    assert sidecar["max_item_id"] == max(want) + (0 if 399 % 7 else 1)
-    assert sidecar["count"] == len(want)
+    committed = json.loads(sidecar.read_text())
+    assert committed["max_item_id"] == max(want) + (0 if 399 % 7 else 1)
+    assert committed["count"] == len(want)
 
 
 def test_a_killed_sync_resumes_from_its_last_commit(
