@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
+from fastapi import Query
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -14,6 +16,29 @@ from splitaudit.indexer.timefmt import iso
 
 STATUSES = JOB_STATUSES
 MAX_PAGE_SIZE = 500
+FilterText = Annotated[str | None, Query(max_length=500)]
+
+
+@dataclass(frozen=True)
+class MatchFilters:
+    """``kind``, ``review`` and ``label`` query parameters of an audit's pairs (a dependency:
+    ``Annotated[MatchFilters, Depends()]``, shared by the matches API and the review UI)."""
+
+    kind: FilterText = None
+    review: FilterText = None
+    label: FilterText = None
+
+    def query(self) -> dict[str, str | None]:
+        """Keyword arguments of ``list_matches`` (an empty value filters nothing)."""
+        return {
+            "kind": self.kind or None,
+            "review": self.review or None,
+            "label": self.label or None,
+        }
+
+    def form(self) -> dict[str, str]:
+        """The values to show in the UI's filter form (empty for unset)."""
+        return {"kind": self.kind or "", "label": self.label or "", "review": self.review or ""}
 
 
 def audit_dict(audit: Audit, job: Job | None, split: Split) -> dict[str, Any]:

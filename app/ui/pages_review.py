@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
-from splitaudit.app.audits import get_audit
+from splitaudit.app.audits import MatchFilters, get_audit
 from splitaudit.app.deps import SessionDep
 from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery, PositionPath
 from splitaudit.app.ui import queries
@@ -15,11 +15,7 @@ from splitaudit.indexer.review.matches import REVIEW_STATES, VERDICTS, list_matc
 
 PAGE_SIZES = (25, 50, 100, 200)
 REVIEW_FILTERS = (*REVIEW_STATES[::-1], *VERDICTS)
-Text = Annotated[str | None, Query(max_length=500)]
-
-
-def _filters(kind: str | None, label: str | None, review: str | None) -> dict[str, str]:
-    return {"kind": kind or "", "label": label or "", "review": review or ""}
+Filters = Annotated[MatchFilters, Depends()]
 
 
 def _pair_context(session: Any, match: dict[str, Any]) -> dict[str, Any]:
@@ -44,23 +40,15 @@ def queue_page(
     session: SessionDep,
     ui: UiDep,
     _caller: UiReaderDep,
-    kind: Text = None,
-    label: Text = None,
-    review: Text = None,
+    where: Filters,
     page: PageQuery = 1,
     page_size: PageSizeQuery = 50,
 ) -> Response:
     """One page of an audit's pairs, filtered by tier, label and review status."""
     audit = get_audit(session, audit_id=audit_id)
-    filters = _filters(kind, label, review)
+    filters = where.form()
     items, total = list_matches(
-        session,
-        audit_id=audit_id,
-        kind=kind or None,
-        review=review or None,
-        label=label or None,
-        page=page,
-        page_size=page_size,
+        session, audit_id=audit_id, **where.query(), page=page, page_size=page_size
     )
     first = (page - 1) * page_size
     for i, item in enumerate(items):
@@ -101,22 +89,12 @@ def pair_at_page(
     session: SessionDep,
     ui: UiDep,
     _caller: UiReaderDep,
-    kind: Text = None,
-    label: Text = None,
-    review: Text = None,
+    where: Filters,
 ) -> Response:
     """The pair at position ``pos`` (1-based) of the filtered queue, with next/previous by ``j``/``k``."""
-    filters = _filters(kind, label, review)
+    filters = where.form()
     pos = max(pos, 1)
-    items, total = list_matches(
-        session,
-        audit_id=audit_id,
-        kind=kind or None,
-        review=review or None,
-        label=label or None,
-        page=pos,
-        page_size=1,
-    )
+    items, total = list_matches(session, audit_id=audit_id, **where.query(), page=pos, page_size=1)
     qs = query_string(filters)
     base = f"/ui/audits/{audit_id}/review/"
     if not items:
@@ -172,7 +150,7 @@ def pair_page(
             "m": match,
             "pos": None,
             "total": None,
-            "filters": _filters(None, None, None),
+            "filters": MatchFilters().form(),
             "filter_qs": "",
             "base_url": "",
             "prev_url": None,

@@ -6,14 +6,14 @@ import secrets
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from splitaudit.app.audits import get_audit, list_audits, require_done
+from splitaudit.app.audits import MatchFilters, get_audit, list_audits, require_done
 from splitaudit.app.deps import ReaderDep, SessionDep, SettingsDep, WorkspaceDep, WriterDep
 from splitaudit.app.jsonbody import read_json_body
 from splitaudit.app.params import IdPath, PageQuery, PageSizeQuery
@@ -230,20 +230,12 @@ def audit_matches(
     audit_id: IdPath,
     session: SessionDep,
     _caller: ReaderDep,
-    kind: str | None = None,
-    review: str | None = None,
-    label: str | None = None,
+    filters: Annotated[MatchFilters, Depends()],
     page: PageQuery = 1,
     page_size: PageSizeQuery = 50,
 ) -> dict[str, Any]:
     """One page of an audit's matches, filtered by kind, review state or verdict, and test label."""
     items, total = list_matches(
-        session,
-        audit_id=audit_id,
-        kind=kind or None,
-        review=review or None,
-        label=label or None,
-        page=page,
-        page_size=page_size,
+        session, audit_id=audit_id, **filters.query(), page=page, page_size=page_size
     )
     return {"items": items, "total": total, "page": page, "page_size": page_size}

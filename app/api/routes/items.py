@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -48,49 +48,54 @@ def _thumbnail(
     return Response(thumb.data, media_type=thumb.media_type, headers=headers)
 
 
+class ThumbnailAsk:
+    """What every thumbnail request carries: the request (its ``If-None-Match``), the size, the cache scope."""
+
+    def __init__(self, request: Request, settings: SettingsDep, size: SizeQuery = 256) -> None:
+        """Read per request by FastAPI (``Depends()``)."""
+        self.request, self.size, self.private = request, size, settings.read_requires_token
+
+    def answer(
+        self, item: Item | SplitItem, *, what: str, allowed_roots: list[str] | None = None
+    ) -> Response:
+        """``item``'s thumbnail, or 304 when the caller's copy is current."""
+        return _thumbnail(
+            self.request,
+            item,
+            what=what,
+            size=self.size,
+            private=self.private,
+            allowed_roots=allowed_roots,
+        )
+
+
+ThumbnailDep = Annotated[ThumbnailAsk, Depends()]
+
+
 @router.get("/items/{item_id}/thumbnail", response_class=ImageResponse, responses=also("image/png"))
 def corpus_item_thumbnail(
-    item_id: IdPath,
-    request: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    _caller: ReaderDep,
-    size: SizeQuery = 256,
+    item_id: IdPath, session: SessionDep, ask: ThumbnailDep, _caller: ReaderDep
 ) -> Response:
     """A corpus item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(Item, item_id)
     if item is None:
         raise NotFoundError(f"corpus item {item_id} does not exist")
-    return _thumbnail(
-        request,
-        item,
-        what=f"corpus item {item_id}",
-        size=size,
-        private=settings.read_requires_token,
-    )
+    return ask.answer(item, what=f"corpus item {item_id}")
 
 
 @router.get(
     "/split-items/{item_id}/thumbnail", response_class=ImageResponse, responses=also("image/png")
 )
 def split_item_thumbnail(
-    item_id: IdPath,
-    request: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    _caller: ReaderDep,
-    size: SizeQuery = 256,
+    item_id: IdPath, session: SessionDep, ask: ThumbnailDep, _caller: ReaderDep
 ) -> Response:
     """A test split item's image, downscaled to ``size`` px (404 ``source_missing`` when its bytes are gone)."""
     item = session.get(SplitItem, item_id)
     if item is None:
         raise NotFoundError(f"split item {item_id} does not exist")
-    return _thumbnail(
-        request,
+    return ask.answer(
         item,
         what=f"split item {item_id}",
-        size=size,
-        private=settings.read_requires_token,
         allowed_roots=split_allowed_roots(session, item.split_id),
     )
 
