@@ -13,6 +13,7 @@ from splitaudit.app.settings import ApiSettings
 from splitaudit.app.ui import pages_audits, pages_corpora, pages_dedup, pages_review
 from splitaudit.app.ui.rendering import Ui, UiDep, UiReaderDep, UiRoute
 from splitaudit.app.ui.templating import STATIC_DIR, build_templates
+from splitaudit.indexer.kinds import tier_css
 
 STATIC_PATH = "/ui/static"
 STATIC_CACHE = "public, max-age=86400"
@@ -39,6 +40,14 @@ router.include_router(pages_audits.router)
 router.include_router(pages_review.router)
 router.include_router(pages_corpora.router)
 router.include_router(pages_dedup.router)
+
+
+@router.get("/ui/tiers.css")
+def tier_styles() -> Response:
+    """The tiers' colours (badges, borders, chart fills), written from the tier registry."""
+    return Response(
+        tier_css(), media_type="text/css; charset=utf-8", headers={"Cache-Control": "max-age=3600"}
+    )
 
 
 @router.get("/ui/{path:path}")

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from splitaudit.indexer.errors import UsageError
-from splitaudit.indexer.kinds import MATCH_KINDS, PIXEL_KINDS
+from splitaudit.indexer.kinds import DEFAULT_FAIL_KINDS, MATCH_KINDS
 
 logger = logging.getLogger(__name__)
 
 TIERS: tuple[str, ...] = MATCH_KINDS
-DEFAULT_FAIL_ON: tuple[str, ...] = PIXEL_KINDS
+DEFAULT_FAIL_ON: tuple[str, ...] = DEFAULT_FAIL_KINDS
 POLICY_FILE = "splitaudit.toml"
 PYPROJECT = "pyproject.toml"
 _KEYS = (

@@ -21,7 +21,7 @@ from typing import Any
 
 from splitaudit.indexer.csv_cells import csv_text
 from splitaudit.indexer.errors import UsageError
-from splitaudit.indexer.kinds import MATCH_KINDS, MatchKind
+from splitaudit.indexer.kinds import MATCH_KINDS, TIER_BY_KIND, MatchKind
 from splitaudit.indexer.reporting.models import (
     GateView,
     Report,
@@ -229,13 +229,7 @@ def _region_text(evidence: Any) -> str:
 
 def _describe(match: ReportMatch) -> str:
     """One line: ``near duplicate of laion:000123 (hamming 3)``."""
-    kind = str(match.kind)
-    if kind == MatchKind.LABEL_LEAK:
-        what = f"label leak via {_target(match)}"
-    elif kind == "semantic":
-        what = f"semantic match of {_target(match)}"
-    else:
-        what = f"{kind} duplicate of {_target(match)}"
+    what = TIER_BY_KIND[match.kind].phrase.format(target=_target(match))
     score = _score(match)
     return f"{what} ({score})" if score else what
 

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from splitaudit.indexer.kinds import KIND_RANK
+from splitaudit.indexer.kinds import TIERS as TIERS_REGISTRY
 from splitaudit.indexer.reporting.formats import TIERS, Gated, ReportInput, evidence_text
 from splitaudit.indexer.reporting.html_thumbs import (
     EmbeddedImage,
@@ -41,10 +42,11 @@ border-radius:6px;padding:12px;margin:10px 0}
 .noimg{width:160px;height:100px;display:flex;align-items:center;justify-content:center;text-align:center;
 background:#eceff3;color:#5b6673;font-size:11px;padding:6px;margin-bottom:6px;overflow:hidden}
 .kind{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff}
-.kind.exact{background:#b3261e}.kind.near{background:#d4670b}.kind.semantic{background:#2f63c6}
-.kind.label_leak{background:#7a3fb0}dl{margin:6px 0;display:grid;grid-template-columns:auto 1fr;gap:2px 10px}
+dl{margin:6px 0;display:grid;grid-template-columns:auto 1fr;gap:2px 10px}
 dt{color:#5b6673}dd{margin:0;word-break:break-all}code{font-size:12px}
 """
+# Tier badges from the tier registry (a new tier gets its colour without touching this file).
+_CSS += "".join(f".kind.{t.kind.value}{{background:{t.colour}}}" for t in TIERS_REGISTRY) + "\n"
 
 
 def _e(value: Any) -> str:

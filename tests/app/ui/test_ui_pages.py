@@ -311,8 +311,11 @@ def test_static_files_are_served_with_caching_and_nothing_else(tmp_path: Path) -
     home = new_home(tmp_path)
     with ui_client(home) as client:
         page = parse(client.get("/ui").text)
-        css_url = page.one("link", rel="stylesheet").attrs["href"]
+        css_url, tiers_url = [
+            link.attrs["href"] for link in page.find_all("link", rel="stylesheet")
+        ]
         css = client.get(css_url)
+        tiers = client.get(tiers_url)
         js = client.get("/ui/static/app.js")
         escape = client.get("/ui/static/..%2F..%2Fmain.py")
         unknown = client.get("/ui/static/nope.js")
@@ -320,6 +323,9 @@ def test_static_files_are_served_with_caching_and_nothing_else(tmp_path: Path) -
     assert css_url.startswith("/ui/static/app.css?v=")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert "max-age" in css.headers["cache-control"]
+    # the tiers' colours come from the tier registry, after app.css so they win over its defaults
+    assert tiers_url == "/ui/tiers.css" and tiers.headers["content-type"].startswith("text/css")
+    assert ".kind-label_leak{background:var(--label_leak)}" in tiers.text
     assert js.status_code == 200 and "javascript" in js.headers["content-type"]
     assert escape.status_code == 404 and unknown.status_code == 404
     assert other.status_code == 404 and "there is no page" in other.text
