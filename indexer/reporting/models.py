@@ -17,13 +17,13 @@ the same keys, and a match without a corpus item (a self label leak) carries no 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from splitaudit.indexer.kinds import MatchKind
 
-SCHEMA = "splitaudit.report/v1"
+SCHEMA: Final = "splitaudit.report/v1"
 SCHEMA_ID = "https://splitaudit.dev/schema/report-v1.json"
 
 Verdict = Literal["duplicate", "not_duplicate", "unsure"]
