@@ -102,7 +102,8 @@ def build_family(root: Path, seed: int = 0) -> Dataset:
 
     def add(image: Image.Image, item_id: str, role: str, region: Region, transform: str) -> None:
         file = f"images/{item_id}.png"
-        image.convert("RGB").save(root / file, format="PNG")
+        if not (root / file).is_file():  # deterministic: a cached build is reused
+            image.convert("RGB").save(root / file, format="PNG")
         items.append(
             Item(item_id, role, "overlay", region.photo.name, region.box, transform, None, file)
         )
@@ -244,6 +245,18 @@ def _near(
     return t.near_mask(scores.phash_hamming, scores.cosine, scores.verify, scores.min_side, support)
 
 
+def _rules(scores: PairScores, t: Thresholds) -> dict[str, npt.NDArray[np.bool_]]:
+    """The near rules other than the geometric one, each alone (``Thresholds.near_mask``)."""
+    small = t.small_mask(scores.min_side)
+    with np.errstate(invalid="ignore"):
+        return {
+            "pHash": (scores.phash_hamming <= t.phash_hamming)
+            & (~small | (scores.verify >= t.small_phash_verify)),
+            "verifier": (scores.verify >= t.verify_score)
+            & t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side),
+        }
+
+
 def _groups(queries: list[Item]) -> dict[str, npt.NDArray[np.bool_]]:
     names = list(dict.fromkeys(q.transform for q in queries))
     return {n: np.array([q.transform == n for q in queries]) for n in names}
@@ -287,10 +300,18 @@ def main() -> None:
                 value = (near[when][rows] & (truth[rows] == 0)).any(axis=1).sum()
                 geo = (by_geometry[when][rows] & (truth[rows] == 0)).any(axis=1).sum()
                 cells.append(f"{value:>4} ({geo} g)")
+                if when == "after":
+                    others = {
+                        rule: int((mask[rows] & (truth[rows] == 0)).any(axis=1).sum())
+                        for rule, mask in _rules(scores, t).items()
+                    }
             else:
                 found = (near[when][rows] & (truth[rows] == 1)).any(axis=1)
                 cells.append(f"{100 * found.mean():>9.1f}%")
-        print(f"{name:<24}{int(rows.sum()):>4}{cells[0]:>10}{cells[1]:>10}")
+        line = f"{name:<24}{int(rows.sum()):>4}{cells[0]:>12}{cells[1]:>12}"
+        if name.startswith("unrelated"):
+            line += "   other rules after: " + ", ".join(f"{k} {v}" for k, v in others.items())
+        print(line)
     _options_table(after, truth, t)
     _inset_boxes(queries, after, truth, t)
     for when, run in (("before", before), ("after", after)):

@@ -144,34 +144,16 @@ def content_agreement(
     inverse = np.linalg.inv(inverse)[:2]
     grid_to_query = inverse @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
     qry, valid = _sample(query_pixels, grid_to_query, query_size[0], (gw, gh))
-    occupied: set[tuple[int, int]] = set()
+    occupied = np.zeros((0, 2), np.intp)  # (column, row) of the cells holding an inlier
     if inliers is not None and len(inliers):
-        cells = ((np.asarray(inliers, np.float64) - [x0, y0]) * k // CELL).astype(int)
-        occupied = {(int(r), int(c)) for c, r in cells}
+        occupied = ((np.asarray(inliers, np.float64) - [x0, y0]) * k // CELL).astype(np.intp)
     return _cell_agreement(qry, ref, valid, box, reference_size, occupied)
 
 
-DETREND = False
-
-
-def _plane_basis() -> npt.NDArray[np.float64]:
-    """Orthonormal basis of the planes a + b x + c y over a cell (flattened)."""
-    y, x = np.mgrid[0:CELL, 0:CELL].astype(np.float64)
-    basis = np.stack([np.ones(CELL * CELL), x.ravel(), y.ravel()], axis=1)
-    q, _ = np.linalg.qr(basis)
-    return q
-
-
-_PLANE = _plane_basis()
-
-
-def _detrended(patch: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-    """The patch less its best-fitting plane (or its mean): what is left is the cell's own
-    structure, not a gradient any two smooth patches share."""
-    flat = patch.astype(np.float64).ravel()
-    if not DETREND:
-        return (flat - flat.mean()).reshape(patch.shape)
-    return (flat - _PLANE @ (_PLANE.T @ flat)).reshape(patch.shape)
+def _cells(grid: npt.NDArray[np.float32], rows: int, cols: int) -> npt.NDArray[np.float32]:
+    """The grid cut into (rows, cols, CELL * CELL) cells."""
+    cut = grid[: rows * CELL, : cols * CELL].reshape(rows, CELL, cols, CELL)
+    return cut.transpose(0, 2, 1, 3).reshape(rows, cols, CELL * CELL)
 
 
 def _cell_agreement(
@@ -180,48 +162,45 @@ def _cell_agreement(
     valid: npt.NDArray[np.float32],
     box: Box,
     reference_size: tuple[int, int],
-    occupied: set[tuple[int, int]],
+    occupied: npt.NDArray[np.intp],
 ) -> ContentAgreement:
-    """Per-cell normalised cross-correlation of the two resampled grids."""
+    """Per-cell normalised cross-correlation of the two resampled grids (all cells at once)."""
     gh, gw = ref.shape
     rows, cols = gh // CELL, gw // CELL
-    textured = agreeing = empty = empty_agreeing = 0
-    hits: list[tuple[int, int]] = []
-    for r in range(rows):
-        for c in range(cols):
-            window = (slice(r * CELL, (r + 1) * CELL), slice(c * CELL, (c + 1) * CELL))
-            if float(valid[window].min()) < 0.99:
-                continue  # the query does not cover the whole cell
-            a = _detrended(qry[window])
-            b = _detrended(ref[window])
-            sa, sb = float(np.sqrt((a * a).mean())), float(np.sqrt((b * b).mean()))
-            if sa < FLAT_STD and sb < FLAT_STD:
-                continue
-            textured += 1
-            agree = (
-                sa >= FLAT_STD and sb >= FLAT_STD and float((a * b).mean()) >= CELL_NCC * sa * sb
-            )
-            if (r, c) not in occupied:
-                empty += 1
-                empty_agreeing += agree
-            if agree:
-                agreeing += 1
-                hits.append((r, c))
+    a = _cells(qry, rows, cols)
+    b = _cells(ref, rows, cols)
+    covered = (_cells(valid, rows, cols) >= 0.99).all(axis=2)  # the query covers the whole cell
+    a = a - a.mean(axis=2, keepdims=True)
+    b = b - b.mean(axis=2, keepdims=True)
+    sa = np.sqrt((a * a).mean(axis=2))
+    sb = np.sqrt((b * b).mean(axis=2))
+    textured = covered & ((sa >= FLAT_STD) | (sb >= FLAT_STD))
+    agree = textured & (sa >= FLAT_STD) & (sb >= FLAT_STD)
+    agree &= (a * b).mean(axis=2) >= CELL_NCC * sa * sb
+    empty = np.ones((rows, cols), bool)
+    inside = (
+        (occupied[:, 0] >= 0)
+        & (occupied[:, 0] < cols)
+        & (occupied[:, 1] >= 0)
+        & (occupied[:, 1] < rows)
+    )
+    empty[occupied[inside, 1], occupied[inside, 0]] = False
+    n_textured, n_agreeing = int(textured.sum()), int(agree.sum())
+    n_empty = int((textured & empty).sum())
     x0, y0, x1, y1 = box
     rw, rh = reference_size
-    if hits:
-        rs, cs = [h[0] for h in hits], [h[1] for h in hits]
+    region: Box = (0.0, 0.0, 0.0, 0.0)
+    if n_agreeing:
+        rs, cs = np.nonzero(agree)
         sx, sy = (x1 - x0) / gw, (y1 - y0) / gh
         region = (
-            (x0 + min(cs) * CELL * sx) / rw,
-            (y0 + min(rs) * CELL * sy) / rh,
-            (x0 + (max(cs) + 1) * CELL * sx) / rw,
-            (y0 + (max(rs) + 1) * CELL * sy) / rh,
+            (x0 + int(cs.min()) * CELL * sx) / rw,
+            (y0 + int(rs.min()) * CELL * sy) / rh,
+            (x0 + (int(cs.max()) + 1) * CELL * sx) / rw,
+            (y0 + (int(rs.max()) + 1) * CELL * sy) / rh,
         )
-    else:
-        region = (0.0, 0.0, 0.0, 0.0)
-    score = agreeing / textured if textured else 1.0
-    outside = empty_agreeing / empty if empty >= MIN_CELLS else None
+    score = n_agreeing / n_textured if n_textured else 1.0
+    outside = int((agree & empty).sum()) / n_empty if n_empty >= MIN_CELLS else None
     return ContentAgreement(
-        score=score, cells=textured, agreeing=agreeing, region=region, outside=outside
+        score=score, cells=n_textured, agreeing=n_agreeing, region=region, outside=outside
     )
