@@ -10,6 +10,8 @@ per-family recall, false positives and audit time per image:
   contrast, saturation, hue +-10 degrees), ``jpeg`` (quality 50-80) and ``combo`` (all four);
 - ``orient-*``: the seven non-identity elements of the dihedral group (vertical flip, quarter
   turns, transposes, left-right mirror), on thumbnails and on 384-px photos;
+- tiles the verifier cannot tell apart from other pictures (``verify.verifiable``: flat, like
+  sky or a plain wall, or sparse, like a few stars on black) are left out as sources;
 - negatives that must match nothing: ``unrelated`` (thumbnails and photos of photos that are
   not in the corpus) and ``sibling`` (a neighbouring, non-overlapping tile of a corpus
   thumbnail's photo: same scene, no shared pixels).
@@ -40,7 +42,7 @@ from PIL import Image
 log = logging.getLogger(__name__)
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "recall"
-RECIPE = 1  # bump when the dataset recipe changes
+RECIPE = 2  # bump when the dataset recipe changes
 SIZES = (32, 48, 64)
 N_CORPUS_PHOTOS = 20
 LARGE_SIDE = 384
@@ -147,6 +149,7 @@ def _large(photo: Image.Image) -> Image.Image:
 def build(root: Path, seed: int) -> list[Query]:
     """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels."""
     from bench.accuracy.photos import collect_photos
+    from splitaudit.indexer.match.verify import verifiable
 
     manifest = root / "queries.json"
     if manifest.is_file():
@@ -170,7 +173,7 @@ def build(root: Path, seed: int) -> list[Query]:
         image.convert("RGB").save(split / key)
         queries.append(Query(key, family, size, target))
 
-    n = 0
+    n = skipped = 0
     for photo in indexed:
         name = photo.name
         for t, box in enumerate(_tiles(photo.image)):
@@ -178,13 +181,16 @@ def build(root: Path, seed: int) -> list[Query]:
             if t % 2:  # a sibling: same scene, next to corpus tiles, no pixels in common
                 add(_render(photo.image, box, size), "sibling", size, None)
                 continue
+            source = _render(photo.image, box, size)
+            if not verifiable(source):  # flat or sparse: no pixel test tells its copies apart
+                skipped += 1
+                continue
             n += 1
             target = f"{name}-t{t}-{size}.png"
-            _render(photo.image, box, size).save(corpus / target)
+            source.save(corpus / target)
             for family in THUMB_FAMILIES:
                 add(_thumb_copy(photo.image, box, size, family, rng), family, size, target)
             turn = turns[n % len(turns)]
-            source = _render(photo.image, box, size)
             add(source.transpose(ORIENTATIONS[turn]), f"orient-{turn}", size, target)
         large = _large(photo.image)
         target = f"{name}-large.png"
@@ -203,7 +209,12 @@ def build(root: Path, seed: int) -> list[Query]:
     manifest.write_text(
         json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
     )
-    log.info("recall bench: %d corpus images, %d split images", n + len(indexed), len(queries))
+    log.warning(
+        "recall bench: %d corpus images, %d split images; %d flat or sparse tiles left out",
+        n + len(indexed),
+        len(queries),
+        skipped,
+    )
     return queries
 
 

@@ -11,9 +11,10 @@ radius or cosine) by aligning the pixels directly:
 2. the reference (candidate) is band-passed -- a difference of Gaussians that drops the
    smooth sky-above-ground layout every photo shares -- and its central 24x24 window is
    normalised (zero mean, unit norm; nearly flat windows are shrunk, not blown up);
-3. the query is resampled at eight scales -- 0.9-1.1 for slight zooms, 1.2-1.4 to look
-   inside a border or padding -- plain and mirrored, band-passed, and every 24x24 window
-   within +-3 px of the centre is taken (784 windows);
+3. the query is resampled at twelve scales -- 0.9-1.15 for slight zooms, 1.2-1.45 for a
+   copy zoomed out by up to 0.75 or to look inside a border or padding -- plain and mirrored,
+   band-passed, and every 24x24 window within +-5 px of the centre is taken (2,904 windows;
+   a re-scraped thumbnail is shifted by up to 12% of its side, 4 px at 32 px);
 4. ``r`` = the best normalised cross-correlation (Pearson r) between the reference window
    and any query window -- one matrix product per query for all its candidates;
 5. ``a`` = the *ambiguity* of the pair: how well each image's centre window correlates
@@ -21,12 +22,16 @@ radius or cosine) by aligning the pixels directly:
    correlates with its own shifted copy, so a search over shifts and scales finds a good
    ``r`` against almost anything; textured content does not;
 6. score = ``(r - a) / (1 - a)``, clipped to [-1, 1]: how much better the best alignment
-   is than a 2-px misalignment of the image with itself.
+   is than a 2-px misalignment of the image with itself;
+7. a window whose detail sits in a few pixels (a star field: dots on black) has a *sparse
+   support*: aligning any of its dots with any other image's dots gives a high ``r``. The
+   score of a pair is scaled down by ``support / SPARSE_SUPPORT`` where either centre window's
+   participation ratio (the share of pixels carrying its energy) is below ``SPARSE_SUPPORT``.
 
 A query that is a zoom-in or crop of the reference (it shows 60-80% of its side: a
-Tiny-ImageNet / CIFAR copy cut tighter) cannot be searched by shrinking the query, which
-would leave less than a window. For those scales (``ZOOM_IN``) the reference is enlarged
-instead (32 px -> 40-53 px), band-passed, and the query's central window is slid over every
+Tiny-ImageNet / CIFAR copy cut tighter, or a thumbnail zoomed in by up to 1.33) cannot be
+searched by shrinking the query, which would leave less than a window. For those scales
+(``ZOOM_IN``, 0.6-0.95) the reference is enlarged instead (32 px -> 34-53 px), band-passed, and the query's central window is slid over every
 position of it (one batched FFT correlation per query for all candidates); ``r`` is the best
 of both searches, and the same ambiguity normalisation applies. It costs most of the
 verifier's time, so callers pass ``zoom_in`` to run it only where it is needed: the audit
@@ -56,10 +61,14 @@ from PIL import Image
 
 THUMB_SIZE = 32
 WINDOW = 24
-MAX_SHIFT = 3
+MAX_SHIFT = 5  # a thumbnail copy re-cut 12% off centre: 4 px at 32 px (issue 23)
 AMBIGUITY_SHIFT = 2
-SCALES = (0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.4)  # > 1.1: the query has a border or padding
-ZOOM_IN = (0.6, 0.7, 0.8)  # the query shows this fraction of the reference's side
+# > 1.15: the query is zoomed out (down to 0.75) or has a border or padding
+SCALES = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.45)
+ZOOM_IN = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)  # the query shows this share of the side
+# Participation ratio of a centre window's band-passed energy below which its support counts as
+# sparse (a star field); Gaussian noise has 1/3, photos' thumbnails 0.06-0.45 (bench/recall.py).
+SPARSE_SUPPORT = 0.06
 # Band-pass standard deviation (grey levels) below which a window counts as flat.
 MIN_CONTRAST = 2.0
 # Difference-of-Gaussians band, sigmas in thumbnail pixels (32 px = the whole image).
@@ -366,6 +375,27 @@ def query_variants(image: ImageOrThumbnail) -> QueryVariants:
     return QueryVariants(windows, inverse, ambiguity, centre.reshape(WINDOW, WINDOW))
 
 
+def _support(windows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Participation ratio of each zero-mean (n, WINDOW**2) window: ``(sum x^2)^2 / (N sum x^4)``,
+    the share of its pixels that carry its energy (1/3 for noise, ~1/N for one bright dot)."""
+    squares = windows.astype(np.float64) ** 2
+    energy = squares.sum(axis=1)
+    quartic = np.maximum((squares**2).sum(axis=1) * windows.shape[1], _EPS)
+    out: npt.NDArray[np.float32] = (energy**2 / quartic).astype(np.float32)
+    return out
+
+
+def verifiable(image: ImageOrThumbnail) -> bool:
+    """Whether an image's thumbnail has the structure verification needs to tell a copy from
+    another picture: neither flat (band-passed centre below ``MIN_CONTRAST`` grey levels: sky, a
+    plain wall) nor sparse (support below ``SPARSE_SUPPORT``: a few dots on black)."""
+    band = _band_pass(verify_thumbnail(image).astype(np.float32)[None])[0]
+    lo = (THUMB_SIZE - WINDOW) // 2
+    window = band[lo : lo + WINDOW, lo : lo + WINDOW].reshape(1, -1)
+    window = window - window.mean()
+    return bool(window.std() >= MIN_CONTRAST and _support(window)[0] >= SPARSE_SUPPORT)
+
+
 def verify_scores(
     query: ImageOrThumbnail,
     candidates: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8] | References,
@@ -388,6 +418,8 @@ def verify_scores(
     best = variants.correlations(references, rows)
     ambiguity = np.maximum(references.ambiguity, variants.ambiguity)
     scores = (best - ambiguity) / np.maximum(1.0 - ambiguity, _EPS)
+    support = np.minimum(_support(references.vectors), _support(variants.template.reshape(1, -1)))
+    scores = scores * np.minimum(1.0, support / SPARSE_SUPPORT)
     out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32)
     return out
 
