@@ -35,7 +35,7 @@ from splitaudit.indexer.gate.policy import (
     parse_threshold_options,
 )
 from splitaudit.indexer.gate.summary import summary_paragraph
-from splitaudit.indexer.reporting.models import Report, as_report
+from splitaudit.indexer.reporting.models import GateView, Report, as_report
 
 if TYPE_CHECKING:
     from splitaudit.indexer.embed.device import ResolvedDevice
@@ -241,6 +241,55 @@ def _thumbnails(report: Report, fetch: ThumbnailFetcher) -> Thumbs:
     return pair_thumbnails(report, fetch)
 
 
+def _check_usage(
+    ctx: click.Context,
+    *,
+    server: str | None,
+    columns: tuple[str | None, str | None],
+    files: tuple[Path | None, Path | None],
+) -> None:
+    """Refuse option combinations that cannot work, before any work (exit 2)."""
+    given = {
+        name
+        for name in ("home", "device")
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+    if server and "home" in given:
+        raise UsageError("give either --home (local index) or --server URL, not both")
+    if server and "device" in given:
+        raise UsageError("--device applies to local audits; a server embeds on its own --device")
+    for path in files:
+        if path is not None and not path.is_file():
+            raise UsageError(f"{path} does not exist")
+    if server and any(columns):
+        raise UsageError(
+            "--image-column and --key-column apply to local audits; with --server, audit a "
+            "split folder on the server whose columns are found by type"
+        )
+
+
+def _write_reports(
+    report: Report,
+    gate: GateView,
+    thumbs: Thumbs,
+    *,
+    outputs: Mapping[str, Path | None],
+    html_out: Path | None,
+) -> None:
+    """Every requested report file, rendered with the gate's verdict; the Markdown also goes to
+    the GitHub step summary when there is one."""
+    from splitaudit.indexer.reporting.formats import render
+    from splitaudit.indexer.reporting.html_report import render_html
+
+    markdown = render(report, "md", gate=gate)
+    for fmt, path in outputs.items():
+        if path is not None:
+            _write(path, markdown if fmt == "md" else render(report, fmt, gate=gate))
+    if html_out is not None:
+        _write(html_out, render_html(report, thumbnails=thumbs, gate=gate))
+    _append_step_summary(markdown)
+
+
 def _embedded(report: Report) -> bool:
     """Whether the audit embedded the split (some corpus has a usable semantic tier)."""
     return (report.model or {}).get("semantic") in ("ok", "partial")
@@ -439,10 +488,9 @@ def audit(
     or [tool.splitaudit] in pyproject.toml (nearest above the working directory), with
     these flags on top.
     """
-    if server and ctx.get_parameter_source("home") == click.core.ParameterSource.COMMANDLINE:
-        raise UsageError("give either --home (local index) or --server URL, not both")
-    if server and ctx.get_parameter_source("device") == click.core.ParameterSource.COMMANDLINE:
-        raise UsageError("--device applies to local audits; a server embeds on its own --device")
+    _check_usage(
+        ctx, server=server, columns=(image_column, key_column), files=(labels, label_names)
+    )
     policy = build_policy(
         policy_file=policy_file,
         fail_on=fail_on,
@@ -454,14 +502,6 @@ def audit(
         max_unreadable_rate=max_unreadable_rate,
     )
     known = load_baseline(policy.baseline) if policy.baseline else Baseline()
-    for path in (labels, label_names):
-        if path is not None and not path.is_file():
-            raise UsageError(f"{path} does not exist")
-    if server and (image_column or key_column):
-        raise UsageError(
-            "--image-column and --key-column apply to local audits; with --server, audit a "
-            "split folder on the server whose columns are found by type"
-        )
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     if server:
         report, thumbs = _server_report(
@@ -498,20 +538,8 @@ def audit(
         )
     result = evaluate(report, policy, known)
     gate = result.view()  # the verdict: a value of its own, rendered beside the report
-    from splitaudit.indexer.reporting.formats import render
-    from splitaudit.indexer.reporting.html_report import render_html
-
-    markdown = render(report, "md", gate=gate)
-    for path, text in (
-        (json_out, lambda: render(report, "json", gate=gate)),
-        (junit_out, lambda: render(report, "junit", gate=gate)),
-        (markdown_out, lambda: markdown),
-        (csv_out, lambda: render(report, "csv", gate=gate)),
-        (html_out, lambda: render_html(report, thumbnails=thumbs, gate=gate)),
-    ):
-        if path is not None:
-            _write(path, text())
-    _append_step_summary(markdown)
+    outputs = {"json": json_out, "junit": junit_out, "md": markdown_out, "csv": csv_out}
+    _write_reports(report, gate, thumbs, outputs=outputs, html_out=html_out)
     if blocklists or clean_splits:
         from splitaudit.indexer.gate.decontaminate import write_decontamination
 
