@@ -296,3 +296,50 @@ class MemberReviewOut(_Open):
     reviewer: str | None = None
     pairs: int
     at: str | None = None
+
+
+class CorpusModel(_Open):
+    """The embedding model a corpus was indexed with (``id`` and ``dim`` once indexed)."""
+
+    id: str | None = None
+    spec: str | None = None
+    dim: int | None = None
+
+
+class CorpusOut(_Open):
+    """A corpus: name, model, index generation and item counts."""
+
+    id: int
+    name: str
+    model: CorpusModel
+    generation: int
+    counts: dict[str, int] = Field(default_factory=dict)
+    created_at: str | None = None
+    updated_at: str | None = None
+    job_id: int | None = None  # ``POST /corpora`` with sources: the index job it queued
+
+
+class CorpusList(_Open):
+    """``GET /corpora``: every corpus, by name."""
+
+    items: list[CorpusOut]
+    total: int
+
+
+class FailedCorpusItem(_Open):
+    """A corpus item that could not be indexed, and why."""
+
+    id: int
+    key: str | None = None
+    uri: str | None = None
+    shard: str | None = None
+    reason: str | None = None
+    at: str | None = None
+
+
+class CorpusDetail(CorpusOut):
+    """``GET /corpora/{name}``: a corpus with its saved index, shards and a page of failed items."""
+
+    index: dict[str, Any] = Field(default_factory=dict)
+    shards: dict[str, int] = Field(default_factory=dict)
+    failed: Page[FailedCorpusItem]

@@ -20,7 +20,14 @@ from splitaudit.app.deps import (
 )
 from splitaudit.app.params import PageQuery, PageSizeQuery
 from splitaudit.app.paths import check_links_under, check_model_spec, resolve_under_roots
-from splitaudit.app.schemas import CorpusCreate, JobAccepted, SourcesCreate
+from splitaudit.app.schemas import (
+    CorpusCreate,
+    CorpusDetail,
+    CorpusList,
+    CorpusOut,
+    JobAccepted,
+    SourcesCreate,
+)
 from splitaudit.app.settings import ApiSettings
 from splitaudit.app.submit import queue_index_job
 from splitaudit.indexer.db.models import Corpus
@@ -30,14 +37,14 @@ from splitaudit.indexer.workspace import check_corpus_name
 router = APIRouter(prefix="/corpora", tags=["corpora"])
 
 
-@router.get("")
+@router.get("", response_model=CorpusList, response_model_exclude_unset=True)
 def corpora_list(session: SessionDep, _caller: ReaderDep) -> dict[str, Any]:
     """Every corpus with its model and counts."""
     items = list_corpora(session)
     return {"items": items, "total": len(items)}
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=CorpusOut)
 def corpus_create(
     body: CorpusCreate, session: TransactionDep, settings: SettingsDep, _caller: WriterDep
 ) -> JSONResponse:
@@ -75,7 +82,7 @@ def corpus_create(
     return JSONResponse(out, status_code=status.HTTP_201_CREATED, headers=headers)
 
 
-@router.get("/{name}")
+@router.get("/{name}", response_model=CorpusDetail, response_model_exclude_unset=True)
 def corpus_get(
     name: str,
     session: SessionDep,
