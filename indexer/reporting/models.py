@@ -153,7 +153,7 @@ class PolicyView(_Model):
     max_count: int | None = None
     max_unreadable: int | None = None
     max_unreadable_rate: float | None = None
-    thresholds: dict[str, float] = Field(default_factory=dict)
+    thresholds: dict[str, int | float] = Field(default_factory=dict)  # bit counts stay whole
     baseline: str | None = None
     source: str | None = None
 

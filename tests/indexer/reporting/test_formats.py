@@ -299,3 +299,21 @@ def test_markdown_and_csv_keep_hostile_text_inert() -> None:
     rows = list(csv.DictReader(io.StringIO(render_csv(report), newline="")))
     assert rows[0]["key"].startswith("'=HYPERLINK")
     assert rows[0]["label"].startswith("<script>")  # CSV keeps the text, only formulas are quoted
+
+
+def test_the_gate_is_passed_beside_the_report_and_never_written_into_it() -> None:
+    report = sample_report()
+    gate = evaluate(report, Policy(thresholds={"phash_hamming": 6}, max_unreadable=1)).view()
+    doc = json.loads(render(report, "json", gate=gate))
+    assert "gate" not in report and "gate_failed" not in report["items"][0]  # untouched
+    assert doc["gate"]["policy"]["thresholds"] == {"phash_hamming": 6}  # whole numbers stay whole
+    assert [i["gate_failed"] for i in doc["items"]] == [True, False, False]
+    assert doc["items"][1]["matches"][0]["suppressed_by"] == "review"
+    assert doc == apply_gate(
+        report, evaluate(report, Policy(thresholds={"phash_hamming": 6}, max_unreadable=1))
+    )
+    # every format reads the same verdict from the value
+    assert render_markdown(report, gate=gate).splitlines()[2].startswith("**Gate FAILED**")
+    assert render(doc, "md") == render(
+        report, "md", gate=gate
+    )  # a gated file read back renders the same
