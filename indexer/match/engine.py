@@ -267,7 +267,13 @@ def _hash_pairs(
         for row, (ids, dists) in enumerate(store.search_radius(hashes, th.phash_hamming)):
             for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
                 note(row, item_id, dist, orientation)
-        rows = np.flatnonzero(knn_rows)
+        # Turned or flipped, a copy is nominated within the near radius only: the k-NN of six
+        # more orientations would verify up to 4x the candidates, nearly all unrelated.
+        rows = (
+            np.flatnonzero(knn_rows)
+            if orientation in ("identity", "mirror")
+            else np.zeros(0, np.intp)
+        )
         if th.candidate_hamming > th.phash_hamming and len(rows):
             knn_d, knn_i = store.search_knn(hashes[rows], k)
             for n, row in enumerate(rows.tolist()):

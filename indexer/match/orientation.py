@@ -24,16 +24,17 @@ from splitaudit.indexer.features.perceptual import (
 )
 from splitaudit.indexer.match.verify import References, prepare_references, verify_scores
 
-# The verifier tries each query plain and mirrored, so o and o-then-mirror need one call.
+# The verifier tries each query plain and mirrored, so o and (mirror, then o) need one call:
+# a transpose of the mirror image is a quarter turn counter-clockwise, a transverse one clockwise.
 _SAME_CALL: dict[Orientation, Orientation] = {
     "identity": "identity",
     "mirror": "identity",
     "flip": "rot180",
     "rot180": "rot180",
     "rot90": "rot90",
-    "transverse": "rot90",
+    "transpose": "rot90",
     "rot270": "rot270",
-    "transpose": "rot270",
+    "transverse": "rot270",
 }
 
 

@@ -72,3 +72,12 @@ def test_verification_turns_the_query_back_and_keeps_the_upright_score() -> None
     assert scores[0] > 0.9 and found[0] == "identity"
     plain, _ = oriented_verify_scores(turned, ["identity", "identity"], thumbs)
     assert plain[0] < 0.5  # the verifier alone does not align quarter turns
+
+
+@pytest.mark.parametrize("name", ORIENTATIONS)
+def test_every_orientation_of_a_thumbnail_verifies_turned_back(name: str) -> None:
+    source = _photo(7, (48, 48))
+    thumbs = np.stack([verify_thumbnail(source)])
+    scores, found = oriented_verify_scores(orient(source, name), [name], thumbs)  # type: ignore[arg-type]
+    assert scores[0] > 0.9
+    assert found[0] in (name, "identity" if name == "mirror" else name)
