@@ -20,6 +20,7 @@ class MatchKind(StrEnum):
     NEAR = "near"
     SEMANTIC = "semantic"
     LABEL_LEAK = "label_leak"
+    CAPTION = "caption"
 
 
 class JobStatus(StrEnum):
@@ -49,6 +50,7 @@ TIERS: tuple[Tier, ...] = (
     Tier(MatchKind.NEAR, "near duplicate of {target}", "#b54000", True, True, True),
     Tier(MatchKind.SEMANTIC, "semantic match of {target}", "#613583", image=True),
     Tier(MatchKind.LABEL_LEAK, "label leak via {target}", "#0b6e4f"),
+    Tier(MatchKind.CAPTION, "caption copy of {target}", "#1c5d99"),
 )
 TIER_BY_KIND: dict[str, Tier] = {t.kind.value: t for t in TIERS}
 

@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session
 from splitaudit.indexer import __version__
 from splitaudit.indexer.audit.ingest import ingest_split
 from splitaudit.indexer.audit.label_tier import LabelTierResult, label_leak_matches
+from splitaudit.indexer.captions.query import CaptionThresholds, split_caption_thresholds
+from splitaudit.indexer.captions.tier import caption_matches
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Audit, Item, Match, Split, SplitDuplicate, SplitItem
 from splitaudit.indexer.db.queries import get_corpus
@@ -172,15 +174,17 @@ def _add_audit(
         raise UsageError("name at least one corpus to audit against (--corpus NAME)")
     models = [get_corpus(s, name=name).model_id for name in corpora]
     params = dict(params or {})
+    caption_th = CaptionThresholds()
     if isinstance(thresholds, Thresholds):
         th = thresholds
     else:
+        other, caption_th = split_caption_thresholds(dict(thresholds or {}))
         # Cosine scales differ per model: start from the corpus's own (measured / calibrated) values.
         name, model = next(
             ((n, m) for n, m in zip(corpora, models, strict=True) if m), (corpora[0], None)
         )
         base, record = thresholds_for_corpus(ws.corpus_dir(name), model)
-        th = Thresholds.from_mapping(dict(thresholds or {}), base=base)
+        th = Thresholds.from_mapping(other, base=base)
         if record is not None:
             params["threshold_source"] = dict(
                 corpus=name,
@@ -193,7 +197,7 @@ def _add_audit(
     audit = Audit(
         split_id=split_id,
         corpora=list(dict.fromkeys(corpora)),
-        thresholds=th.to_dict(),
+        thresholds={**th.to_dict(), **caption_th.to_dict()},
         params=params,
         code_version=__version__,
     )
@@ -261,7 +265,8 @@ def execute_audit(
         audit = s.get_one(Audit, audit_id)
         split = s.get_one(Split, audit.split_id)
         corpora = [get_corpus(s, name=n) for n in audit.corpora]
-        th = Thresholds.from_mapping(audit.thresholds)
+        other_th, caption_th = split_caption_thresholds(audit.thresholds)
+        th = Thresholds.from_mapping(other_th)
         split_id, split_source, split_count = split.id, split.source, split.item_count
         params = dict(audit.params)
         corpus_refs = [
@@ -319,6 +324,13 @@ def execute_audit(
             ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs])
         )
     label_matches = label.matches if label else []
+    with phases.phase("caption tier"):
+        split_ids = state.ids.tolist()
+        label_matches += [
+            m
+            for c in corpus_refs
+            for m in caption_matches(ws, split_ids, c.name, thresholds=caption_th)
+        ]
     dup_vectors = next(iter(state.vectors.values()), None) if state.vectors else None
     with phases.phase("split duplicates"):
         dups = split_duplicates(state, dup_vectors, th)

@@ -21,6 +21,7 @@ from splitaudit.indexer.captions.query import CaptionThresholds, find_caption_ma
 from splitaudit.indexer.captions.sync import open_caption_index, sync_caption_index
 from splitaudit.indexer.db.models import SplitItem
 from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.match.found import FoundMatch
 
 if TYPE_CHECKING:
@@ -28,9 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CAPTION_KIND", "caption_matches", "split_item_captions"]
 
-CAPTION_KIND = (
-    "caption"  # MatchKind.CAPTION once the kind is registered in splitaudit.indexer.kinds
-)
+CAPTION_KIND = MatchKind.CAPTION.value
 # Metadata keys that may hold (lists of) captions: HF ``captions``/``sentences``, COCO ``raw``...
 CAPTION_KEYS = ("caption", "captions", "sentences", "sentence", "texts", "text", "raw", "alt_text")
 _NESTED_KEYS = ("raw", "caption", "text", "sentence")

@@ -81,9 +81,11 @@ def build_policy(
         max_unreadable_rate=parse_rate(max_unreadable_rate, "--max-unreadable-rate"),
     )
     if policy.thresholds:
+        from splitaudit.indexer.captions.query import split_caption_thresholds
         from splitaudit.indexer.match.thresholds import Thresholds
 
-        Thresholds.from_mapping(dict(policy.thresholds))  # refuse unknown tiers before any work
+        other, _ = split_caption_thresholds(dict(policy.thresholds))
+        Thresholds.from_mapping(other)  # refuse unknown tiers before any work
     return policy
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from splitaudit.indexer.captions.sync import sync_caption_index
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Corpus, Shard
 from splitaudit.indexer.db.queries import ensure_corpus, ensure_shard, shard_keys
@@ -214,6 +215,7 @@ def _index_sources_locked(
         calibration = calibrate_corpus_thresholds(
             s, s.get_one(Corpus, corpus_id), corpus_dir, embedder
         )
+    sync_caption_index(ws, corpus_name)  # captions: the caption tier's text index
     summary.index = index.info()
     summary.thresholds = calibration.to_dict() if calibration else {}
     summary.seconds = time.perf_counter() - started

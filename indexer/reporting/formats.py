@@ -205,6 +205,13 @@ def _score(match: ReportMatch) -> str:
         parts.append(f"cosine {float(match.cosine):.3f}")
     if not parts and match.kind == MatchKind.LABEL_LEAK:
         return evidence_text(match.evidence)
+    if match.kind == MatchKind.CAPTION and isinstance(match.evidence, dict):
+        jaccard = match.evidence.get("jaccard")
+        span = match.evidence.get("shared_span")
+        if jaccard is not None:
+            parts.append(f"jaccard {float(jaccard):.2f}")
+        if span:
+            parts.append(f'shared "{span}"')
     region = _region_text(match.evidence)
     if region:
         parts.append(region)

@@ -69,7 +69,7 @@ def test_clean_report_passes() -> None:
     result = evaluate(report(*clean(3)), Policy())
     assert result.passed and result.status == "passed"
     assert result.flagged == 0 and result.rate == 0.0
-    assert result.counts == {"exact": 0, "near": 0, "semantic": 0, "label_leak": 0}
+    assert result.counts == {"exact": 0, "near": 0, "semantic": 0, "label_leak": 0, "caption": 0}
 
 
 def test_counts_images_per_tier_not_pairs() -> None:
@@ -84,7 +84,7 @@ def test_counts_images_per_tier_not_pairs() -> None:
         *clean(2),
     )
     result = evaluate(r, Policy())
-    assert result.counts == {"exact": 0, "near": 1, "semantic": 1, "label_leak": 1}
+    assert result.counts == {"exact": 0, "near": 1, "semantic": 1, "label_leak": 1, "caption": 0}
     assert result.flagged_keys == ("a.jpg",)  # semantic is not in the default fail_on
     assert result.flagged == 1 and result.rate == pytest.approx(0.25)
     assert not result.passed
@@ -145,7 +145,7 @@ def test_one_suppressed_match_leaves_the_others_counted() -> None:
     )
     result = evaluate(r, Policy())
     assert not result.passed
-    assert result.counts == {"exact": 1, "near": 0, "semantic": 0, "label_leak": 0}
+    assert result.counts == {"exact": 1, "near": 0, "semantic": 0, "label_leak": 0, "caption": 0}
 
 
 def entry(**kw: Any) -> BaselineEntry:

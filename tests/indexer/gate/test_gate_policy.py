@@ -35,7 +35,7 @@ def test_count_alone_disables_the_default_rate() -> None:
         ("near,exact", ("exact", "near")),
         (" semantic , label-leak ", ("semantic", "label_leak")),
         (["label_leak", "exact"], ("exact", "label_leak")),
-        ("all", ("exact", "near", "semantic", "label_leak")),
+        ("all", ("exact", "near", "semantic", "label_leak", "caption")),
         ("", ()),
     ],
 )
