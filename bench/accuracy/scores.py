@@ -16,9 +16,9 @@ import numpy.typing as npt
 from PIL import Image
 
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
-from splitaudit.indexer.match import verify
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.features.extract import extract_features
+from splitaudit.indexer.match import verify
 from splitaudit.indexer.match.engine import TOP_K
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import geometric_match

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from splitaudit.indexer.match import geometry
 from splitaudit.indexer.demo import CORPUS_PHOTOS, sample_photo
+from splitaudit.indexer.match import geometry
 from splitaudit.indexer.match.geometry import GeometricMatch, Keypoints, keypoints, match_many
 
 

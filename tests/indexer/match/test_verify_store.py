@@ -12,9 +12,9 @@ import pytest
 from helpers.geometric_case import crop_rotation_case
 from PIL import Image
 
-from splitaudit.indexer.match import engine
 from splitaudit.indexer.audit.service import create_audit, run_audit
 from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.match import engine
 from splitaudit.indexer.match.geometry import keypoints
 from splitaudit.indexer.match.verify import verify_thumbnail
 from splitaudit.indexer.match.verify_store import STORE_FILE, VerifyStore, open_verify_store
