@@ -252,12 +252,19 @@ def _unreadable_reasons(policy: Policy, unreadable: list[FailedItem], total: int
 
 def _errors(report: Report, policy: Policy) -> list[str]:
     """Conditions that make the verdict untrustworthy: a failing tier that was not computed."""
+    errors = []
     status, reason = semantic_status(report)
     if "semantic" in policy.fail_on and status in ("skipped", "partial"):
-        return [
+        errors.append(
             f"the policy fails on the semantic tier but it was {status}: {reason or 'no reason given'}"
-        ]
-    return []
+        )
+    if "label_leak" in policy.fail_on and report.items and not any(i.label for i in report.items):
+        errors.append(
+            "the policy fails on the label_leak tier but no test item has a label, so the tier "
+            "could not run: give the labels (--labels FILE, an ImageFolder split, a label column) "
+            "or drop label_leak from --fail-on"
+        )
+    return errors
 
 
 def apply_gate(report: Report | Mapping[str, Any], result: GateResult) -> dict[str, Any]:

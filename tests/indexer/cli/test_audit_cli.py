@@ -300,7 +300,7 @@ def test_bad_arguments_exit_2_with_one_line(workdir: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "error: unknown tier 'bogus' in fail-on; choose from exact, near, semantic, "
-        "label_leak (or all)"
+        "label_leak, caption (or all)"
     )
 
 

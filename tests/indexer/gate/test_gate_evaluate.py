@@ -238,3 +238,12 @@ def test_apply_gate_annotates_items_and_matches_without_touching_the_input() -> 
     assert gated["gate"]["status"] == "failed"
     assert gated["gate"]["flagged_keys"] == ["a.jpg"]
     assert "gate" not in r and "gate_failed" not in r["items"][0]
+
+
+def test_label_leak_in_fail_on_without_any_label_is_an_error_not_a_pass() -> None:
+    unlabelled = [dict(item(f"{i}.jpg"), label=None) for i in range(2)]
+    result = evaluate(report(*unlabelled), Policy(fail_on=("exact", "label_leak")))
+    assert result.status == "error" and not result.passed
+    assert "label_leak tier but no test item has a label" in result.errors[0]
+    assert evaluate(report(*unlabelled), Policy(fail_on=("exact",))).passed
+    assert evaluate(report(*clean(2)), Policy(fail_on=("exact", "label_leak"))).passed
