@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +59,19 @@ def pct(value: float | None, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     return f"{float(value) * 100:.{digits}f}%"
+
+
+def span_parts(text: str | None, span: str | None) -> tuple[str, str, str]:
+    """``(before, shared, after)`` of ``text`` around the first occurrence of the normalised
+    ``span`` (case, punctuation and spacing ignored); ``(text, "", "")`` when it is not found."""
+    text = text or ""
+    words = re.findall(r"\w+", span or "")
+    if not words:
+        return text, "", ""
+    found = re.search(r"\W+".join(re.escape(w) for w in words), text, flags=re.IGNORECASE)
+    if found is None:
+        return text, "", ""
+    return text[: found.start()], found.group(0), text[found.end() :]
 
 
 def num(value: int | float | None) -> str:
@@ -127,6 +141,7 @@ def build_templates(settings: ApiSettings) -> Jinja2Templates:
         num=num,
         score=score,
         highlight=highlight,
+        span_parts=span_parts,
         kind_name=lambda k: KIND_NAMES.get(k, k),
         verdict_name=lambda v: VERDICT_NAMES.get(v, v),
     )

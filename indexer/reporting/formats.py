@@ -226,12 +226,27 @@ def _region_text(evidence: Any) -> str:
     box = geometry.get("box")
     if not isinstance(box, list) or len(box) != 4:
         return ""
-    x0, y0, x1, y1 = (round(100 * float(v)) for v in box)
     mirrored = ", mirrored" if geometry.get("mirrored") else ""
-    return (
-        f"region x {x0}-{x1}% y {y0}-{y1}% of the corpus image (scale {geometry.get('scale')}, "
-        f"rotated {geometry.get('angle')}°{mirrored}, {geometry.get('inliers')} inliers)"
+    test_box = geometry.get("test_box")
+    if geometry.get("inset") and isinstance(test_box, list) and len(test_box) == 4:
+        x0, y0, x1, y1 = (round(100 * float(v)) for v in test_box)
+        where = f"corpus image inset at x {x0}-{x1}% y {y0}-{y1}% of the test image"
+    else:
+        x0, y0, x1, y1 = (round(100 * float(v)) for v in box)
+        where = f"region x {x0}-{x1}% y {y0}-{y1}% of the corpus image"
+    text = (
+        f"{where} (scale {geometry.get('scale')}, rotated {geometry.get('angle')}°{mirrored}, "
+        f"{geometry.get('inliers')} inliers"
     )
+    content = geometry.get("content")
+    if isinstance(content, Mapping) and content.get("agreement") is not None:
+        text += f"; content agrees in {round(100 * float(content['agreement']))}% of {content.get('cells')} cells"
+    discarded = geometry.get("discarded")
+    if isinstance(discarded, Mapping):
+        text += (
+            f"; {discarded.get('inliers')} keypoint matches discarded as {discarded.get('reason')}"
+        )
+    return text + ")"
 
 
 def _describe(match: ReportMatch) -> str:
