@@ -28,8 +28,17 @@ def _run(
     semantic: bool,
     thresholds: dict[str, Any],
     progress_opts: dict[str, Any],
+    by: str = "image",
 ) -> int:
     from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+
+    if by == "caption":
+        from splitaudit.indexer.dedup.by_caption import run_caption_dedup
+
+        with fraction_progress(f"dedup {corpus} by caption", **progress_opts) as progress:
+            return run_caption_dedup(
+                ws, corpus, keep=keep, thresholds=thresholds, progress=progress
+            )
 
     run_id = create_dedup(
         ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
@@ -70,7 +79,10 @@ def _index_temporary(
         )
 
 
-def _write_outputs(ws: Workspace, run_id: int, outputs: dict[str, Path | None]) -> dict[str, Any]:
+def _write_outputs(
+    ws: Workspace, run_id: int, outputs: dict[str, Path | None], by: str = "image"
+) -> dict[str, Any]:
+    from splitaudit.indexer.dedup.by_caption import caption_dedup_report
     from splitaudit.indexer.dedup.outputs import (
         dedup_report,
         drop_rows,
@@ -79,7 +91,7 @@ def _write_outputs(ws: Workspace, run_id: int, outputs: dict[str, Path | None]) 
     )
 
     with ws.sessions() as s:
-        report = dedup_report(s, run_id)
+        report = caption_dedup_report(s, run_id) if by == "caption" else dedup_report(s, run_id)
         for option in ("json", "csv", "parquet"):
             path = outputs[option]
             if path is not None:
@@ -115,6 +127,14 @@ def _summary_line(report: dict[str, Any]) -> str:
     default=DEFAULT_POLICY,
     show_default=True,
     help=f"Which member of each cluster is kept. {POLICY_HELP}.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["image", "caption"]),
+    default="image",
+    show_default=True,
+    help="Cluster by image (hashes, embeddings, pixels) or by caption (exact and near copies of "
+    "the alt-text; docs/captions.md).",
 )
 @click.option(
     "--semantic",
@@ -167,6 +187,7 @@ def dedup(
     corpus: str | None,
     home: Path,
     keep: str,
+    by: str,
     semantic: bool,
     thresholds: tuple[str, ...],
     json_out: Path | None,
@@ -191,6 +212,8 @@ def dedup(
         raise UsageError(
             "give either --corpus NAME (an indexed corpus) or SOURCE... to index on the fly"
         )
+    if by == "caption" and semantic:
+        raise UsageError("--semantic clusters images by embedding; drop it with --by caption")
     th: dict[str, Any] = dict(parse_threshold_options(thresholds))
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
@@ -203,9 +226,15 @@ def dedup(
         ws = open_workspace(home)
         try:
             run_id = _run(
-                ws, corpus, keep=keep, semantic=semantic, thresholds=th, progress_opts=progress_opts
+                ws,
+                corpus,
+                keep=keep,
+                by=by,
+                semantic=semantic,
+                thresholds=th,
+                progress_opts=progress_opts,
             )
-            report = _write_outputs(ws, run_id, outputs)
+            report = _write_outputs(ws, run_id, outputs, by)
         finally:
             ws.close()
     else:
@@ -224,11 +253,12 @@ def dedup(
                     ws,
                     TEMP_CORPUS,
                     keep=keep,
+                    by=by,
                     semantic=semantic,
                     thresholds=th,
                     progress_opts=progress_opts,
                 )
-                report = _write_outputs(ws, run_id, outputs)
+                report = _write_outputs(ws, run_id, outputs, by)
             finally:
                 ws.close()
     click.echo(_summary_line(report))
