@@ -28,6 +28,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ from PIL import Image
 log = logging.getLogger(__name__)
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "recall"
-RECIPE = 2  # bump when the dataset recipe changes
+RECIPE = 3  # bump when the dataset recipe changes
 SIZES = (32, 48, 64)
 N_CORPUS_PHOTOS = 20
 LARGE_SIDE = 384
@@ -156,6 +157,8 @@ def build(root: Path, seed: int) -> list[Query]:
         data = json.loads(manifest.read_text())
         if data.get("recipe") == RECIPE and data.get("seed") == seed:
             return [Query(**q) for q in data["queries"]]
+    for stale in ("corpus", "split", "warmup"):  # an earlier recipe's files must not be audited
+        shutil.rmtree(root / stale, ignore_errors=True)
     rng = np.random.default_rng(seed)
     photos = collect_photos()
     order = rng.permutation(len(photos))
@@ -245,8 +248,6 @@ def _cli(*argv: str) -> None:
 
 def run_audit(root: Path, home: Path) -> dict[str, Any]:
     """Index ``root/corpus`` and audit ``root/split`` into a fresh ``home``; report and times."""
-    import shutil
-
     import splitaudit.indexer
 
     if home.exists():

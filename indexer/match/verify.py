@@ -67,8 +67,9 @@ AMBIGUITY_SHIFT = 2
 SCALES = (0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.45)
 ZOOM_IN = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)  # the query shows this share of the side
 # Participation ratio of a centre window's band-passed energy below which its support counts as
-# sparse (a star field); Gaussian noise has 1/3, photos' thumbnails 0.06-0.45 (bench/recall.py).
-SPARSE_SUPPORT = 0.06
+# sparse (a star field: 0.02-0.06); Gaussian noise has 1/3, photo thumbnails 0.05-0.45. Kept low:
+# at 0.06 moon and retina tiles lost their copies in bench.accuracy (docs/thresholds.md).
+SPARSE_SUPPORT = 0.035
 # Band-pass standard deviation (grey levels) below which a window counts as flat.
 MIN_CONTRAST = 2.0
 # Difference-of-Gaussians band, sigmas in thumbnail pixels (32 px = the whole image).
