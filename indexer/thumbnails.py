@@ -15,11 +15,10 @@ from typing import Any
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from splitaudit.indexer.errors import ImageDecodeError, PathNotAllowedError, SourceMissingError
-from splitaudit.indexer.sources.record import Locator
+from splitaudit.indexer.sources.record import LOCATOR_KINDS, Locator
 from splitaudit.indexer.sources.roots import locator_root_error
 
 MAX_SOURCE_BYTES = 256 * 1024 * 1024
-_LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url", "raw_path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +57,16 @@ def read_original(
     With ``allowed_roots`` (resolved folders), a locator outside them is refused with
     ``PathNotAllowedError`` before anything is read.
     """
-    fields = {k: locator[k] for k in _LOCATOR_FIELDS if k in locator}
     try:
-        loc = Locator(**fields)
+        loc = Locator.from_dict(locator)
     except TypeError as exc:
         raise _missing(what, f"unusable locator: {exc}", sha256, pixel_digest) from exc
     if allowed_roots is not None and loc.kind != "none":
         reason = locator_root_error(loc, allowed_roots)
         if reason is not None:
             raise PathNotAllowedError(f"{what}: {reason}; the server does not serve it")
-    if loc.kind in ("url", "none"):
+    spec = LOCATOR_KINDS.get(loc.kind)
+    if spec is not None and not spec.local:
         # The server never fetches remote URLs on behalf of a client.
         where = f"only at {loc.url}" if loc.url else "no stored location"
         raise _missing(what, where, sha256, pixel_digest)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -99,29 +98,21 @@ class ProgressLog:
 def count_folder_images(sources: Sequence[object]) -> int | None:
     """The images the sources will yield (the total for progress lines); None when one cannot tell cheaply.
 
-    A source may say itself through a ``count_hint() -> int | None`` method (Parquet/Arrow
-    metadata, a manifest's line scan, an archive's member list, tar headers); a folder source is counted by a cheap walk (names only, symlinked folders not
-    followed, hidden entries skipped). Meant to run beside the indexing, never before it.
+    Each count comes from the source itself (``count_hint()``: Parquet/Arrow metadata, a
+    manifest's line scan, an archive's member list, tar headers) or from its registered
+    format's ``count_images`` (a folder: a walk of names); see ``sources.registry``. Meant to
+    run beside the indexing, never before it.
     """
-    from splitaudit.indexer.sources import is_hidden, is_image_name
-    from splitaudit.indexer.sources.folder import FolderSource
+    from splitaudit.indexer.sources.registry import cheap_image_count
 
     if not sources:
         return None
     total = 0
     for source in sources:
-        hint = getattr(source, "count_hint", None)
-        if callable(hint):
-            n = hint()
-            if n is None:
-                return None
-            total += int(n)
-        elif isinstance(source, FolderSource):
-            for _dir, dirs, files in os.walk(source.root):
-                dirs[:] = [d for d in dirs if not is_hidden(d)]
-                total += sum(1 for f in files if is_image_name(f) and not is_hidden(f))
-        else:
+        n = cheap_image_count(source)
+        if n is None:
             return None
+        total += n
     return total
 
 

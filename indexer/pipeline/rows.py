@@ -9,7 +9,6 @@ marks the shard done — only if no one else already did (see ``commit_batches``
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.features.hashes import Hash64
 from splitaudit.indexer.features.types import ImageFeatures
 from splitaudit.indexer.pipeline.extract import Extracted
-from splitaudit.indexer.sources.member_names import escape_undecodable_tree, has_surrogates
+from splitaudit.indexer.sources.member_names import escape_undecodable_tree
 from splitaudit.indexer.sources.record import Record
 from splitaudit.indexer.store.vectors import batch_path, write_batch
 from splitaudit.indexer.workspace import Workspace
@@ -43,24 +42,8 @@ class PreparedBatch:
 
 
 def locator_dict(r: Record) -> dict[str, object]:
-    """The locator as a JSON dict (None fields dropped), to read the bytes again later.
-
-    A file name that is not UTF-8 is stored ``%XX``-escaped (for display and JSON) plus its
-    exact bytes as hex in ``raw_path``, which ``Locator.read_bytes`` opens.
-    """
-    loc = r.locator
-    out = {
-        "kind": loc.kind,
-        "path": loc.path,
-        "offset": loc.offset,
-        "size": loc.size,
-        "member": loc.member,
-        "url": loc.url,
-        "raw_path": loc.raw_path,
-    }
-    if loc.path is not None and loc.raw_path is None and has_surrogates(loc.path):
-        out["raw_path"] = os.fsencode(loc.path).hex()
-    return {k: v for k, v in out.items() if v is not None}
+    """The record's locator as a JSON dict (``Locator.to_dict``), to read the bytes again later."""
+    return r.locator.to_dict()
 
 
 def item_row(

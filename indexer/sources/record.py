@@ -6,11 +6,14 @@ import io
 import os
 import tarfile
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-LocatorKind = Literal["file", "tar", "zip", "url", "parquet", "arrow", "none"]
+# A locator kind is a name in ``LOCATOR_KINDS`` (built in: file, tar, zip, url, parquet, arrow,
+# none); a source format adds its own with ``register_locator_kind`` (via ``sources.registry``).
+LocatorKind = str
+LOCATOR_FIELDS = ("kind", "path", "offset", "size", "member", "url", "raw_path")
 
 
 _CHUNK = 1 << 20
@@ -80,18 +83,8 @@ class Locator:
 
     def uri(self) -> str:
         """A compact human-readable address, stored in the DB ``uri`` column."""
-        if self.kind == "file":
-            return str(self.path)
-        if self.kind == "tar":
-            return f"{self.path}#offset={self.offset}&size={self.size}"
-        if self.kind == "zip":
-            return f"{self.path}#{self.member}"
-        if self.kind == "url":
-            return str(self.url)
-        if self.kind in ("parquet", "arrow"):
-            unit = "row_group" if self.kind == "parquet" else "batch"
-            return f"{self.path}#{unit}={self.offset}&row={self.size}&column={self.member}"
-        return ""
+        spec = LOCATOR_KINDS.get(self.kind)
+        return "" if spec is None else spec.uri(self)
 
     def read_bytes(self, *, timeout: float = 30.0, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
         """Read the image bytes; raises ``OSError`` (or subclasses) when they are gone.
@@ -99,45 +92,31 @@ class Locator:
         Sizes known before reading (a file's, a tar or zip member's) are checked first: an
         oversized (or sparse) file is refused without a byte of it in memory.
         """
-        if self.kind == "file":
-            assert self.path is not None
-            with open(str(self.fs_path()), "rb") as fh:
-                check_image_size(os.fstat(fh.fileno()).st_size, max_bytes)
-                return read_capped(fh, max_bytes)
-        if self.kind == "tar":
-            assert self.path is not None and self.offset is not None and self.size is not None
-            check_image_size(self.size, max_bytes)
-            with open(str(self.fs_path()), "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read(self.size)
-            if len(data) != self.size:
-                raise OSError(f"tar member truncated: wanted {self.size} bytes, got {len(data)}")
-            return data
-        if self.kind == "zip":
-            assert self.path is not None and self.member is not None
-            from splitaudit.indexer.sources.member_names import open_zip
+        spec = LOCATOR_KINDS.get(self.kind)
+        if spec is None or spec.read is None:
+            raise OSError("no bytes available for this record (no file, shard member or URL)")
+        return spec.read(self, timeout, max_bytes)
 
-            with open_zip(self.path) as zf:
-                check_image_size(zf.getinfo(self.member).file_size, max_bytes)
-                with zf.open(self.member) as fh:
-                    return read_capped(fh, max_bytes)
-        if self.kind == "url":
-            assert self.url is not None
-            if not self.url.startswith(("http://", "https://")):
-                raise OSError(f"unsupported URL scheme: {self.url}")
-            with urllib.request.urlopen(self.url, timeout=timeout) as resp:
-                return read_capped(resp, max_bytes)
-        if self.kind in ("parquet", "arrow"):
-            from splitaudit.indexer.sources.hf_cells import (
-                read_cell,
-            )  # lazy: pyarrow is heavy to import
+    def to_dict(self) -> dict[str, object]:
+        """The locator as a JSON dict (None fields dropped), what ``from_dict`` reads back.
 
-            assert self.path is not None and self.offset is not None and self.size is not None
-            assert self.member is not None
-            return read_cell(
-                self.kind, self.path, unit=self.offset, row=self.size, column=self.member
-            )
-        raise OSError("no bytes available for this record (no file, shard member or URL)")
+        A file name that is not UTF-8 is stored ``%XX``-escaped (for display and JSON) plus its
+        exact bytes as hex in ``raw_path``, which ``read_bytes`` opens.
+        """
+        from splitaudit.indexer.sources.member_names import has_surrogates
+
+        out = {name: getattr(self, name) for name in LOCATOR_FIELDS}
+        if self.path is not None and self.raw_path is None and has_surrogates(self.path):
+            out["raw_path"] = os.fsencode(self.path).hex()
+        return {k: v for k, v in out.items() if v is not None}
+
+    @staticmethod
+    def from_dict(stored: Mapping[str, Any]) -> Locator:
+        """The locator a stored dict (``to_dict``) describes; unknown keys are ignored.
+
+        ``TypeError`` when ``kind`` is missing.
+        """
+        return Locator(**{k: stored[k] for k in LOCATOR_FIELDS if k in stored})
 
     @staticmethod
     def tar_member(tar_path: str, member: tarfile.TarInfo) -> Locator:
@@ -201,6 +180,91 @@ class Source(Protocol):
     def records(self, shard: Shard) -> Iterator[Record]:
         """Records of one shard, streamed (never the whole corpus in memory)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocatorKindSpec:
+    """How a locator of one kind is shown (``uri``) and read back (``read``: None = no bytes).
+
+    ``local``: the bytes are read from this machine's files (never fetched over the network).
+    """
+
+    kind: str
+    uri: Callable[[Locator], str]
+    read: Callable[[Locator, float, int], bytes] | None = None
+    local: bool = True
+
+
+LOCATOR_KINDS: dict[str, LocatorKindSpec] = {}
+
+
+def register_locator_kind(spec: LocatorKindSpec) -> None:
+    """Make ``spec.kind`` known to ``Locator.uri`` / ``read_bytes`` (replacing one of that name)."""
+    LOCATOR_KINDS[spec.kind] = spec
+
+
+def _read_file(loc: Locator, _timeout: float, max_bytes: int) -> bytes:
+    assert loc.path is not None
+    with open(str(loc.fs_path()), "rb") as fh:
+        check_image_size(os.fstat(fh.fileno()).st_size, max_bytes)
+        return read_capped(fh, max_bytes)
+
+
+def _read_tar(loc: Locator, _timeout: float, max_bytes: int) -> bytes:
+    assert loc.path is not None and loc.offset is not None and loc.size is not None
+    check_image_size(loc.size, max_bytes)
+    with open(str(loc.fs_path()), "rb") as fh:
+        fh.seek(loc.offset)
+        data = fh.read(loc.size)
+    if len(data) != loc.size:
+        raise OSError(f"tar member truncated: wanted {loc.size} bytes, got {len(data)}")
+    return data
+
+
+def _read_zip(loc: Locator, _timeout: float, max_bytes: int) -> bytes:
+    assert loc.path is not None and loc.member is not None
+    from splitaudit.indexer.sources.member_names import open_zip
+
+    with open_zip(loc.path) as zf:
+        check_image_size(zf.getinfo(loc.member).file_size, max_bytes)
+        with zf.open(loc.member) as fh:
+            return read_capped(fh, max_bytes)
+
+
+def _read_url(loc: Locator, timeout: float, max_bytes: int) -> bytes:
+    assert loc.url is not None
+    if not loc.url.startswith(("http://", "https://")):
+        raise OSError(f"unsupported URL scheme: {loc.url}")
+    with urllib.request.urlopen(loc.url, timeout=timeout) as resp:
+        return read_capped(resp, max_bytes)
+
+
+def _read_cell(loc: Locator, _timeout: float, _max_bytes: int) -> bytes:
+    from splitaudit.indexer.sources.hf_cells import read_cell  # lazy: pyarrow is heavy
+
+    assert loc.path is not None and loc.offset is not None and loc.size is not None
+    assert loc.member is not None
+    kind = "parquet" if loc.kind == "parquet" else "arrow"
+    return read_cell(kind, loc.path, unit=loc.offset, row=loc.size, column=loc.member)
+
+
+def _cell_uri(loc: Locator) -> str:
+    unit = "row_group" if loc.kind == "parquet" else "batch"
+    return f"{loc.path}#{unit}={loc.offset}&row={loc.size}&column={loc.member}"
+
+
+for _spec in (
+    LocatorKindSpec("file", lambda loc: str(loc.path), _read_file),
+    LocatorKindSpec(
+        "tar", lambda loc: f"{loc.path}#offset={loc.offset}&size={loc.size}", _read_tar
+    ),
+    LocatorKindSpec("zip", lambda loc: f"{loc.path}#{loc.member}", _read_zip),
+    LocatorKindSpec("url", lambda loc: str(loc.url), _read_url, local=False),
+    LocatorKindSpec("parquet", _cell_uri, _read_cell),
+    LocatorKindSpec("arrow", _cell_uri, _read_cell),
+    LocatorKindSpec("none", lambda loc: "", None, local=False),
+):
+    register_locator_kind(_spec)
 
 
 def open_bytes(data: bytes) -> io.BytesIO:
