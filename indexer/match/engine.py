@@ -470,7 +470,7 @@ def _load_image(locator: dict[str, Any] | None) -> Image.Image | None:
     if not locator:
         return None
     try:
-        return decode_image(Locator(**locator).read_bytes(), pixels_only=True).image
+        return decode_image(Locator.from_dict(locator).read_bytes(), pixels_only=True).image
     except Exception as exc:  # missing source or undecodable: the pair keeps its other evidence
         log.info("cannot load %s for verification: %s", locator, exc)
         return None
