@@ -44,6 +44,7 @@ ESTIMATE_MARGIN = 0.12
 MAX_BUCKET = 2_000
 _PAIR_BLOCK = 1 << 22  # candidate pairs generated at once (32 MiB of int64 pairs)
 _ESTIMATE_BLOCK = 1 << 18  # pairs whose signatures are compared at once
+_VERIFY_BLOCK = 200_000  # candidate pairs whose captions are fetched and parsed at once
 
 ProgressFn = Callable[[str], None]
 
@@ -241,14 +242,31 @@ def _verify(
     th: CaptionThresholds,
 ) -> list[CaptionPair]:
     """The candidate item pairs that match on their text (the rule of ``query._verify``)."""
+    out: dict[tuple[int, int], CaptionPair] = {}
+    lo_ids, hi_ids = np.minimum(a_ids, b_ids), np.maximum(a_ids, b_ids)
+    order = np.lexsort((hi_ids, lo_ids))
+    lo_ids, hi_ids = lo_ids[order], hi_ids[order]
+    # A block of pairs at a time: only its captions' text and parsed words are held.
+    for start in range(0, len(order), _VERIFY_BLOCK):
+        block_lo = lo_ids[start : start + _VERIFY_BLOCK]
+        block_hi = hi_ids[start : start + _VERIFY_BLOCK]
+        _verify_block(index, block_lo, block_hi, th, out)
+    return sorted(out.values(), key=lambda p: (p.a, p.b))
+
+
+def _verify_block(
+    index: CaptionIndex,
+    lo_ids: npt.NDArray[np.int64],
+    hi_ids: npt.NDArray[np.int64],
+    th: CaptionThresholds,
+    out: dict[tuple[int, int], CaptionPair],
+) -> None:
     rules = th.rules
     frequency = index.frequency
     common = rules.common_count(frequency.captions)
-    texts = index.texts(sorted(set(a_ids.tolist()) | set(b_ids.tolist())))
+    texts = index.texts(np.unique(np.r_[lo_ids, hi_ids]).tolist())
     parsed: dict[int, _Text] = {}
-    out: dict[tuple[int, int], CaptionPair] = {}
-    for x, y in zip(a_ids.tolist(), b_ids.tolist(), strict=True):
-        lo, hi = (x, y) if x < y else (y, x)
+    for lo, hi in zip(lo_ids.tolist(), hi_ids.tolist(), strict=True):
         if lo == hi or (lo, hi) in out or lo not in texts or hi not in texts:
             continue  # an item gone from the corpus since indexing has no text
         a = parsed.get(lo) or parsed.setdefault(lo, _parse(texts[lo]))
@@ -276,4 +294,3 @@ def _verify(
             containment=len(shared) / max(1, smaller),
             contained=contained,
         )
-    return sorted(out.values(), key=lambda p: (p.a, p.b))
