@@ -8,7 +8,7 @@ import tarfile
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 # A locator kind is a name in ``LOCATOR_KINDS`` (built in: file, tar, zip, url, parquet, arrow,
 # none); a source format adds its own with ``register_locator_kind`` (via ``sources.registry``).
@@ -244,7 +244,7 @@ def _read_cell(loc: Locator, _timeout: float, _max_bytes: int) -> bytes:
 
     assert loc.path is not None and loc.offset is not None and loc.size is not None
     assert loc.member is not None
-    kind = "parquet" if loc.kind == "parquet" else "arrow"
+    kind: Literal["parquet", "arrow"] = "parquet" if loc.kind == "parquet" else "arrow"
     return read_cell(kind, loc.path, unit=loc.offset, row=loc.size, column=loc.member)
 
 
