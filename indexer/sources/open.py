@@ -52,12 +52,11 @@ def open_source(
     )
     if found is not None:
         return found[1]
-    if not target.exists:
-        raise InputError(f"{spec} does not exist")
-    raise InputError(
+    raise _unrecognised(
+        target,
         f"cannot tell what kind of source {spec} is: expected a folder, a manifest "
         "(.csv/.tsv/.jsonl/.parquet), WebDataset .tar shards, a zip/tar archive, "
-        "or a clip-retrieval folder with img_emb/"
+        "or a clip-retrieval folder with img_emb/",
     )
 
 
@@ -89,20 +88,11 @@ def open_split(
     roots = None if allowed_roots is None else real_roots(allowed_roots)
     if roots is not None:
         check_path_allowed(p, roots, what="split")
-    options = OpenOptions(
-        image_column=image_column,
-        key_column=key_column,
-        workdir=workdir,
-        allowed_roots=roots,
-        max_bytes=max_bytes,
-        max_members=max_members,
-    )
+    options = OpenOptions(image_column, key_column, workdir, roots, max_bytes, max_members)
     target = Target(path)
     found = first_opened(target, options, split=True)
     if found is None:
-        if not target.exists:
-            raise InputError(f"{path} does not exist")
-        raise InputError(_NOT_A_SPLIT.format(path=path))
+        raise _unrecognised(target, _NOT_A_SPLIT.format(path=path))
     fmt, source = found
     if roots is not None and fmt.rooted:
         source = RootedSource(source, roots)
@@ -124,17 +114,16 @@ def split_location(
     ``open_split`` of the result reads the same split without a ``workdir`` or
     ``image_column``; archives are unpacked into ``workdir`` as in ``open_split``.
     """
-    options = OpenOptions(
-        image_column=image_column,
-        key_column=key_column,
-        workdir=workdir,
-        max_bytes=max_bytes,
-        max_members=max_members,
-    )
+    options = OpenOptions(image_column, key_column, workdir, None, max_bytes, max_members)
     target = Target(path)
     found = first_location(target, options)
-    if found is not None:
-        return found
+    if found is None:
+        raise _unrecognised(target, _NOT_A_SPLIT.format(path=path))
+    return found
+
+
+def _unrecognised(target: Target, message: str) -> InputError:
+    """What to raise when no registered format reads ``target``: it is missing, or ``message``."""
     if not target.exists:
-        raise InputError(f"{path} does not exist")
-    raise InputError(_NOT_A_SPLIT.format(path=path))
+        return InputError(f"{target.spec} does not exist")
+    return InputError(message)
