@@ -8,7 +8,6 @@ shingles they share, and the longest shared word run, which is the evidence a re
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -24,7 +23,8 @@ from splitaudit.indexer.captions.minhash import (
     longest_shared_span,
     signatures,
 )
-from splitaudit.indexer.captions.normalize import content_tokens, shingle_hashes_of, token_batch
+from splitaudit.indexer.captions.normalize import token_batch
+from splitaudit.indexer.captions.text_rule import ParsedCaption, parse_caption, text_match
 from splitaudit.indexer.errors import UsageError
 
 __all__ = [
@@ -137,17 +137,6 @@ class CaptionHit:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class _Text:
-    words: list[str]
-    shingles: frozenset[tuple[str, str]]
-
-
-def _parse(text: str) -> _Text:
-    words = content_tokens(text)
-    return _Text(words, frozenset(itertools.pairwise(words)))
-
-
 def find_caption_matches(
     index: CaptionIndex,
     captions: Sequence[tuple[int, str]],
@@ -255,45 +244,30 @@ def _verify(
     frequency, rules = index.frequency, th.rules
     common = rules.common_count(frequency.captions)
     corpus_text = index.texts(sorted({item for _, item in pairs}))
-    tests: dict[int, _Text] = {}
-    corpus: dict[int, _Text] = {}
+    tests: dict[int, ParsedCaption] = {}
+    corpus: dict[int, ParsedCaption] = {}
     best: dict[tuple[int, int], CaptionHit] = {}
     for row, item_id in sorted(pairs):
         corpus_caption = corpus_text.get(item_id)
         if corpus_caption is None:  # the item is gone from the corpus since indexing
             continue
         test_id, test_caption = captions[row]
-        a = tests.get(row) or tests.setdefault(row, _parse(test_caption))
-        b = corpus.get(item_id) or corpus.setdefault(item_id, _parse(corpus_caption))
-        if min(len(a.words), len(b.words)) < rules.min_tokens:
+        a = tests.get(row) or tests.setdefault(row, parse_caption(test_caption))
+        b = corpus.get(item_id) or corpus.setdefault(item_id, parse_caption(corpus_caption))
+        found = text_match(a, b, th, frequency, common)
+        if found is None:
             continue
-        shared = a.shingles & b.shingles
-        jaccard = len(shared) / len(a.shingles | b.shingles)
-        exact = a.words == b.words
-        shorter = min(len(a.words), len(b.words))
-        contained = shorter >= th.containment_min_tokens and len(shared) >= th.containment * min(
-            len(a.shingles), len(b.shingles)
-        )
-        if not exact and jaccard < th.jaccard and not contained:
-            continue
-        # Only now (few pairs get here) look up how common the shared shingles are.
-        hashes = shingle_hashes_of(shared)
-        if (
-            int(np.count_nonzero(frequency.frequency(hashes) < common))
-            < rules.min_informative_shared
-        ):
-            continue  # only common shingles in common: boilerplate never matches on its own
         start, _, size = longest_shared_span(a.words, b.words)
         hit = CaptionHit(
             test_id=test_id,
             item_id=item_id,
-            kind="exact" if exact else "near",
-            jaccard=1.0 if exact else jaccard,
+            kind="exact" if found.exact else "near",
+            jaccard=found.jaccard,
             shared_span=" ".join(a.words[start : start + size]),
             test_caption=test_caption,
             corpus_caption=corpus_caption,
-            containment=len(shared) / max(1, min(len(a.shingles), len(b.shingles))),
-            contained=contained,
+            containment=found.containment,
+            contained=found.contained,
         )
         key = (test_id, item_id)
         old = best.get(key)

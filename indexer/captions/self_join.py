@@ -33,8 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from splitaudit.indexer.captions.index import CaptionIndex
-from splitaudit.indexer.captions.normalize import content_tokens, shingle_hashes_of
 from splitaudit.indexer.captions.query import CaptionThresholds
+from splitaudit.indexer.captions.text_rule import ParsedCaption, parse_caption, text_match
 
 __all__ = ["ESTIMATE_MARGIN", "MAX_BUCKET", "CaptionPair", "SelfJoin", "caption_self_join"]
 
@@ -67,12 +67,6 @@ class SelfJoin:
 
     pairs: list[CaptionPair]
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Text:
-    words: list[str]
-    shingles: frozenset[tuple[str, str]]
 
 
 def caption_self_join(
@@ -230,18 +224,13 @@ def _pruned(
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _parse(text: str) -> _Text:
-    words = content_tokens(text)
-    return _Text(words, frozenset(itertools.pairwise(words)))
-
-
 def _verify(
     index: CaptionIndex,
     a_ids: npt.NDArray[np.int64],
     b_ids: npt.NDArray[np.int64],
     th: CaptionThresholds,
 ) -> list[CaptionPair]:
-    """The candidate item pairs that match on their text (the rule of ``query._verify``)."""
+    """The candidate item pairs that match on their text (``text_rule.text_match``)."""
     out: dict[tuple[int, int], CaptionPair] = {}
     lo_ids, hi_ids = np.minimum(a_ids, b_ids), np.maximum(a_ids, b_ids)
     order = np.lexsort((hi_ids, lo_ids))
@@ -265,32 +254,20 @@ def _verify_block(
     frequency = index.frequency
     common = rules.common_count(frequency.captions)
     texts = index.texts(np.unique(np.r_[lo_ids, hi_ids]).tolist())
-    parsed: dict[int, _Text] = {}
+    parsed: dict[int, ParsedCaption] = {}
     for lo, hi in zip(lo_ids.tolist(), hi_ids.tolist(), strict=True):
         if lo == hi or (lo, hi) in out or lo not in texts or hi not in texts:
             continue  # an item gone from the corpus since indexing has no text
-        a = parsed.get(lo) or parsed.setdefault(lo, _parse(texts[lo]))
-        b = parsed.get(hi) or parsed.setdefault(hi, _parse(texts[hi]))
-        if min(len(a.words), len(b.words)) < rules.min_tokens:
+        a = parsed.get(lo) or parsed.setdefault(lo, parse_caption(texts[lo]))
+        b = parsed.get(hi) or parsed.setdefault(hi, parse_caption(texts[hi]))
+        found = text_match(a, b, th, frequency, common)
+        if found is None:
             continue
-        shared = a.shingles & b.shingles
-        jaccard = len(shared) / len(a.shingles | b.shingles)
-        same = a.words == b.words
-        smaller = min(len(a.shingles), len(b.shingles))
-        contained = (
-            min(len(a.words), len(b.words)) >= th.containment_min_tokens
-            and len(shared) >= th.containment * smaller
-        )
-        if not same and jaccard < th.jaccard and not contained:
-            continue
-        informative = frequency.frequency(shingle_hashes_of(shared)) < common
-        if int(np.count_nonzero(informative)) < rules.min_informative_shared:
-            continue  # only common shingles in common: boilerplate never pairs items
         out[(lo, hi)] = CaptionPair(
             a=lo,
             b=hi,
-            exact=same,
-            jaccard=1.0 if same else jaccard,
-            containment=len(shared) / max(1, smaller),
-            contained=contained,
+            exact=found.exact,
+            jaccard=found.jaccard,
+            containment=found.containment,
+            contained=found.contained,
         )
