@@ -9,7 +9,12 @@ from splitaudit.indexer.sources.folder import FolderSource
 from splitaudit.indexer.sources.labels_csv import LabelledSource, load_labels_csv
 from splitaudit.indexer.sources.manifest import ManifestSource
 from splitaudit.indexer.sources.open import open_source, open_split
-from splitaudit.indexer.sources.record import Locator, Record, Shard, Source
+from splitaudit.indexer.sources.record import Locator, LocatorKindSpec, Record, Shard, Source
+from splitaudit.indexer.sources.registry import (
+    SourceFormat,
+    register_source_format,
+    source_formats,
+)
 from splitaudit.indexer.sources.webdataset import WebDatasetSource
 
 __all__ = [
@@ -17,11 +22,13 @@ __all__ = [
     "FolderSource",
     "LabelledSource",
     "Locator",
+    "LocatorKindSpec",
     "ManifestSource",
     "PrecomputedEmbeddingSource",
     "Record",
     "Shard",
     "Source",
+    "SourceFormat",
     "WebDatasetSource",
     "extract_archive",
     "is_hidden",
@@ -29,4 +36,6 @@ __all__ = [
     "load_labels_csv",
     "open_source",
     "open_split",
+    "register_source_format",
+    "source_formats",
 ]
