@@ -12,6 +12,7 @@ from ui_browser_support import (
     require_chromium,
     save_screenshot,
     serve,
+    wait_for_js,
     zip_folder,
 )
 
@@ -101,8 +102,8 @@ def test_review_pages_keyboard_verdicts_filters_and_screenshot(tmp_path: Path) -
         page.keyboard.press("o")
         assert page.locator("#stage").get_attribute("data-mode") == "overlay"
         page.keyboard.press("f")
-        page.wait_for_function("document.getElementById('stage').classList.contains('show-test')")
-        page.wait_for_function("!document.getElementById('stage').classList.contains('show-test')")
+        wait_for_js(page, "document.getElementById('stage').classList.contains('show-test')")
+        wait_for_js(page, "!document.getElementById('stage').classList.contains('show-test')")
         page.keyboard.press("s")
         assert page.locator("#stage").get_attribute("data-mode") == "side"
         page.keyboard.press("?")
@@ -173,13 +174,15 @@ def test_upload_form_starts_an_audit_whose_progress_bar_updates(tmp_path: Path) 
         # The list shows the audit with a progress bar that fills as the job reports progress.
         page.goto(f"{server.url}/ui")
         row = page.locator(f'tr[data-audit-id="{audit_id}"]')
-        page.wait_for_function(
+        wait_for_js(
+            page,
             f"""() => {{ const p = document.querySelector('tr[data-audit-id="{audit_id}"] progress');
                         return p && p.value > 0 && p.value < 1; }}""",
             timeout=60_000,
         )
         first = float(row.locator("progress").evaluate("p => p.value"))
-        page.wait_for_function(
+        wait_for_js(
+            page,
             f"""() => {{ const p = document.querySelector('tr[data-audit-id="{audit_id}"] progress');
                         return p && p.value > {first}; }}""",
             timeout=60_000,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers.planted_dedup import plant
-from ui_browser_support import browser_page, require_chromium, save_screenshot, serve
+from ui_browser_support import browser_page, require_chromium, save_screenshot, serve, wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,8 +35,9 @@ def test_dedup_clusters_page_review_persists(tmp_path: Path) -> None:
         assert page.locator("section.cluster").count() == len(truth)
         assert page.locator("li.member.kept").count() == len(truth)
         page.locator("li.member img.thumb").first.wait_for()
-        page.wait_for_function(
-            "Array.from(document.querySelectorAll('li.member img.thumb')).every(i => i.complete && i.naturalWidth > 0)"
+        wait_for_js(
+            page,
+            "Array.from(document.querySelectorAll('li.member img.thumb')).every(i => i.complete && i.naturalWidth > 0)",
         )
         clusters = api.get(f"/api/v1/dedup/{run_id}/clusters").json()["items"]
         flip = next(m for c in clusters for m in c["members"] if m["key"] == "copy1_flip.jpg")

@@ -188,3 +188,17 @@ def save_screenshot(page: Any, name: str) -> Path:
 def remove_tree(path: Path) -> None:
     """Delete a folder if it exists."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_for_js(page: Any, expression: str, timeout: float = 30_000) -> None:
+    """Wait until ``expression`` (a JS expression or ``() => ...`` function) is truthy in ``page``.
+
+    Playwright's ``wait_for_function`` polls with ``eval`` inside the page, which the UI's strict
+    Content-Security-Policy (no ``unsafe-eval``) refuses; ``page.evaluate`` runs through the
+    DevTools protocol, outside the page's CSP, so poll with it from here.
+    """
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} ms waiting for: {expression}")
+        time.sleep(0.02)
