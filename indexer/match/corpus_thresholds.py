@@ -260,7 +260,9 @@ def _sample_images(
             if loc.get("kind") not in ("file", "tar", "zip"):
                 continue
             try:
-                images.append(decode_image(Locator.from_dict(loc).read_bytes(), pixels_only=True).image)
+                images.append(
+                    decode_image(Locator.from_dict(loc).read_bytes(), pixels_only=True).image
+                )
             except Exception as exc:  # moved or unreadable since indexing: sample another
                 log.debug("calibration skips item %s: %s", item_id, exc)
                 continue
