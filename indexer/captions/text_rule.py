@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from splitaudit.indexer.captions.normalize import content_tokens, shingle_hashes_of
 
 if TYPE_CHECKING:
-    from splitaudit.indexer.captions.boilerplate import ShingleFrequency
-    from splitaudit.indexer.captions.query import CaptionThresholds
+    from splitaudit.indexer.captions.boilerplate import BoilerplateRules, ShingleFrequency
+
+
+class CopyRule(Protocol):
+    """The thresholds the text rule reads (``query.CaptionThresholds`` is one)."""
+
+    @property
+    def jaccard(self) -> float: ...
+    @property
+    def containment(self) -> float: ...
+    @property
+    def containment_min_tokens(self) -> int: ...
+    @property
+    def rules(self) -> BoilerplateRules: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +59,7 @@ class TextMatch:
 def text_match(
     a: ParsedCaption,
     b: ParsedCaption,
-    th: CaptionThresholds,
+    th: CopyRule,
     frequency: ShingleFrequency,
     common: int,
 ) -> TextMatch | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Registers the built-in formats (folder, manifest, WebDataset, archives, Hugging Face, ...).
+from splitaudit.indexer.sources import builtin_formats as _builtin_formats  # noqa: F401
 from splitaudit.indexer.sources._layout import is_hidden, is_image_name
 from splitaudit.indexer.sources.archive import ArchiveSource, extract_archive
 from splitaudit.indexer.sources.clip_retrieval import PrecomputedEmbeddingSource

@@ -135,9 +135,8 @@ def unregister_source_format(name: str) -> None:
 
 
 def source_formats() -> tuple[SourceFormat, ...]:
-    """The registered formats, in the order they are tried (built-in ones first)."""
-    import splitaudit.indexer.sources.builtin_formats  # noqa: F401  (registers the built-ins)
-
+    """The registered formats, in the order they are tried (built-in ones first: the package's
+    ``__init__`` imports ``builtin_formats``, which registers them, before any caller gets here)."""
     return tuple(_FORMATS)
 
 
