@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli_audit import index_and_audit
 from helpers.overlay_images import fitted, inset, patterned_frame, tiled_watermark
 
-from splitaudit.indexer.cli.main import cli
 from splitaudit.indexer.demo import sample_photo
 
 pytestmark = pytest.mark.slow
@@ -42,33 +41,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     canvas, pasted = inset(photo["motorcycle"], 0.4, INSET_AT)
     canvas.save(split / "slide.png")
     (root / "pasted.json").write_text(json.dumps(pasted))
-    home = root / "home"
-    runner = CliRunner()
-    indexed = runner.invoke(
-        cli,
-        ["index", str(corpus), "--corpus", "c", "--home", str(home), "--model", tiny_model_spec],
-    )
-    assert indexed.exit_code == 0, indexed.output
-    out = root / "report.json"
-    # The tiny test model's cosines are not semantic: nominate every neighbour, so that the
-    # hashes, the verifier and the geometric match decide, as for a real model's candidates.
-    audited = runner.invoke(
-        cli,
-        [
-            "audit",
-            str(split),
-            "--corpus",
-            "c",
-            "--home",
-            str(home),
-            "--json",
-            str(out),
-            "--threshold",
-            "candidate_cosine=-1",
-        ],
-    )
-    assert audited.exit_code in (0, 1), audited.output
-    data = json.loads(out.read_text())
+    data = index_and_audit(corpus, split, root / "home", tiny_model_spec)
     data["_pasted"] = pasted
     return data
 

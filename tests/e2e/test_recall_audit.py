@@ -4,15 +4,11 @@ in the evidence), and an unrelated 32-px scene of the same kind is not (issue 23
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers.cli_audit import index_and_audit
 from PIL import Image, ImageDraw, ImageFilter
 
-from splitaudit.indexer.cli.main import cli
 from splitaudit.indexer.demo import sample_photo
 
 pytestmark = pytest.mark.slow
@@ -79,33 +75,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     thumbnail(scene(5)).transpose(Image.Transpose.ROTATE_90).save(split / "thumb_rot90.png")
     thumbnail(scene(100)).save(split / "unrelated_a.png")
     thumbnail(scene(101), shift=2).save(split / "unrelated_b.png")
-    home = root / "home"
-    runner = CliRunner()
-    indexed = runner.invoke(
-        cli,
-        ["index", str(corpus), "--corpus", "c", "--home", str(home), "--model", tiny_model_spec],
-    )
-    assert indexed.exit_code == 0, indexed.output
-    out = root / "report.json"
-    # The tiny test model's cosines are not semantic: nominate every neighbour, so that the
-    # hashes and the verifier decide, as for a real model's candidates.
-    audited = runner.invoke(
-        cli,
-        [
-            "audit",
-            str(split),
-            "--corpus",
-            "c",
-            "--home",
-            str(home),
-            "--json",
-            str(out),
-            "--threshold",
-            "candidate_cosine=-1",
-        ],
-    )
-    assert audited.exit_code in (0, 1), audited.output
-    data: dict = json.loads(Path(out).read_text())
+    data = index_and_audit(corpus, split, root / "home", tiny_model_spec)
     return data
 
 

@@ -1,0 +1,31 @@
+"""Index a corpus folder and audit a split folder through the CLI; return the JSON report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from splitaudit.indexer.cli.main import cli
+
+
+def index_and_audit(corpus: Path, split: Path, home: Path, model_spec: str) -> dict[str, Any]:
+    """``splitaudit index CORPUS`` with ``model_spec``, then ``splitaudit audit SPLIT --json``.
+
+    The tiny test model's cosines are not semantic, so the audit nominates every neighbour
+    (``candidate_cosine=-1``): the hashes, the verifier and the geometric match decide, as they
+    do for a real model's candidates.
+    """
+    runner = CliRunner()
+    indexed = runner.invoke(
+        cli, ["index", str(corpus), "--corpus", "c", "--home", str(home), "--model", model_spec]
+    )
+    assert indexed.exit_code == 0, indexed.output
+    out = home.parent / "report.json"
+    audit = ["audit", str(split), "--corpus", "c", "--home", str(home), "--json", str(out)]
+    audited = runner.invoke(cli, [*audit, "--threshold", "candidate_cosine=-1"])
+    assert audited.exit_code in (0, 1), audited.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
