@@ -32,7 +32,7 @@ from splitaudit.indexer.dedup.clusters import build_clusters, summarize
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, check_policy
 from splitaudit.indexer.dedup.outputs import dedup_report
 from splitaudit.indexer.dedup.pairs import Edge
-from splitaudit.indexer.dedup.service import member_info
+from splitaudit.indexer.dedup.service import member_info, member_rows
 from splitaudit.indexer.errors import UsageError
 from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.workspace import Workspace
@@ -106,23 +106,7 @@ def run_caption_dedup(
         }
         summary["captions_indexed"] = join.stats.get("captions", 0)
         with transaction(ws.sessions) as s:
-            s.bulk_insert_mappings(
-                DedupMember,  # type: ignore[arg-type]
-                [
-                    dict(
-                        run_id=run_id,
-                        cluster=n,
-                        semantic=False,
-                        item_id=m.item_id,
-                        kept=m.kept,
-                        tier=m.tier,
-                        partner_id=m.partner_id,
-                        verify=m.verify,
-                    )
-                    for n, c in enumerate(clusters, start=1)
-                    for m in c.members
-                ],
-            )
+            s.bulk_insert_mappings(DedupMember, member_rows(run_id, clusters))  # type: ignore[arg-type]
             done = s.get_one(DedupRun, run_id)
             done.summary, done.status, done.finished_at = summary, "done", datetime.now(UTC)
     except Exception as exc:

@@ -230,14 +230,15 @@ def _finish(
     with transaction(ws.sessions) as s:
         s.execute(delete(DedupMember).where(DedupMember.run_id == run_id))
         s.bulk_insert_mappings(
-            DedupMember, _member_rows(run_id, clusters) + _member_rows(run_id, sem_clusters)
+            DedupMember, member_rows(run_id, clusters) + member_rows(run_id, sem_clusters)
         )  # type: ignore[arg-type]
         run = s.get_one(DedupRun, run_id)
         run.summary, run.status, run.finished_at = summary, "done", datetime.now(UTC)
     return summary
 
 
-def _member_rows(run_id: int, clusters: list[Cluster]) -> list[dict[str, Any]]:
+def member_rows(run_id: int, clusters: list[Cluster]) -> list[dict[str, Any]]:
+    """The ``dedup_member`` rows of a run's clusters (for a bulk insert)."""
     return [
         dict(
             run_id=run_id,
