@@ -162,16 +162,14 @@ class ZoomedReferences:
     def correlations(self, templates: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Best Pearson r of zero-mean unit-norm (t, WINDOW, WINDOW) templates over all
         positions and zooms, per reference (a template is slid, never padded past an edge)."""
-        from scipy import fft  # single-precision FFTs (numpy's are double): 2-4x faster
-
         best = np.full(len(self.spectra[0]), -1.0, np.float32)
         for spectra, inverse in zip(self.spectra, self.inverse_norms, strict=True):
             size, valid = _fft_size(inverse.shape[-1] + WINDOW - 1), inverse.shape[-1]
             padded = np.zeros((len(templates), size, size), np.float32)
             padded[:, :WINDOW, :WINDOW] = templates
-            kernels = np.conj(fft.rfft2(padded))  # (t, size, size // 2 + 1)
+            kernels = np.conj(np.fft.rfft2(padded))  # (t, size, size // 2 + 1)
             # Circular correlation of an n-px image: positions up to n - WINDOW never wrap.
-            corr = fft.irfft2(spectra[:, None] * kernels[None], s=(size, size))
+            corr = np.fft.irfft2(spectra[:, None] * kernels[None], s=(size, size))
             scores = corr[..., :valid, :valid] * inverse[:, None]
             best = np.maximum(best, scores.reshape(len(best), -1).max(axis=1))
         return best
@@ -183,11 +181,18 @@ class ZoomedReferences:
         )
 
 
+@lru_cache(maxsize=64)
 def _fft_size(n: int) -> int:
-    """The smallest FFT size >= n that factors into small primes (53 px -> 54)."""
-    from scipy import fft
-
-    return int(fft.next_fast_len(n, real=True))
+    """The smallest FFT size >= n whose only prime factors are 2, 3, 5 and 7 (53 px -> 54)."""
+    size = max(1, n)
+    while True:
+        rest = size
+        for prime in (2, 3, 5, 7):
+            while rest % prime == 0:
+                rest //= prime
+        if rest == 1:
+            return size
+        size += 1
 
 
 def _window_norms(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -210,8 +215,6 @@ def _window_norms(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 def _zoomed(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
     """Enlarge, band-pass and transform each reference once per ``ZOOM_IN`` scale."""
-    from scipy import fft
-
     spectra, inverse_norms = [], []
     floor = max(MIN_CONTRAST * WINDOW, _EPS)
     for zoom in ZOOM_IN:
@@ -223,7 +226,7 @@ def _zoomed(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
             ]
         )
         band = _band_pass(pixels)
-        spectra.append(fft.rfft2(band, s=(_fft_size(n),) * 2).astype(np.complex64))
+        spectra.append(np.fft.rfft2(band, s=(_fft_size(n),) * 2).astype(np.complex64))
         inverse_norms.append((1.0 / np.maximum(_window_norms(band), floor)).astype(np.float32))
     return ZoomedReferences(tuple(spectra), tuple(inverse_norms))
 
