@@ -20,7 +20,14 @@ Two things differ from a split:
   confirms, or a pHash near match like the audit's mirrored pHash;
 * an item that is an exact copy (same SHA-256, pixel or stream digest) of an item with a smaller id
   is not queried: its copy finds the same neighbours, and a blank placeholder repeated
-  10,000 times would otherwise cost 10,000^2 pairs. Its cluster link is the exact edge.
+  10,000 times would otherwise cost 10,000^2 pairs. Its cluster link is the exact edge;
+* a pair the near rule calls a duplicate on its pHash alone, at more than
+  ``WITNESS_HAMMING`` bits, needs a second witness when both items have embeddings: cosine
+  >= ``candidate_cosine`` (the cosine at which the audit would nominate it for
+  verification). A corpus is joined against itself, so it meets ~N^2/2 unrelated pairs,
+  against N x M for an audit: on 1M uniform 64-bit hashes ~130 unrelated pairs (x2 with the
+  mirrored hash) fall within 8 bits by chance, and real pHashes are far from uniform
+  (docs/dedup.md, "Second witness"). Without embeddings the rule is the audit's.
 """
 
 from __future__ import annotations
@@ -44,14 +51,16 @@ from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import signed_to_unsigned
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import CorpusIndex
-from splitaudit.indexer.store.hamming_join import HammingJoin
+from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
+from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.vector_join import self_join
 
 if TYPE_CHECKING:
     from splitaudit.indexer.match.verify_store import VerifyStore
 
 CHUNK_ROWS = 4096
+WITNESS_HAMMING = 4  # uniform 64-bit hashes: ~0.04 chance pairs within 4 bits at 1M (with mirror)
 _Num = TypeVar("_Num", int, float)
 
 
@@ -237,14 +246,95 @@ def chunk_edges(
         query_model=Item,
         store=store,
     )
+    witness = index.hashes.witness if isinstance(index.hashes, JoinedHashes) else {}
     out: list[Edge] = []
     for p in found.pairs:
         own = int(state.ids[p.row])
-        if p.item_id == own or p.kind is None or (p.kind == MatchKind.SEMANTIC and not semantic):
+        if p.item_id == own or p.kind is None:
             continue
         a, b = (own, p.item_id) if own < p.item_id else (p.item_id, own)
-        out.append(Edge(a, b, p.kind, p.hamming, p.cosine, p.verify))
+        kind, cosine = p.kind, p.cosine
+        if kind == MatchKind.NEAR and needs_witness(p.rules, p.hamming):
+            cosine = cosine if cosine is not None else witness.get((a, b))
+            if cosine is not None and cosine < thresholds.candidate_cosine:
+                # the pHash alone, and the embeddings disagree: judged as if the hash tier
+                # had not fired (semantic, or nothing)
+                kind = thresholds.classify(None, cosine, p.verify, p.min_side, None)
+        if kind is None or (kind == MatchKind.SEMANTIC and not semantic):
+            continue
+        out.append(Edge(a, b, kind, p.hamming, cosine, p.verify))
     return out
+
+
+def needs_witness(rules: Sequence[str], hamming: int | None) -> bool:
+    """Whether a near pair rests on its pHash alone at more than ``WITNESS_HAMMING`` bits."""
+    return list(rules) == ["phash"] and hamming is not None and hamming > WITNESS_HAMMING
+
+
+def witness_cosines(
+    ids: npt.NDArray[np.int64],
+    hashes: npt.NDArray[np.uint64],
+    within: Neighbours,
+    embedded: npt.NDArray[np.int64],
+    vectors: Callable[[], Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]],
+) -> dict[tuple[int, int], float]:
+    """Cosine of every pair of embedded items whose pHashes (plain or mirrored) lie within the
+    join radius but more than ``WITNESS_HAMMING`` bits apart: the pairs ``needs_witness`` asks
+    about, found once for the corpus. ``within``: the Hamming radius join keyed by hash value;
+    ``embedded``: the ids with a vector (sorted); ``vectors``: streams (ids, vectors) chunks.
+    One pass over the vectors, holding only the rows of those pairs."""
+    if not len(within.ids) or not len(ids):
+        return {}
+    a_parts: list[npt.NDArray[np.int64]] = []
+    b_parts: list[npt.NDArray[np.int64]] = []
+    for q in (hashes, hashes ^ MIRROR_MASK):
+        pos = np.searchsorted(within.keys, as_keys(q))
+        pos = np.minimum(pos, len(within.keys) - 1)
+        pos = np.where(within.keys[pos] == as_keys(q), pos, -1)
+        start = np.where(pos >= 0, within.offsets[pos], 0)
+        counts = np.where(pos >= 0, within.offsets[pos + 1] - start, 0)
+        rows = np.repeat(np.arange(len(ids)), counts)
+        flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(rows))
+        far = np.asarray(within.scores[flat]) > WITNESS_HAMMING
+        a, b = ids[rows[far]], within.ids[flat[far]]
+        a_parts.append(np.minimum(a, b)[a != b])
+        b_parts.append(np.maximum(a, b)[a != b])
+    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+    both = _member(embedded, a) & _member(embedded, b)
+    pairs = np.unique(np.stack([a[both], b[both]], axis=1), axis=0) if both.any() else None
+    if pairs is None:
+        return {}
+    needed = np.unique(pairs)
+    got_ids: list[npt.NDArray[np.int64]] = []
+    got_vecs: list[npt.NDArray[np.float32]] = []
+    for chunk_ids, chunk_vecs in vectors():
+        mask = _member(needed, np.asarray(chunk_ids, np.int64))
+        if mask.any():
+            got_ids.append(np.asarray(chunk_ids, np.int64)[mask])
+            got_vecs.append(np.asarray(chunk_vecs, np.float32)[mask])
+    if not got_ids:
+        return {}
+    vid = np.concatenate(got_ids)
+    order = np.argsort(vid, kind="stable")
+    vid, vec = vid[order], np.concatenate(got_vecs)[order]
+    have = _member(vid, pairs[:, 0]) & _member(vid, pairs[:, 1])
+    pairs = pairs[have]
+    pa, pb = np.searchsorted(vid, pairs[:, 0]), np.searchsorted(vid, pairs[:, 1])
+    cos = np.einsum("ij,ij->i", vec[pa], vec[pb])
+    return {
+        (int(x), int(y)): float(c)
+        for x, y, c in zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), cos.tolist(), strict=True)
+    }
+
+
+def _member(
+    sorted_ids: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Which ``values`` are in ``sorted_ids`` (sorted, unique)."""
+    if not len(sorted_ids):
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
+    return np.asarray(sorted_ids[pos] == values)
 
 
 def vector_batches(session: Session, corpus_id: int) -> list[tuple[str, int]]:
@@ -278,11 +368,14 @@ def join_corpus(
     ids_l: list[int] = []
     hashes_l: list[int] = []
     knn_l: list[bool] = []
+    embedded_l: list[int] = []
     for item_id, phash, w, h, embedded in session.execute(
         select(Item.id, Item.phash, Item.width, Item.height, Item.has_embedding).where(
             Item.corpus_id == corpus_id, Item.phash.is_not(None)
         )
     ):
+        if embedded:
+            embedded_l.append(int(item_id))
         if int(item_id) in skip:
             continue
         ids_l.append(int(item_id))
@@ -302,17 +395,28 @@ def join_corpus(
             np.r_[wanted, wanted ^ MIRROR_MASK], TOP_K, thresholds.candidate_hamming
         )
     stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
+    refs = vector_batches(session, corpus_id) if has_vectors else []
+    witness: dict[tuple[int, int], float] = {}
+    if has_vectors and thresholds.phash_hamming > WITNESS_HAMMING:
+        witness = witness_cosines(
+            np.asarray(ids_l, np.int64),
+            hashes,
+            within,
+            np.unique(np.asarray(embedded_l, np.int64)),
+            lambda: iter_chunks(corpus_dir, refs),
+        )
+        stats["witness_pairs"] = len(witness)
     joined_hashes = JoinedHashes(
         index.hashes,
         radius=thresholds.phash_hamming,
         within=within,
         knn_k=TOP_K,
         nearest=nearest,
+        witness=witness,
     )
     floats = index.floats
     if floats is not None and has_vectors:
         say(f"joining {floats.count} vectors")
-        refs = vector_batches(session, corpus_id)
         floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
         table, report = self_join(
             floats,

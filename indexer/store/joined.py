@@ -39,6 +39,7 @@ class JoinedHashes(BinaryStore):
         within: Neighbours,
         knn_k: int,
         nearest: Neighbours | None,
+        witness: dict[tuple[int, int], float] | None = None,
     ) -> None:
         super().__init__(base.index)
         self.base = base
@@ -46,6 +47,9 @@ class JoinedHashes(BinaryStore):
         self.params = dict(base.params)
         self.radius, self.within = radius, within
         self.knn_k, self.nearest = knn_k, nearest
+        # cosine of item pairs (a < b) the dedup's second-witness rule asks about
+        # (``dedup.pairs.witness_cosines``); empty without embeddings
+        self.witness: dict[tuple[int, int], float] = dict(witness or {})
         self.fallbacks = 0  # queries the tables could not answer (for tests and logs)
         self._rows: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
 
