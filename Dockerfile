@@ -24,7 +24,7 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 FROM python:${PYTHON_VERSION}-slim AS runtime
 # The extras installed with the wheel: embed (the embedding stack, default), embed,demo (for
 # `splitaudit demo`), or nothing for the light core.
-ARG EXTRAS=embed
+ARG EXTRAS=embed,hf,postgres
 # The PyTorch wheel index: CPU-only by default; .../whl/cu124 (or cu121, cu126) for CUDA.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ENV PYTHONDONTWRITEBYTECODE=1 \

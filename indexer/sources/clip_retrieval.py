@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 from splitaudit.indexer.sources._layout import digest, json_safe, text_value
 from splitaudit.indexer.sources.record import Locator, Record, Shard
 from splitaudit.indexer.sources.webdataset import (
@@ -89,6 +90,7 @@ class PrecomputedEmbeddingSource:
     def __init__(
         self, root: str | os.PathLike[str], *, shards_dir: str | os.PathLike[str] | None = None
     ) -> None:
+        require_extra("hf", HF_MODULES, "reading a clip-retrieval embeddings folder")
         p = Path(root).expanduser()
         if not p.is_dir():
             raise InputError(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 from splitaudit.indexer.sources.hf_cells import open_arrow
 from splitaudit.indexer.sources.hf_features import (
     ROWS_PER_BATCH,
@@ -77,6 +78,7 @@ class HFArrowSource(HFFileShards):
         image_column: str | None = None,
         key_column: str | None = None,
     ) -> None:
+        require_extra("hf", HF_MODULES, "reading a Hugging Face dataset")
         path = Path(os.path.abspath(os.path.expanduser(os.fspath(spec))))
         if not path.exists():
             raise InputError(f"{spec} does not exist")

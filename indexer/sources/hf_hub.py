@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_HUB_MODULES, require_extra
 
 HF_SCHEME = "hf:/"
 # Path.__new__ folds "hf://" into "hf:/": accept both spellings.
@@ -70,6 +71,7 @@ def resolve_hf_uri(
     """
     ref = HFDatasetRef.parse(spec)
     spec = hf_uri_text(spec)  # the messages below show it with its two slashes
+    require_extra("hf", HF_HUB_MODULES, f"reading {spec}")
     from huggingface_hub import snapshot_download  # lazy: imports httpx and more
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 from splitaudit.indexer.sources.hf_arrow import HFArrowSource, is_save_to_disk
 from splitaudit.indexer.sources.hf_hub import is_hf_uri, resolve_hf_uri
 from splitaudit.indexer.sources.hf_parquet import (
@@ -75,6 +76,7 @@ def open_hf_parquet_file(
     a manifest (a ``path``/``url`` column, no ``datasets`` Image struct)."""
     if image_column is not None:
         return HFParquetSource(path, image_column=image_column, key_column=key_column)
+    require_extra("hf", HF_MODULES, f"reading the Parquet file {path.name}")
     import pyarrow.parquet as pq
 
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 from splitaudit.indexer.sources._layout import is_hidden, is_image_name
 from splitaudit.indexer.sources.hf_features import ROWS_PER_BATCH, HFLayout, analyze_schema
 from splitaudit.indexer.sources.hf_files import HFFileShards
@@ -107,6 +108,7 @@ class HFParquetSource(HFFileShards):
         image_column: str | None = None,
         key_column: str | None = None,
     ) -> None:
+        require_extra("hf", HF_MODULES, "reading a Hugging Face dataset")
         text = os.path.expanduser(os.fspath(spec))
         if is_glob(text):
             # abspath, not resolve: hub snapshot files are symlinks to blobs without a suffix.

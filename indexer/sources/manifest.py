@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from splitaudit.indexer.csv_cells import csv_unescape
 from splitaudit.indexer.errors import InputError
+from splitaudit.indexer.extras import HF_MODULES, require_extra
 from splitaudit.indexer.sources._layout import digest, json_safe, text_value
 from splitaudit.indexer.sources.record import Locator, Record, Shard
 
@@ -150,6 +151,7 @@ class ManifestSource:
             raise InputError(f"{self.uri}: the manifest is empty; it needs a header row")
 
     def _parquet(self) -> Any:
+        require_extra("hf", HF_MODULES, f"reading the Parquet manifest {self.path.name}")
         import pyarrow.parquet as pq  # lazy: pyarrow is heavy to import
 
         try:

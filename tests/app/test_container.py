@@ -203,7 +203,7 @@ def test_dockerfile_is_multi_stage_non_root_cpu_torch_with_a_healthcheck() -> No
     )
     assert 'ENTRYPOINT ["python", "-m", "splitaudit.app.container"]' in lines
     assert sum("pip install" in line for line in lines) == 2  # torch, then the wheel: once each
-    assert "ARG EXTRAS=embed" in lines
+    assert "ARG EXTRAS=embed,hf,postgres" in lines
     assert '"${wheel}${EXTRAS:+[${EXTRAS}]}"' in text  # no extras: the light core
     torch_step = text[text.index("RUN case") : text.index("esac")]
     assert "*,embed,*" in torch_step and "--index-url" in torch_step  # torch only for [embed]
@@ -331,7 +331,7 @@ def test_compose_gives_each_service_its_own_health_check() -> None:
     assert services["api"]["healthcheck"]["test"] == [*probe, "api"]
     assert services["worker"]["healthcheck"]["test"] == [*probe, "worker"]
     assert services["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
-    assert services["api"]["build"]["args"]["EXTRAS"] == "embed"
+    assert services["api"]["build"]["args"]["EXTRAS"] == "embed,hf,postgres"
 
 
 def test_gpu_override_gives_the_worker_cuda_torch_and_the_gpus() -> None:
