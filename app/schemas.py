@@ -83,6 +83,20 @@ class AuditFromPaths(_Strict):
         None, description="label id -> names / synonyms for the label-leak tier."
     )
     thresholds: dict[str, Any] | None = None
+    allow_empty: bool = Field(
+        False,
+        description="Let the audit finish when it checks nothing (an empty split, or a corpus "
+        "with no indexed image); by default such an audit fails with the reason.",
+    )
+    image_column: str | None = Field(
+        None, max_length=200, description="Hugging Face datasets: the image column's name."
+    )
+    key_column: str | None = Field(
+        None,
+        max_length=200,
+        description="Hugging Face datasets: the column whose values key the rows (default: the "
+        "dataset's own 'id' column when present, else FILE#ROW).",
+    )
 
     @field_validator("corpus", mode="before")
     @classmethod

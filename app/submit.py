@@ -29,7 +29,17 @@ from splitaudit.indexer.workspace import Workspace, check_corpus_name
 
 log = logging.getLogger(__name__)
 
-FORM_FIELDS = ("split", "corpus", "labels", "label_names", "thresholds", "name", "allow_empty")
+FORM_FIELDS = (
+    "split",
+    "corpus",
+    "labels",
+    "label_names",
+    "thresholds",
+    "name",
+    "allow_empty",
+    "image_column",
+    "key_column",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,9 @@ class AuditRequest:
     label_names: dict[str, list[str]] = field(default_factory=dict)
     # Let the audit finish when it checks nothing (a corpus with no indexed image).
     allow_empty: bool = False
+    # Hugging Face datasets: which columns hold the image and the row key.
+    image_column: str | None = None
+    key_column: str | None = None
 
 
 def parse_corpora(values: Sequence[str]) -> list[str]:
@@ -188,7 +201,30 @@ def form_request(form: ReceivedForm) -> AuditRequest:
         labels=labels,
         label_names=label_names,
         allow_empty=parse_flag(form.fields.get("allow_empty"), "allow_empty"),
+        image_column=_text_field(form, "image_column"),
+        key_column=_text_field(form, "key_column"),
     )
+
+
+def _text_field(form: ReceivedForm, name: str) -> str | None:
+    """A short optional text field (blank: absent)."""
+    value = (form.fields.get(name) or [""])[-1].strip()
+    if len(value) > 200:
+        raise UsageError(f"{name} is too long ({len(value)} characters; at most 200)")
+    return value or None
+
+
+def open_requested_split(path: Path, request: AuditRequest, *, what: str) -> Source:
+    """Open the split at ``path`` with the request's columns; ``key_column`` must take effect."""
+    from splitaudit.indexer.sources.open import open_split
+
+    source = open_split(path, image_column=request.image_column, key_column=request.key_column)
+    if request.key_column is not None and f"#key_column={request.key_column}" not in source.uri:
+        raise UsageError(
+            f"key_column applies to Hugging Face datasets (Parquet, save_to_disk); this {what} "
+            "is not one (manifests take a 'key' column)"
+        )
+    return source
 
 
 def parse_flag(values: Sequence[str] | None, name: str) -> bool:
@@ -228,7 +264,6 @@ def audit_from_upload(
     every unpacked file review does not show (``splitaudit.indexer.audit.prune``).
     """
     from splitaudit.indexer.sources.archive import archive_kind, extract_archive
-    from splitaudit.indexer.sources.open import open_split
 
     request = form_request(form)
     validate_request(ws, request)
@@ -254,7 +289,7 @@ def audit_from_upload(
         raise type(exc)(text) from None
     for saved in (f for files in form.files.values() for f in files):
         saved.path.unlink(missing_ok=True)  # the unpacked tree is what the audit reads
-    source = open_split(root)
+    source = open_requested_split(root, request, what="archive")
     check_split_files(source, [workdir / "split"], what="archive")
     return queue_audit(
         ws,
@@ -274,14 +309,13 @@ def audit_from_paths(
 ) -> int:
     """Queue the audit of a split already on the server (``path`` already checked against ``roots``)."""
     from splitaudit.indexer.sources.manifest import FORMATS
-    from splitaudit.indexer.sources.open import open_split
 
     validate_request(ws, request)
     if kind == "manifest" and (not path.is_file() or path.suffix.lower() not in FORMATS):
         raise InputError(f"{path} is not a manifest file (.csv, .tsv, .jsonl or .parquet)")
     if kind == "folder" and not path.is_dir():
         raise InputError(f"{path} is not a folder on the server")
-    source = open_split(path)
+    source = open_requested_split(path, request, what=kind)
     check_split_files(source, roots, what=kind)
     return queue_audit(
         ws,

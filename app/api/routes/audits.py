@@ -79,6 +79,18 @@ _SUBMIT_BODY: dict[str, Any] = {
                         },
                         "thresholds": {"type": "string", "description": "optional JSON object"},
                         "name": {"type": "string"},
+                        "allow_empty": {
+                            "type": "boolean",
+                            "description": "let an audit that checks nothing finish",
+                        },
+                        "image_column": {
+                            "type": "string",
+                            "description": "Hugging Face datasets: the image column",
+                        },
+                        "key_column": {
+                            "type": "string",
+                            "description": "Hugging Face datasets: the row key column",
+                        },
                     },
                 }
             },
@@ -153,6 +165,9 @@ async def audit_submit(
             thresholds=dict(body.thresholds or {}),
             labels=dict(body.labels or {}),
             label_names=normalise_label_names(body.label_names or {}),
+            allow_empty=body.allow_empty,
+            image_column=body.image_column,
+            key_column=body.key_column,
         )
         audit_id = await run_in_threadpool(
             audit_from_paths, ws, path=resolved, kind=kind, request=req, roots=settings.source_roots
