@@ -13,6 +13,7 @@ from typing import Any
 
 from splitaudit.indexer.kinds import KIND_RANK
 from splitaudit.indexer.kinds import TIERS as TIERS_REGISTRY
+from splitaudit.indexer.reporting.evidence_lines import Box, evidence_lines, region_box
 from splitaudit.indexer.reporting.formats import TIERS, Gated, ReportInput, evidence_text
 from splitaudit.indexer.reporting.html_thumbs import (
     EmbeddedImage,
@@ -25,6 +26,9 @@ from splitaudit.indexer.reporting.models import GateView, ReportItem, ReportMatc
 from splitaudit.indexer.reporting.report import semantic_status
 
 HTML_MAX_PAIRS = 500
+# No request may leave the page: no scripts, no external resources at all. The API serves the
+# page with this policy too (plus frame-ancestors), so its inline styles apply there.
+PAGE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:16px 24px;
@@ -44,6 +48,9 @@ background:#eceff3;color:#5b6673;font-size:11px;padding:6px;margin-bottom:6px;ov
 .kind{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff}
 dl{margin:6px 0;display:grid;grid-template-columns:auto 1fr;gap:2px 10px}
 dt{color:#5b6673}dd{margin:0;word-break:break-all}code{font-size:12px}
+.frame{position:relative;display:inline-block;margin-bottom:6px}.frame img{margin-bottom:0}
+.frame svg{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}
+ul.evidence{margin:0;padding-left:16px}
 """
 # Tier badges from the tier registry (a new tier gets its colour without touching this file).
 _CSS += "".join(f".kind.{t.kind.value}{{background:{t.colour}}}" for t in TIERS_REGISTRY) + "\n"
@@ -86,7 +93,11 @@ def pair_thumbnails(
 
 
 def _image(
-    thumbnails: Mapping[tuple[Side, int], EmbeddedImage], side: Side, item_id: Any, alt: str
+    thumbnails: Mapping[tuple[Side, int], EmbeddedImage],
+    side: Side,
+    item_id: Any,
+    alt: str,
+    box: Box | None = None,
 ) -> str:
     if item_id is None:
         return '<div class="noimg">no image: the match is in the test item\'s own metadata</div>'
@@ -95,12 +106,38 @@ def _image(
         return '<div class="noimg">thumbnail not embedded</div>'
     if found.uri is None:
         return f'<div class="noimg" title="{_e(found.reason)}">image not available: {_e(found.reason)}</div>'
-    return f'<img src="{found.uri}" alt="{_e(alt)}">'
+    img = f'<img src="{found.uri}" alt="{_e(alt)}">'
+    if box is None:
+        return img
+    x0, y0, x1, y1 = box
+    what = "the test image" if side == "corpus" else "the corpus image"
+    return (
+        f'<div class="frame">{img}<svg class="region" viewBox="0 0 1 1" preserveAspectRatio="none" '
+        f'role="img" aria-label="where {what} lies">'
+        f'<rect x="{x0:.4f}" y="{y0:.4f}" width="{x1 - x0:.4f}" height="{y1 - y0:.4f}" fill="none" '
+        'stroke="#e0115f" stroke-width="3" vector-effect="non-scaling-stroke"/></svg></div>'
+    )
+
+
+def _evidence(m: ReportMatch) -> str:
+    """Visual evidence as a list of readable lines; label and caption evidence as one line."""
+    if str(m.kind) in ("label_leak", "caption"):
+        return _e(evidence_text(m.evidence))
+    lines = evidence_lines(m.evidence)
+    if not lines:
+        return ""
+    return '<ul class="evidence">' + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
+
+
+class _Html(str):
+    """A field value that is already HTML (escaped where it came from)."""
 
 
 def _fields(rows: list[tuple[str, Any]]) -> str:
     cells = "".join(
-        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows if v not in (None, "", {}, [])
+        f"<dt>{_e(k)}</dt><dd>{v if isinstance(v, _Html) else _e(v)}</dd>"
+        for k, v in rows
+        if v not in (None, "", {}, [])
     )
     return f"<dl>{cells}</dl>" if cells else ""
 
@@ -114,7 +151,7 @@ def _pair(view: Gated, pair: Pair, thumbnails: Mapping[tuple[Side, int], Embedde
     scores: list[tuple[str, Any]] = [
         ("hamming", m.hamming),
         ("cosine", None if m.cosine is None else f"{float(m.cosine):.4f}"),
-        ("evidence", evidence_text(m.evidence)),
+        ("evidence", _Html(_evidence(m))),
         (
             "review",
             f"{review.verdict}" + (f" ({review.note})" if review.note else "") if review else None,
@@ -123,6 +160,8 @@ def _pair(view: Gated, pair: Pair, thumbnails: Mapping[tuple[Side, int], Embedde
         ("match id", m.id),
     ]
     test = _fields([("test image", item.key), ("label", item.label), ("sha256", item.sha256)])
+    test_box = region_box(m.evidence, on_test=True)
+    corpus_box = region_box(m.evidence, on_test=False)
     own = m.corpus_item_id is None
     corpus = (
         _fields(
@@ -142,9 +181,11 @@ def _pair(view: Gated, pair: Pair, thumbnails: Mapping[tuple[Side, int], Embedde
     )
     return (
         f'<section class="pair{" suppressed" if suppressed else ""}" data-kind="{_e(kind)}">'
-        f'<div class="side">{_image(thumbnails, "split", item.split_item_id, item.key)}{test}</div>'
+        f'<div class="side">{_image(thumbnails, "split", item.split_item_id, item.key, test_box)}'
+        f"{test}</div>"
         f'<div><span class="kind {_e(kind)}">{_e(kind.replace("_", " "))}</span>{_fields(scores)}</div>'
-        f'<div class="side">{_image(thumbnails, "corpus", m.corpus_item_id, str(m.corpus_key))}'
+        f'<div class="side">'
+        f"{_image(thumbnails, 'corpus', m.corpus_item_id, str(m.corpus_key), corpus_box)}"
         f"{corpus}</div></section>"
     )
 
@@ -209,9 +250,7 @@ def render_html(
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
-        # No request may leave the page: no scripts, no external resources at all.
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
-        "style-src 'unsafe-inline'\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         meta,

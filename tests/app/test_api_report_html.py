@@ -31,3 +31,18 @@ def test_html_report_embeds_thumbnails_and_names_missing_sources(tmp_path: Path)
         page.count("image not available: original bytes of split item") == 2 and "nope.png" in page
     )
     assert not re.search(r'(src|href)="(?!data:)', page)
+
+
+def test_html_report_is_served_with_its_own_policy_so_its_styles_apply(tmp_path: Path) -> None:
+    from splitaudit.indexer.reporting.html_report import PAGE_CSP
+
+    home = new_home(tmp_path)
+    seeded = seed_audit(home, tmp_path / "files")
+    with api_client(home) as client:
+        page = client.get(f"/api/v1/audits/{seeded.audit}/report", params={"format": "html"})
+        as_json = client.get(f"/api/v1/audits/{seeded.audit}/report")
+    policy = page.headers["content-security-policy"]
+    assert policy == f"{PAGE_CSP}; frame-ancestors 'none'"
+    assert "style-src 'unsafe-inline'" in policy and "script-src" not in policy
+    assert "default-src 'none'" in policy  # nothing else may load: no scripts, no requests
+    assert "style-src 'self'" in as_json.headers["content-security-policy"]  # the app's own

@@ -17,6 +17,7 @@ from ui_browser_support import (
 )
 
 from splitaudit.indexer.cli.main import cli
+from splitaudit.indexer.reporting.evidence_lines import region_box
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -58,6 +59,21 @@ def test_html_report_opens_from_disk_with_every_thumbnail_and_no_network(tmp_pat
         page.goto(out.as_uri())
         page.wait_for_load_state("load")
         assert page.locator("section.pair").count() == pairs
+        # The matched region is drawn over the image it lies on, inside that image.
+        boxes = sum(
+            region_box(m["evidence"], on_test=side) is not None
+            for m in matches
+            for side in (False, True)
+        )
+        assert page.locator("svg.region").count() == boxes
+        for frame in page.locator("div.frame").all():
+            image = frame.locator("img").bounding_box()
+            rect = frame.locator("rect").bounding_box()
+            assert image and rect and rect["width"] > 2 and rect["height"] > 2
+            assert (
+                image["x"] - 2 <= rect["x"]
+                and rect["x"] + rect["width"] <= image["x"] + image["width"] + 2
+            )
         state = page.evaluate(
             "() => [...document.images].map(i => [i.complete, i.naturalWidth, i.src.slice(0, 16)])"
         )

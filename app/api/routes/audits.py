@@ -231,13 +231,13 @@ def audit_report_get(
         text = html_page(report, db_thumbnail_fetcher(session))
     else:
         text = render(report, fmt)
-    return Response(
-        text,
-        media_type=REPORT_MEDIA_TYPES[fmt],
-        headers={
-            "Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'
-        },
-    )
+    headers = {"Content-Disposition": f'inline; filename="audit-{audit_id}.{REPORT_SUFFIX[fmt]}"'}
+    if fmt == "html":
+        from splitaudit.indexer.reporting.html_report import PAGE_CSP
+
+        # The page's own policy (inline styles, data: images, nothing else), not the app's.
+        headers["Content-Security-Policy"] = f"{PAGE_CSP}; frame-ancestors 'none'"
+    return Response(text, media_type=REPORT_MEDIA_TYPES[fmt], headers=headers)
 
 
 @router.get("/{audit_id}/matches", response_model=Page[MatchOut], response_model_exclude_unset=True)
