@@ -275,7 +275,8 @@ def _hash_pairs(
             else np.zeros(0, np.intp)
         )
         if th.candidate_hamming > th.phash_hamming and len(rows):
-            knn_d, knn_i = store.search_knn(hashes[rows], k)
+            # sub-linear with hash tables: exact within the store's knn_exact_radius
+            knn_d, knn_i = store.search_knn_within(hashes[rows], k, th.candidate_hamming)
             for n, row in enumerate(rows.tolist()):
                 for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
                     if item_id >= 0 and dist <= th.candidate_hamming:

@@ -189,3 +189,27 @@ def hamming_recall(
         hits += len(want & set(a.tolist()))
         total += len(want)
     return hits / total if total else 1.0
+
+
+def knn_within_recall(
+    found: tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]],
+    truth: tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]],
+) -> tuple[float, float]:
+    """(recall@k, recall@1) of a "k nearest within a radius" search against the exhaustive one.
+
+    Both are ``(distances, ids)`` arrays padded with id -1. Tie-aware: a found hash counts when
+    it is no farther than the exhaustive search's k-th (or 1st) hit of its row.
+    """
+    (fd, fi), (td, ti) = found, truth
+    valid_t, valid_f = ti >= 0, fi >= 0
+    n_truth = valid_t.sum(axis=1)
+    kth = np.where(
+        n_truth > 0, np.take_along_axis(td, np.maximum(n_truth - 1, 0)[:, None], 1)[:, 0], -1
+    )
+    good = (valid_f & (fd <= kth[:, None])).sum(axis=1)
+    total = int(n_truth.sum())
+    at_k = float(np.minimum(good, n_truth).sum() / total) if total else 1.0
+    has = n_truth > 0
+    first = valid_f[:, 0] & (fd[:, 0] <= td[:, 0])
+    at_1 = float(first[has].mean()) if has.any() else 1.0
+    return at_k, at_1

@@ -30,7 +30,13 @@ from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store import binary_index, float_index
 from splitaudit.indexer.store.binary_index import BinaryStore, signed_to_unsigned
-from splitaudit.indexer.store.calibrate import BatchRef, flip_bits, hamming_recall, iter_chunks
+from splitaudit.indexer.store.calibrate import (
+    BatchRef,
+    flip_bits,
+    hamming_recall,
+    iter_chunks,
+    knn_within_recall,
+)
 from splitaudit.indexer.store.float_build import build_flat, build_ivf, recalibrate_ivf
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
@@ -183,7 +189,11 @@ def _retype_hashes(store: BinaryStore, policy: IndexPolicy) -> bool:
         return had
     store.use_mih(True)  # (re)builds the in-memory tables when missing or stale
     calibrated = int(store.params.get("calibrated_count", 0) or 0)
-    if had and calibrated and store.count < calibrated * policy.recalibrate_factor:
+    same_knn = (
+        store.params.get("knn_exact_radius") == policy.hash_knn_radius
+        and store.params.get("knn_candidate_radius") == policy.hash_candidate_radius
+    )
+    if had and calibrated and same_knn and store.count < calibrated * policy.recalibrate_factor:
         return False
     rng = np.random.default_rng(policy.seed)
     codes, _ = store.codes_and_ids()
@@ -202,13 +212,38 @@ def _retype_hashes(store: BinaryStore, policy: IndexPolicy) -> bool:
         "recall_radius": MAX_EXACT_RADIUS,
         "recall_queries": len(queries),
         "calibrated_count": store.count,
+        "knn_exact_radius": policy.hash_knn_radius,
     }
+    # the verification candidates' search, against the exhaustive k-NN within the candidate
+    # radius on the same queries (corpus hashes with up to MAX_EXACT_RADIUS bits flipped)
+    k, cand = policy.calibration_k, policy.hash_candidate_radius
+    at_k, at_1 = knn_within_recall(
+        store.search_knn_within(queries, k, cand),
+        BinaryStore.search_knn_within(_flat_view(store), queries, k, cand),
+    )
+    store.params.update(
+        knn_k=k,
+        knn_candidate_radius=cand,
+        knn_recall=round(at_k, 4),
+        knn_recall_at_1=round(at_1, 4),
+    )
     log.info(
-        "hash index: multi-index hashing, recall %.4f at radius <= %d vs brute force",
+        "hash index: multi-index hashing, recall %.4f at radius <= %d vs brute force; "
+        "%d nearest within %d bits (exact within %d): recall %.4f, nearest %.4f",
         recall,
         MAX_EXACT_RADIUS,
+        k,
+        cand,
+        policy.hash_knn_radius,
+        at_k,
+        at_1,
     )
     return True
+
+
+def _flat_view(store: BinaryStore) -> BinaryStore:
+    """The same FAISS index without hash tables: the exhaustive reference."""
+    return BinaryStore(store.index)
 
 
 def _brute_radius(

@@ -23,6 +23,7 @@ BLOCKS: tuple[tuple[int, int], ...] = ((42, 22), (21, 21), (0, 21))
 MAX_BLOCK_RADIUS = 3
 MAX_EXACT_RADIUS = len(BLOCKS) * (MAX_BLOCK_RADIUS + 1) - 1  # 11 bits
 _MAX_CANDIDATES = 8_000_000  # per query chunk, to bound memory
+_QUERY_CHUNK = 128  # queries per pass: candidate arrays stay cache-sized (measured 1.8x faster than 1024 at 10M)
 
 SearchResult = list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
 
@@ -48,7 +49,11 @@ class MultiIndexHash:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint64)
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         pos_type = np.int32 if len(self.codes) < 2**31 else np.int64
+        # per block: the item positions sorted by block key, the codes in that same order (so a
+        # bucket's codes are one contiguous run: candidates are read sequentially, not gathered
+        # at random from the whole corpus, measured 5-10x faster at 10M) and the bucket offsets
         self._tables: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = []
+        self._sorted_codes: list[npt.NDArray[np.uint64]] = []
         # per block: which buckets are non-empty, one byte each (2 MiB: stays in cache, so
         # most probes, which find nothing, cost one cached read)
         self._occupied: list[npt.NDArray[np.bool_]] = []
@@ -59,6 +64,7 @@ class MultiIndexHash:
             offsets = np.zeros((1 << width) + 1, dtype=pos_type)
             offsets[1:] = np.cumsum(counts)
             self._tables.append((order, offsets))
+            self._sorted_codes.append(self.codes[order])
             self._occupied.append(counts > 0)
 
     def __len__(self) -> int:
@@ -71,6 +77,7 @@ class MultiIndexHash:
             self.codes.nbytes
             + self.ids.nbytes
             + sum(o.nbytes + off.nbytes for o, off in self._tables)
+            + sum(c.nbytes for c in self._sorted_codes)
         )
 
     def search_radius(self, queries: npt.NDArray[np.uint64], radius: int) -> SearchResult:
@@ -81,16 +88,17 @@ class MultiIndexHash:
         out: SearchResult = []
         start = 0
         while start < len(q):
-            chunk = q[start : start + 1024]
+            chunk = q[start : start + _QUERY_CHUNK]
             out.extend(self._search_chunk(chunk, radius))
             start += len(chunk)
         return out
 
-    def _candidates(
+    def _probes(
         self, q: npt.NDArray[np.uint64], radius: int, limit: int | None = None
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-        """(query row, item position) pairs found by the probes of every block; ``None`` when
-        there would be more than ``limit`` (the caller splits the queries)."""
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None:
+        """Per block, the non-empty buckets the queries probe as (query row, start, size) in the
+        block's sorted order; ``None`` when they hold more than ``limit`` candidates in all (the
+        caller splits the queries)."""
         per_block = radius // len(BLOCKS)
         found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
         total = 0
@@ -107,19 +115,7 @@ class MultiIndexHash:
             total += int(cnt.sum())
             if limit is not None and total > limit:
                 return None
-        rows: list[npt.NDArray[np.int64]] = []
-        positions: list[npt.NDArray[np.int64]] = []
-        for (order, _offsets), (qrow, lo, cnt) in zip(self._tables, found, strict=True):
-            n = int(cnt.sum())
-            if n == 0:
-                continue
-            base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-            positions.append(order[np.arange(n, dtype=np.int64) + base].astype(np.int64))
-            rows.append(np.repeat(qrow, cnt))
-        if not rows:
-            empty = np.empty(0, np.int64)
-            return empty, empty
-        return np.concatenate(rows), np.concatenate(positions)
+        return found
 
     def search_radius_csr(
         self, queries: npt.NDArray[np.uint64], radius: int
@@ -132,8 +128,8 @@ class MultiIndexHash:
         counts: list[npt.NDArray[np.int64]] = []
         ids: list[npt.NDArray[np.int64]] = []
         dists: list[npt.NDArray[np.int32]] = []
-        for start in range(0, len(q), 1024):
-            for c, i, d in self._search_chunk_csr(q[start : start + 1024], radius):
+        for start in range(0, len(q), _QUERY_CHUNK):
+            for c, i, d in self._search_chunk_csr(q[start : start + _QUERY_CHUNK], radius):
                 counts.append(c)
                 ids.append(i)
                 dists.append(d)
@@ -160,19 +156,69 @@ class MultiIndexHash:
         self, q: npt.NDArray[np.uint64], radius: int
     ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
         """(hits per query, ids, distances) for consecutive parts of ``q`` (memory-bounded)."""
-        found = self._candidates(q, radius, _MAX_CANDIDATES if len(q) > 1 else None)
+        found = self._probes(q, radius, _MAX_CANDIDATES if len(q) > 1 else None)
         if found is None:
             half = len(q) // 2
             return self._search_chunk_csr(q[:half], radius) + self._search_chunk_csr(
                 q[half:], radius
             )
-        rows, pos = found
-        dist = np.bitwise_count(self.codes[pos] ^ q[rows]).astype(np.int32)
-        hit = dist <= radius
-        rows, pos, dist = rows[hit], pos[hit], dist[hit]
+        hit_rows: list[npt.NDArray[np.int64]] = []
+        hit_pos: list[npt.NDArray[np.int64]] = []
+        hit_dist: list[npt.NDArray[np.int64]] = []
+        for (order, _offsets), sorted_codes, (qrow, lo, cnt) in zip(
+            self._tables, self._sorted_codes, found, strict=True
+        ):
+            n = int(cnt.sum())
+            if n == 0:
+                continue
+            at = np.arange(n, dtype=np.int64) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+            rows = np.repeat(qrow, cnt)
+            dist = np.bitwise_count(sorted_codes[at] ^ q[rows])
+            hit = np.flatnonzero(dist <= radius)
+            hit_rows.append(rows[hit])
+            hit_pos.append(order[at[hit]].astype(np.int64))
+            hit_dist.append(dist[hit].astype(np.int64))
+        if not hit_rows:
+            return [(np.zeros(len(q), np.int64), np.empty(0, np.int64), np.empty(0, np.int32))]
+        rows, pos, dist = (
+            np.concatenate(hit_rows),
+            np.concatenate(hit_pos),
+            np.concatenate(hit_dist),
+        )
         # the same item can be found through several blocks: keep it once
         pair = rows * len(self.codes) + pos
         pair, first = np.unique(pair, return_index=True)
         rows, pos, dist = rows[first], pos[first], dist[first]
         counts = np.bincount(rows, minlength=len(q)).astype(np.int64)
-        return [(counts, self.ids[pos], dist)]
+        return [(counts, self.ids[pos], dist.astype(np.int32))]
+
+    def search_knn_within(
+        self, queries: npt.NDArray[np.uint64], k: int, radius: int
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+        """The ``k`` nearest hashes within ``radius`` (exact) per query, as ``(distances, ids)``
+        of shape ``(n, k)``, nearest first (ties by id); id -1 (distance ``radius + 1``) pads."""
+        offsets, ids, dists = self.search_radius_csr(queries, radius)
+        return top_k_rows(offsets, ids, dists, k, radius + 1)
+
+
+def top_k_rows(
+    offsets: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.int64],
+    dists: npt.NDArray[np.int32],
+    k: int,
+    pad_dist: int,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """CSR hits -> the ``k`` nearest per row as ``(n, k)`` arrays (id -1, ``pad_dist`` pad)."""
+    n = len(offsets) - 1
+    out_d = np.full((n, k), pad_dist, np.int32)
+    out_i = np.full((n, k), -1, np.int64)
+    if len(ids) == 0 or k == 0:
+        return out_d, out_i
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    order = np.lexsort((ids, dists, rows))
+    rank = np.arange(len(order), dtype=np.int64) - offsets[rows[order]]
+    keep = order[rank < k]
+    rk = rank[rank < k]
+    out_d[rows[keep], rk] = dists[keep]
+    out_i[rows[keep], rk] = ids[keep]
+    return out_d, out_i

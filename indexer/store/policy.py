@@ -22,13 +22,18 @@ class IndexPolicy:
     smallest that reaches ``recall_target`` recall@10 against exact search on
     ``calibration_queries`` held-back queries. ``storage="auto"`` keeps what an existing
     index uses (fp16 for a new one). Hashes: exhaustive up to ``hash_flat_max``, then a
-    multi-index hash table (exact for radius <= ``mih.MAX_EXACT_RADIUS``) is added.
+    multi-index hash table (exact for radius <= ``mih.MAX_EXACT_RADIUS``) is added; with it,
+    the verification candidates (k nearest within ``hash_candidate_radius``) are searched in
+    the tables, exact within ``hash_knn_radius`` bits (above ``MAX_EXACT_RADIUS``: exhaustive
+    k-NN, linear in the corpus).
     ``mmap`` loads an index that needs no update memory-mapped (read-only) for serving.
     """
 
     flat_max: int = 100_000
     storage: Storage = "auto"
     hash_flat_max: int = 100_000
+    hash_knn_radius: int = 11
+    hash_candidate_radius: int = 20
     recall_target: float = 0.995
     calibration_queries: int = 500
     calibration_k: int = 10

@@ -63,3 +63,39 @@ def test_flip_masks_count_and_popcount() -> None:
     masks = flip_masks(21, 2)
     assert len(masks) == 1 + 21 + 210 and len(set(masks.tolist())) == len(masks)
     assert max(bin(m).count("1") for m in masks.tolist()) == 2
+
+
+def test_knn_within_is_the_exact_nearest_within_the_radius() -> None:
+    rng = np.random.default_rng(1)
+    bases = rng.integers(0, 2**64 - 1, 40, dtype=np.uint64)
+    codes = np.array(
+        [_flip(rng, int(bases[i % 40]), int(rng.integers(0, 14))) for i in range(4000)],
+        dtype=np.uint64,
+    )
+    ids = np.arange(4000, dtype=np.int64) + 7
+    mih = MultiIndexHash(codes, ids)
+    queries = np.array(
+        [_flip(rng, int(bases[i % 40]), int(rng.integers(0, 9))) for i in range(30)]
+        + [int(rng.integers(0, 2**63))],
+        np.uint64,
+    )
+    for k, radius in ((10, 11), (3, 6), (50, 9)):
+        dists, found = mih.search_knn_within(queries, k, radius)
+        assert dists.shape == found.shape == (len(queries), k)
+        for row, q in enumerate(queries.tolist()):
+            d = np.bitwise_count(codes ^ np.uint64(q)).astype(np.int64)
+            order = np.lexsort((ids, d))
+            want = [(int(d[j]), int(ids[j])) for j in order[:k] if d[j] <= radius]
+            got = [(int(a), int(b)) for a, b in zip(dists[row], found[row], strict=True) if b >= 0]
+            assert got == want
+            assert (found[row][len(want) :] == -1).all()
+            assert (dists[row][len(want) :] == radius + 1).all()
+
+
+def test_top_k_rows_keeps_the_nearest_per_row_in_order() -> None:
+    offsets = np.array([0, 3, 3, 5], np.int64)
+    ids = np.array([5, 6, 7, 1, 2], np.int64)
+    dists = np.array([4, 1, 4, 0, 9], np.int32)
+    d, i = hamming_mih.top_k_rows(offsets, ids, dists, 2, 99)
+    assert i.tolist() == [[6, 5], [-1, -1], [1, 2]]
+    assert d.tolist() == [[1, 4], [99, 99], [0, 9]]

@@ -261,3 +261,33 @@ def test_search_radius_max_results_keeps_the_nearest(corpus: Corpus_) -> None:
         full_ids, full_d = hashes.search_radius(q, radius)[0]
         assert len(ids) == min(3, len(full_ids)) and dists[0] == 0
         assert sorted(dists.tolist()) == sorted(full_d.tolist())[: len(ids)]
+
+
+def test_candidate_knn_uses_the_tables_and_records_its_recall(corpus: Corpus_) -> None:
+    corpus.add(800)
+    hashes = corpus.sync().hashes
+    params = corpus.sidecar("phash.json")["params"]
+    assert params["knn_exact_radius"] == 11 and params["knn_candidate_radius"] == 20
+    # the calibration queries lie within 11 bits of a corpus hash: the nearest is always found
+    assert params["knn_recall_at_1"] == 1.0 and 0.0 < params["knn_recall"] <= 1.0
+    rng = np.random.default_rng(5)
+    item_ids = sorted(corpus.hashes)
+    items = [item_ids[j] for j in rng.choice(len(item_ids), 20, replace=False)]
+    q = np.array(
+        [
+            corpus.hashes[i] ^ sum(1 << int(b) for b in rng.choice(64, n, replace=False))
+            for i, n in zip(items, rng.integers(0, 12, 20).tolist(), strict=True)
+        ],
+        np.uint64,
+    )
+    dists, ids = hashes.search_knn_within(q, 10, 20)
+    full_d, full_i = hashes.search_knn(q, 10)
+    for row in range(len(q)):
+        # exact within 11 bits: every exhaustive neighbour that near is returned, same distance
+        near = {int(i): int(d) for d, i in zip(full_d[row], full_i[row], strict=True) if d <= 11}
+        got = {int(i): int(d) for d, i in zip(dists[row], ids[row], strict=True) if i >= 0}
+        assert near.items() <= got.items()
+        assert all(d <= 11 for d in got.values())
+    # exhaustive when asked for (a radius beyond the tables' exact range)
+    wide = corpus.sync(IndexPolicy(flat_max=1000, hash_flat_max=500, hash_knn_radius=64))
+    assert wide.hashes.params["knn_recall"] == 1.0
