@@ -49,6 +49,7 @@ from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify_store import open_verify_store
 from splitaudit.indexer.pipeline.index import open_corpus_index
 from splitaudit.indexer.pipeline.progress_log import try_count_images
+from splitaudit.indexer.pipeline.ray_match import Executor, match_corpus_on_ray
 from splitaudit.indexer.reporting.report import compute_summary
 from splitaudit.indexer.sources.record import Source
 from splitaudit.indexer.workspace import Workspace
@@ -222,11 +223,13 @@ def run_audit(
     progress: ProgressFn | None = None,
     workers: int = 1,
     embedder_factory: EmbedderFactory = default_embedder_factory,
+    executor: Executor | None = None,
 ) -> None:
     """Run an audit in this process (no worker) and mark its job done (or failed, re-raising the error).
 
     Idempotent: partial results of a killed run are replaced; the results are committed
-    before the job is marked done.
+    before the job is marked done. ``executor``: where the matching runs (here by default,
+    or on Ray actors: ``pipeline.ray_match``); the same results either way.
     """
     with ws.sessions() as s:
         job_id = s.get_one(Audit, audit_id).job_id
@@ -235,7 +238,12 @@ def run_audit(
         mark_running(ws.sessions, job_id=job_id)
     try:
         execute_audit(
-            ws, audit_id, progress=progress, workers=workers, embedder_factory=embedder_factory
+            ws,
+            audit_id,
+            progress=progress,
+            workers=workers,
+            embedder_factory=embedder_factory,
+            executor=executor,
         )
     except Exception as exc:
         # Not BaseException: an interrupted run stays as it is, to be run again.
@@ -255,6 +263,7 @@ def execute_audit(
     progress: ProgressFn | None = None,
     workers: int = 1,
     embedder_factory: EmbedderFactory = default_embedder_factory,
+    executor: Executor | None = None,
 ) -> None:
     """Compute an audit's matches and summary and store them on the ``Audit`` (the job is its runner's)."""
     from splitaudit.indexer.sources.open import open_split
@@ -318,7 +327,9 @@ def execute_audit(
             "(allow_empty=true over the API)"
         )
     report(0.6, f"matching {len(state)} images")
-    all_matches, index_info = _visual_matches(ws, state, corpus_refs, embedders, th, report, phases)
+    all_matches, index_info = _visual_matches(
+        ws, state, corpus_refs, embedders, th, report, phases, executor or Executor()
+    )
     with phases.phase("label tier"):
         label = _label_tier(
             ws, state, all_matches, dict(params, corpora_ids=[c.id for c in corpus_refs])
@@ -375,6 +386,7 @@ def _visual_matches(
     th: Thresholds,
     report: ProgressFn,
     phases: PhaseTimes,
+    executor: Executor,
 ) -> tuple[list[FoundMatch], dict[str, Any]]:
     """Exact, near and semantic matches of the split against each corpus, and each corpus index's info."""
     matches: list[FoundMatch] = []
@@ -390,19 +402,35 @@ def _visual_matches(
                 if corpus.model_id and corpus.model_id in embedders
                 else None
             )
-            with ws.sessions() as s:
-                found = match_corpus(
-                    s,
+            if executor.kind == "ray":
+                pairs = match_corpus_on_ray(
+                    ws,
+                    corpus=corpus.name,
                     corpus_id=corpus.id,
                     index=index,
                     state=state,
                     vectors=vectors,
                     thresholds=th,
+                    address=executor.ray_address,
+                    workers=executor.workers,
+                    actors=executor.actors,
                     phases=phases,
-                    store=store,
-                    on_verify=_verify_progress(report, n, len(corpora), corpus.name),
+                    on_batch=_verify_progress(report, n, len(corpora), corpus.name),
                 )
-            for p in found.pairs:
+            else:
+                with ws.sessions() as s:
+                    pairs = match_corpus(
+                        s,
+                        corpus_id=corpus.id,
+                        index=index,
+                        state=state,
+                        vectors=vectors,
+                        thresholds=th,
+                        phases=phases,
+                        store=store,
+                        on_verify=_verify_progress(report, n, len(corpora), corpus.name),
+                    ).pairs
+            for p in pairs:
                 assert p.kind is not None  # match_corpus returns classified pairs only
                 matches.append(
                     FoundMatch(

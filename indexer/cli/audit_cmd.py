@@ -39,6 +39,7 @@ from splitaudit.indexer.reporting.models import GateView, Report, as_report
 
 if TYPE_CHECKING:
     from splitaudit.indexer.embed.device import ResolvedDevice
+    from splitaudit.indexer.pipeline.ray_match import Executor
     from splitaudit.indexer.reporting.html_thumbs import EmbeddedImage, Side, ThumbnailFetcher
 
     Thumbs = dict[tuple[Side, int], EmbeddedImage]
@@ -130,8 +131,10 @@ def _local_report(
     key_column: str | None = None,
     backend: str = "auto",
     allow_empty: bool = False,
+    executor: Executor | None = None,
 ) -> tuple[Report, Thumbs]:
-    """Run the audit in-process against the index in ``home``: its report, and the HTML's thumbnails."""
+    """Run the audit in-process against the index in ``home``: its report, and the HTML's
+    thumbnails. ``executor``: where the matching runs (here, or on Ray actors)."""
     from splitaudit.indexer.audit.service import run_audit, submit_audit
     from splitaudit.indexer.embed.backends import resolve_backend
     from splitaudit.indexer.reporting.html_thumbs import db_thumbnail_fetcher
@@ -177,7 +180,12 @@ def _local_report(
             factory = embedder_factory(home, backend=backend, device=device)
             with fraction_progress("auditing", **progress_opts) as progress:
                 run_audit(
-                    ws, audit_id, progress=progress, workers=workers, embedder_factory=factory
+                    ws,
+                    audit_id,
+                    progress=progress,
+                    workers=workers,
+                    embedder_factory=factory,
+                    executor=executor,
                 )
             with ws.sessions() as session:
                 report = build_report(session, audit_id)
@@ -253,13 +261,15 @@ def _check_usage(
     """Refuse option combinations that cannot work, before any work (exit 2)."""
     given = {
         name
-        for name in ("home", "device")
+        for name in ("home", "device", "executor", "ray_address")
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
     if server and "home" in given:
         raise UsageError("give either --home (local index) or --server URL, not both")
     if server and "device" in given:
         raise UsageError("--device applies to local audits; a server embeds on its own --device")
+    if server and given & {"executor", "ray_address"}:
+        raise UsageError("--executor and --ray-address apply to local audits, not --server")
     for path in files:
         if path is not None and not path.is_file():
             raise UsageError(f"{path} does not exist")
@@ -446,6 +456,20 @@ def _exit_code(result: GateResult) -> int:
 )
 @device_option
 @backend_option
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Local mode: where the split is matched against the corpus. local: this process; ray: "
+    "query batches searched and verified on Ray actors, one per CPU of the cluster (pip install "
+    "'splitaudit[ray]'); the same matches either way.",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="Ray cluster to join (e.g. auto); default: start a local Ray instance of --workers CPUs.",
+)
 @progress_options
 @click.pass_context
 @handle_errors
@@ -478,6 +502,8 @@ def audit(
     key_column: str | None,
     device: str,
     backend: str,
+    executor: str,
+    ray_address: str | None,
     quiet: bool,
     progress_interval: float,
 ) -> None:
@@ -522,6 +548,12 @@ def audit(
         resolved = functools.cache(functools.partial(resolve_cli_device, device))
         if device.strip().lower() not in ("auto", "cpu"):
             resolved()
+        from splitaudit.indexer.pipeline.ray_match import Executor
+
+        n_workers = resolve_workers(workers)
+        run_on = Executor(
+            "ray" if executor == "ray" else "local", ray_address=ray_address, workers=n_workers
+        )
         report, thumbs = _local_report(
             split,
             corpora=corpora,
@@ -529,7 +561,7 @@ def audit(
             labels=labels,
             label_names=label_names,
             thresholds=policy.thresholds,
-            workers=resolve_workers(workers),
+            workers=n_workers,
             progress_opts=progress_opts,
             html=html_out is not None,
             device=resolved,
@@ -537,6 +569,7 @@ def audit(
             key_column=key_column,
             backend=backend,
             allow_empty=allow_empty,
+            executor=run_on,
         )
     result = evaluate(report, policy, known)
     gate = result.view()  # the verdict: a value of its own, rendered beside the report

@@ -5,10 +5,11 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
 from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
 from splitaudit.indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
 from splitaudit.indexer.cli.progress import counting_progress, fraction_progress, progress_options
@@ -16,6 +17,9 @@ from splitaudit.indexer.cli.workers_option import resolve_workers, workers_optio
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, POLICIES, POLICY_HELP
 from splitaudit.indexer.errors import IndexUnavailableError, UsageError
 from splitaudit.indexer.workspace import Workspace
+
+if TYPE_CHECKING:
+    from splitaudit.indexer.pipeline.ray_match import Executor
 
 TEMP_CORPUS = "dedup"
 
@@ -29,6 +33,7 @@ def _run(
     thresholds: dict[str, Any],
     progress_opts: dict[str, Any],
     by: str = "image",
+    executor: Executor | None = None,
 ) -> int:
     from splitaudit.indexer.dedup.service import create_dedup, run_dedup
 
@@ -44,7 +49,7 @@ def _run(
         ws, corpus=corpus, keep=keep, semantic=semantic, thresholds=thresholds, resume=True
     )
     with fraction_progress(f"dedup {corpus}", **progress_opts) as progress:
-        run_dedup(ws, run_id, progress=progress)
+        run_dedup(ws, run_id, progress=progress, executor=executor)
     return run_id
 
 
@@ -56,17 +61,25 @@ def _index_temporary(
     no_embed: bool,
     workers: int | str,
     progress_opts: dict[str, Any],
+    backend: str = "auto",
+    home: Path | None = None,
 ) -> None:
-    """Index folder / manifest / split sources into the temporary corpus."""
+    """Index folder / manifest / split sources into the temporary corpus.
+
+    The model runs on ``backend`` as ``splitaudit index`` runs it, its exports cached in
+    ``home`` (the --home folder, not the temporary workspace: the next run reuses them).
+    """
     from splitaudit.indexer.pipeline.index import index_sources
     from splitaudit.indexer.sources.open import open_source
 
     opened = [open_source(s) for s in sources]
     embedder = None
     if not no_embed:
-        from splitaudit.indexer.embed.loader import load_embedder
+        from splitaudit.indexer.embed.backends import load_embedder_on_backend
 
-        embedder = load_embedder(model_spec)
+        embedder = load_embedder_on_backend(
+            model_spec, backend=backend, cache_dir=export_cache_dir(home or Path("."))
+        )
     with counting_progress("reading", **progress_opts) as done:
         index_sources(
             ws,
@@ -179,7 +192,21 @@ def _summary_line(report: dict[str, Any]) -> str:
     help="Embedding model for SOURCE... indexed on the fly.",
 )
 @click.option("--no-embed", is_flag=True, help="Index SOURCE... with hashes only (no embeddings).")
+@backend_option
 @workers_option
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: this machine; ray: chunks searched and verified on Ray actors, one per CPU "
+    "of the cluster (pip install 'splitaudit[ray]'); the same clusters either way.",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="Ray cluster to join (e.g. auto); default: start a local Ray instance of --workers CPUs.",
+)
 @progress_options
 @handle_errors
 def dedup(
@@ -196,7 +223,10 @@ def dedup(
     drop_list: Path | None,
     model_spec: str,
     no_embed: bool,
+    backend: str,
     workers: int | str,
+    executor: str,
+    ray_address: str | None,
     quiet: bool,
     progress_interval: float,
 ) -> None:
@@ -207,6 +237,7 @@ def dedup(
     verified exactly as an audit finds matches (same tiers and thresholds).
     """
     from splitaudit.indexer.gate.policy import parse_threshold_options
+    from splitaudit.indexer.pipeline.ray_match import Executor
 
     if bool(sources) == bool(corpus):
         raise UsageError(
@@ -214,7 +245,14 @@ def dedup(
         )
     if by == "caption" and semantic:
         raise UsageError("--semantic clusters images by embedding; drop it with --by caption")
+    if executor == "ray" and by == "caption":
+        raise UsageError("--executor ray runs image dedup; caption dedup runs here (drop it)")
     th: dict[str, Any] = dict(parse_threshold_options(thresholds))
+    run_on = Executor(
+        "ray" if executor == "ray" else "local",
+        ray_address=ray_address,
+        workers=resolve_workers(workers),
+    )
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
     if corpus:
@@ -233,6 +271,7 @@ def dedup(
                 semantic=semantic,
                 thresholds=th,
                 progress_opts=progress_opts,
+                executor=run_on,
             )
             report = _write_outputs(ws, run_id, outputs, by)
         finally:
@@ -248,6 +287,8 @@ def dedup(
                     no_embed=no_embed,
                     workers=workers,
                     progress_opts=progress_opts,
+                    backend=backend,
+                    home=home,
                 )
                 run_id = _run(
                     ws,
@@ -257,6 +298,7 @@ def dedup(
                     semantic=semantic,
                     thresholds=th,
                     progress_opts=progress_opts,
+                    executor=run_on,
                 )
                 report = _write_outputs(ws, run_id, outputs, by)
             finally:

@@ -9,11 +9,12 @@ duplicate pairs and cluster members only: never an N x N matrix.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from splitaudit.indexer import __version__
 from splitaudit.indexer.db.engine import transaction
@@ -23,6 +24,7 @@ from splitaudit.indexer.dedup.clusters import Cluster, apply_reviews, build_clus
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy, stored_bytes
 from splitaudit.indexer.dedup.pairs import (
     CHUNK_ROWS,
+    Chunk,
     Edge,
     chunk_edges,
     exact_groups,
@@ -30,6 +32,7 @@ from splitaudit.indexer.dedup.pairs import (
     join_corpus,
     merge_edges,
 )
+from splitaudit.indexer.dedup.ray_run import ChunkJob
 from splitaudit.indexer.dedup.reviews import pair_verdicts
 from splitaudit.indexer.errors import NotFoundError
 from splitaudit.indexer.jobs.queue import enqueue
@@ -37,7 +40,12 @@ from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
 from splitaudit.indexer.match.verify_store import open_verify_store
 from splitaudit.indexer.pipeline.index import open_corpus_index
+from splitaudit.indexer.pipeline.ray_match import Executor
 from splitaudit.indexer.workspace import Workspace
+
+if TYPE_CHECKING:
+    from splitaudit.indexer.match.verify_store import VerifyStore
+    from splitaudit.indexer.store.corpus_index import CorpusIndex
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, str], None]
@@ -92,16 +100,23 @@ def create_dedup(
 
 
 def run_dedup(
-    ws: Workspace, run_id: int, *, progress: ProgressFn | None = None, chunk_rows: int = CHUNK_ROWS
+    ws: Workspace,
+    run_id: int,
+    *,
+    progress: ProgressFn | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a dedup; returns its summary. Marks the run failed (re-raising) on error.
 
     ``chunk_rows`` items are searched and committed together: the unit a killed run resumes at.
     An exception from ``progress`` (a job being cancelled) stops the run where it is, resumable.
+    ``executor``: here (the default) or on Ray actors (``pipeline.ray_match.Executor``); the
+    same result either way.
     """
     report = progress or (lambda _f, _m: None)
     try:
-        return _run(ws, run_id, report, chunk_rows)
+        return _run(ws, run_id, report, chunk_rows, executor or Executor())
     except Exception as exc:  # not BaseException: an interrupted run stays resumable
         with transaction(ws.sessions) as s:
             run = s.get_one(DedupRun, run_id)
@@ -109,7 +124,9 @@ def run_dedup(
         raise
 
 
-def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dict[str, Any]:
+def _run(
+    ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int, executor: Executor
+) -> dict[str, Any]:
     with transaction(ws.sessions) as s:
         run = s.get(DedupRun, run_id)
         if run is None:
@@ -150,26 +167,45 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
         )
     log.info("dedup %d: self-joins %s", run_id, joins)
     seen = 0
+    sizes: dict[int, int] = {}  # items of the chunks handed out and not yet committed
+
+    def pending(chunks: Iterable[Chunk]) -> Iterator[tuple[int, Chunk]]:
+        """The numbered chunks not committed by an earlier, interrupted attempt."""
+        nonlocal seen
+        for n, chunk in enumerate(chunks):
+            if n < done:
+                seen += len(chunk.ids)
+                continue
+            sizes[n] = len(chunk.ids)
+            yield n, chunk
+
     # corpus images' verification features, kept between runs
     with open_verify_store(ws.home) as store, ws.sessions() as s:
-        chunks = iter_item_chunks(
-            s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
-        )
-        for n, chunk in enumerate(chunks):
-            seen += len(chunk.ids)
-            if n < done:
-                continue  # committed by an earlier, interrupted attempt
-            edges = chunk_edges(
-                s,
-                corpus_id=corpus_id,
-                index=index,
-                chunk=chunk,
-                skip=skip,
-                thresholds=th,
-                semantic=semantic,
-                store=store,
-                grouped=grouped,
+        chunks = pending(
+            iter_item_chunks(
+                s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
             )
+        )
+        job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
+        if executor.kind == "ray":
+            from splitaudit.indexer.dedup.ray_run import edges_on_ray
+
+            found = edges_on_ray(
+                ws,
+                corpus=name,
+                joined=index,
+                chunks=chunks,
+                job=job,
+                address=executor.ray_address,
+                workers=executor.workers,
+                actors=executor.actors,
+            )
+        else:
+            found = (
+                (n, _chunk_edges(s, index, chunk, job, store, skip, grouped)) for n, chunk in chunks
+            )
+        for n, edges in found:
+            seen += sizes.pop(n)
             with transaction(ws.sessions) as w:
                 w.bulk_insert_mappings(
                     DedupEdge,
@@ -193,6 +229,29 @@ def _run(ws: Workspace, run_id: int, report: ProgressFn, chunk_rows: int) -> dic
             )
     report(0.9, "grouping clusters")
     return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
+
+
+def _chunk_edges(
+    session: Session,
+    index: CorpusIndex,
+    chunk: Chunk,
+    job: ChunkJob,
+    store: VerifyStore | None,
+    skip: set[int],
+    grouped: set[int],
+) -> list[Edge]:
+    """One chunk's edges, here (the local executor)."""
+    return chunk_edges(
+        session,
+        corpus_id=job.corpus_id,
+        index=index,
+        chunk=chunk,
+        skip=skip,
+        thresholds=job.thresholds,
+        semantic=job.semantic,
+        store=store,
+        grouped=grouped,
+    )
 
 
 def _finish(
