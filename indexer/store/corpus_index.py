@@ -37,7 +37,12 @@ from splitaudit.indexer.store.calibrate import (
     iter_chunks,
     knn_within_recall,
 )
-from splitaudit.indexer.store.float_build import build_flat, build_ivf, recalibrate_ivf
+from splitaudit.indexer.store.float_build import (
+    build_flat,
+    build_ivf,
+    extend_ondisk,
+    recalibrate_ivf,
+)
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.policy import IndexPolicy, resolve_storage
@@ -286,7 +291,11 @@ def _sync_floats(session: Session, corpus: Corpus, folder: Path, policy: IndexPo
         if store is not None and fresh:
             _remove_orphan_batches(session, corpus, folder)
             return store
-        if store is not None:
+        if store is not None and store.is_ondisk:
+            extend_ondisk(store, folder, _refs(new), policy)
+            if new:
+                store.last_batch_id = new[-1][0]
+        elif store is not None:
             _add_batches(store, folder, new)
             calibrated = int(store.params.get("calibrated_count", 0) or 0)
             if not store.is_exact and store.count >= calibrated * policy.recalibrate_factor:

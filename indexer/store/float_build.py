@@ -5,12 +5,20 @@ training sample and ``calibration_queries`` held-back rows; spherical k-means (n
 gives the ``nlist`` centroids; pass 2 adds every vector and, on the same chunks, computes the
 exact top-k of the held-back queries. ``nprobe`` is then the smallest that reaches the recall
 target; recall, curve and parameters go into the sidecar's params.
+
+Beyond ``IndexPolicy.ondisk_min`` vectors the lists never sit in memory all at once: pass 2
+fills in-memory shards of ``ondisk_shard_rows`` vectors, writes each to a temporary file,
+and merges them into one on-disk inverted-list file (``embeddings.<token>.ivfdata``, next to
+``embeddings.faiss``) that FAISS memory-maps (``OnDiskInvertedLists``). Adding batches to
+such an index merges the old file and the new shards into a new file (crash-safe: the old
+one is only deleted once the new index is saved).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +35,13 @@ from splitaudit.indexer.store.calibrate import (
     perturbed_queries,
     tune_nprobe,
 )
-from splitaudit.indexer.store.float_index import FloatStore, apply_search_params
+from splitaudit.indexer.store.float_index import (
+    IVFDATA_SUFFIX,
+    TEMPLATE_FILE,
+    FloatStore,
+    apply_search_params,
+    quiet_stdout,
+)
 from splitaudit.indexer.store.policy import IndexPolicy
 
 log = logging.getLogger(__name__)
@@ -123,9 +137,18 @@ def build_ivf(
         queries=perturbed_queries(query_base, rng) if n_query else query_base, source_ids=query_ids
     )
     truth = TruthAccumulator(cal, policy.calibration_k)
+    ondisk = policy.wants_ondisk(total)
+    shards = ShardedIVF(index, corpus_dir, model_id, dim, policy.ondisk_shard_rows)
+    if ondisk:
+        save_template(index, corpus_dir)
     for ids, vecs in iter_chunks(corpus_dir, batches):
-        store.add(ids, vecs)
+        if ondisk:
+            shards.add(ids, vecs)
+        else:
+            store.add(ids, vecs)
         truth.update(ids, vecs)
+    if ondisk:
+        store.index = shards.merge()
     store.params = {
         "storage": storage,
         "ivf_storage": storage,
@@ -133,6 +156,8 @@ def build_ivf(
         "built_for": total,
         "train_size": n_train,
     }
+    if ondisk:
+        store.params["ivfdata"] = shards.data_name
     calibrate_ivf(store, truth.finish(), policy)
     store.params["build_seconds"] = round(time.perf_counter() - started, 2)
     return store
@@ -186,3 +211,108 @@ def recalibrate_ivf(
     for chunk_ids, vecs in iter_chunks(corpus_dir, batches):
         truth.update(chunk_ids, vecs)
     calibrate_ivf(store, truth.finish(), policy)
+
+
+class ShardedIVF:
+    """Fills an empty trained IVF index into on-disk inverted lists, one bounded shard in memory.
+
+    ``add`` puts vectors into an in-memory copy of ``empty`` (no direct map) and writes it to a
+    temporary file every ``shard_rows`` vectors; ``merge`` joins those files (memory-mapped),
+    and any ``extra`` inverted lists, into one ``OnDiskInvertedLists`` file in ``folder``.
+    """
+
+    def __init__(self, empty: Any, folder: Path, model_id: str, dim: int, shard_rows: int) -> None:
+        self.empty, self.folder = empty, folder
+        self.model_id, self.dim, self.shard_rows = model_id, dim, shard_rows
+        self.paths: list[Path] = []
+        self.current: FloatStore | None = None
+        self.data_name = ""
+
+    def add(self, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Add vectors (unit rows) under item ids; spills the shard to disk when full."""
+        import faiss
+
+        if self.current is None:
+            shard = faiss.clone_index(self.empty)
+            shard.set_direct_map_type(faiss.DirectMap.NoMap)  # type: ignore[attr-defined]
+            self.current = FloatStore(
+                shard, model_id=self.model_id, dim=self.dim, index_type="IVF-shard"
+            )
+        self.current.add(ids, vectors)
+        if self.current.count >= self.shard_rows:
+            self._spill()
+
+    def _spill(self) -> None:
+        import faiss
+
+        assert self.current is not None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f".ivf-shard-{uuid.uuid4().hex[:12]}.faiss"
+        faiss.write_index(self.current.index, str(path))
+        self.paths.append(path)
+        self.current = None
+
+    def merge(self, extra: Sequence[Any] = ()) -> Any:
+        """The filled index: a copy of ``empty`` over one new on-disk inverted-list file, with a
+        hash-table direct map (``reconstruct(item_id)``). Removes the shard files."""
+        import faiss
+
+        if self.current is not None and self.current.count:
+            self._spill()
+        self.current = None
+        opened = []
+        lists = faiss.InvertedListsPtrVector()
+        try:
+            for path in self.paths:
+                shard = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+                opened.append(shard)
+                lists.push_back(shard.invlists)
+            for invlists in extra:
+                lists.push_back(invlists)
+            self.data_name = f"embeddings.{uuid.uuid4().hex[:12]}{IVFDATA_SUFFIX}"
+            index = faiss.clone_index(self.empty)
+            index.set_direct_map_type(faiss.DirectMap.NoMap)  # type: ignore[attr-defined]
+            ondisk = faiss.OnDiskInvertedLists(
+                index.nlist, index.code_size, str(self.folder / self.data_name)
+            )
+            with quiet_stdout():  # (it prints every file resize)
+                ntotal = ondisk.merge_from_multiple(lists.data(), lists.size(), False)
+            index.replace_invlists(ondisk, True)
+            ondisk.this.disown()
+            index.ntotal = int(ntotal)
+        finally:
+            del lists, opened
+            for path in self.paths:
+                path.unlink(missing_ok=True)
+            self.paths = []
+        index.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]
+        return index
+
+
+def save_template(index: Any, folder: Path) -> None:
+    """Write the trained, empty copy of an on-disk IVF index (what later additions start from)."""
+    import faiss
+
+    from splitaudit.indexer.store.atomic import atomic_write_with
+
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_with(folder / TEMPLATE_FILE, lambda p: faiss.write_index(index, p))
+
+
+def extend_ondisk(
+    store: FloatStore, corpus_dir: Path, batches: Sequence[BatchRef], policy: IndexPolicy
+) -> None:
+    """Add batches to an on-disk IVF store: the old lists and the new shards merged into a new
+    file (the old file stays until the caller saves; ``FloatStore.save`` then removes it)."""
+    import faiss
+
+    if not batches:
+        return
+    empty = faiss.read_index(str(corpus_dir / TEMPLATE_FILE))
+    shards = ShardedIVF(empty, corpus_dir, store.model_id, store.dim, policy.ondisk_shard_rows)
+    for ids, vecs in iter_chunks(corpus_dir, batches):
+        shards.add(ids, vecs)
+    nprobe = int(store.index.nprobe)
+    store.index = shards.merge(extra=[store.index.invlists])
+    store.index.nprobe = nprobe
+    store.params["ivfdata"] = shards.data_name

@@ -5,10 +5,17 @@ Two families, chosen by size (``IndexPolicy``) and named in the sidecar's ``inde
 ``IVF{nlist},{Flat|SQfp16|SQ8}`` — an inverted-file index whose lists hold item ids directly
 (with a hash-table direct map so ``index.reconstruct(item_id)`` works), built and calibrated
 by ``float_build``. Its ``nprobe`` is recorded in the sidecar's params and applied on load.
+A large IVF keeps its lists in an on-disk file (params ``ivfdata``, memory-mapped by FAISS's
+``OnDiskInvertedLists``) beside ``embeddings.faiss``, which then holds only the centroids and
+the id map.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,8 @@ from splitaudit.indexer.store.sidecar import Sidecar
 METRIC = "inner_product"
 INDEX_FILE = "embeddings.faiss"
 SIDECAR_FILE = "embeddings.json"
+IVFDATA_SUFFIX = ".ivfdata"
+TEMPLATE_FILE = "embeddings.trained.faiss"  # an on-disk IVF's trained empty index
 FLAT_TYPE = "Flat"
 # Batched IVF search pays off when each probed list is shared by this many queries (measured).
 BATCHED_PER_LIST = 64
@@ -74,13 +83,18 @@ class FloatStore:
         side.check(
             kind="float", model_id=model_id, dim=dim, metric=METRIC, path=folder / SIDECAR_FILE
         )
-        flags = 0
+        ondisk = bool(side.params.get("ivfdata"))
+        # on-disk lists are always memory-mapped; the flag finds their file next to the index
+        flags = faiss.IO_FLAG_ONDISK_SAME_DIR if ondisk else 0
         if mmap:
-            flags = faiss.IO_FLAG_READ_ONLY | (
-                faiss.IO_FLAG_MMAP_IFC if side.index_type == FLAT_TYPE else faiss.IO_FLAG_MMAP
-            )
+            flags |= faiss.IO_FLAG_READ_ONLY
+            if not ondisk:  # (IO_FLAG_MMAP on an on-disk index crashes its searches)
+                flags |= (
+                    faiss.IO_FLAG_MMAP_IFC if side.index_type == FLAT_TYPE else faiss.IO_FLAG_MMAP
+                )
         try:
-            index = faiss.read_index(str(folder / INDEX_FILE), flags)
+            with quiet_stdout():  # FAISS prints where it finds the on-disk lists
+                index = faiss.read_index(str(folder / INDEX_FILE), flags)
         except RuntimeError as exc:
             raise IndexMismatchError(
                 f"cannot read {folder / INDEX_FILE}: {exc}; rebuild the index"
@@ -99,6 +113,11 @@ class FloatStore:
     def count(self) -> int:
         """Number of vectors held."""
         return int(self.index.ntotal)
+
+    @property
+    def is_ondisk(self) -> bool:
+        """Whether the IVF lists live in an on-disk file (extended by merging, not in place)."""
+        return bool(self.params.get("ivfdata"))
 
     @property
     def is_exact(self) -> bool:
@@ -246,6 +265,13 @@ class FloatStore:
         atomic_write_with(folder / INDEX_FILE, lambda p: faiss.write_index(self.index, p))
         self.generation, self.last_batch_id = generation, last_batch_id
         self.sidecar().save(folder / SIDECAR_FILE)
+        # list files of earlier builds (a reader that still maps one keeps its pages)
+        current = self.params.get("ivfdata")
+        for stale in folder.glob(f"embeddings.*{IVFDATA_SUFFIX}"):
+            if stale.name != current:
+                stale.unlink(missing_ok=True)
+        if not current:
+            (folder / TEMPLATE_FILE).unlink(missing_ok=True)
 
     def sidecar(self) -> Sidecar:
         """The sidecar describing this store as it is now."""
@@ -271,3 +297,24 @@ def apply_search_params(index: Any, params: dict[str, Any]) -> None:
         inner.nprobe = int(params["nprobe"])
     if "efSearch" in params and hasattr(inner, "hnsw"):
         inner.hnsw.efSearch = int(params["efSearch"])
+
+
+@contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Silence C-level writes to stdout (FAISS's on-disk lists print progress with printf),
+    which would otherwise mix into a command's own output such as ``--json``."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1: nothing to protect
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 1)
+    finally:
+        os.close(saved)

@@ -27,6 +27,8 @@ class IndexPolicy:
     the tables, exact within ``hash_knn_radius`` bits (above ``MAX_EXACT_RADIUS``: exhaustive
     k-NN, linear in the corpus).
     ``mmap`` loads an index that needs no update memory-mapped (read-only) for serving.
+    From ``ondisk_min`` vectors an IVF is built shard by shard (``ondisk_shard_rows`` vectors in
+    memory at a time) into on-disk inverted lists, memory-mapped when searched.
     """
 
     flat_max: int = 100_000
@@ -42,6 +44,8 @@ class IndexPolicy:
     regrow_factor: float = 4.0
     recalibrate_factor: float = 1.5
     mmap: bool = True
+    ondisk_min: int = 2_000_000
+    ondisk_shard_rows: int = 1_000_000
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -55,6 +59,10 @@ class IndexPolicy:
     def wants_ivf(self, count: int) -> bool:
         """Whether ``count`` vectors call for an IVF index rather than exact Flat."""
         return count > self.flat_max
+
+    def wants_ondisk(self, count: int) -> bool:
+        """Whether an IVF of ``count`` vectors keeps its lists on disk (built shard by shard)."""
+        return count >= self.ondisk_min
 
     def nlist_for(self, count: int) -> int:
         """IVF list count for ``count`` vectors: a power of two near sqrt(count), 64..65536."""

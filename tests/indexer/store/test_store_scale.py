@@ -291,3 +291,50 @@ def test_candidate_knn_uses_the_tables_and_records_its_recall(corpus: Corpus_) -
     # exhaustive when asked for (a radius beyond the tables' exact range)
     wide = corpus.sync(IndexPolicy(flat_max=1000, hash_flat_max=500, hash_knn_radius=64))
     assert wide.hashes.params["knn_recall"] == 1.0
+
+
+def test_large_ivf_is_built_shard_by_shard_into_on_disk_lists(tmp_path: Path) -> None:
+    import faiss
+
+    ondisk = IndexPolicy(
+        flat_max=1000, calibration_queries=200, ondisk_min=1000, ondisk_shard_rows=400
+    )
+    inmem = IndexPolicy(flat_max=1000, calibration_queries=200)
+    a, b = Corpus_(tmp_path / "a"), Corpus_(tmp_path / "b")
+    a.add(1500)
+    b.add(1500)  # same seed: same items, same vectors
+    disk_store, mem_store = a.sync(ondisk).floats, b.sync(inmem).floats
+    assert disk_store is not None and mem_store is not None
+    data = sorted(p.name for p in a.dir.glob("embeddings.*.ivfdata"))
+    assert len(data) == 1 and a.sidecar()["params"]["ivfdata"] == data[0]
+    assert not list(a.dir.glob(".ivf-shard-*")) and not list(b.dir.glob("*.ivfdata"))
+    # the index file holds no lists: far smaller than the in-memory index's file
+    assert (a.dir / "embeddings.faiss").stat().st_size < (
+        b.dir / "embeddings.faiss"
+    ).stat().st_size / 2
+    ids, base = a.matrix()
+    q = base[:50]
+    d1, i1 = disk_store.search(q, 10)
+    d2, i2 = mem_store.search(q, 10)
+    assert np.array_equal(i1, i2) and np.allclose(d1, d2)
+    assert np.allclose(disk_store.index.reconstruct(int(ids[7])), base[7], atol=1e-3)
+    # served memory-mapped from the list file
+    served = a.sync(ondisk).floats
+    assert served is not None
+    assert isinstance(
+        faiss.downcast_InvertedLists(served.index.invlists), faiss.OnDiskInvertedLists
+    )
+    assert np.array_equal(served.search(q, 10)[1], i1)
+    # more batches: merged into a new list file, the old one removed
+    a.add(400)
+    grown = a.sync(ondisk).floats
+    assert grown is not None and grown.count == 1900 == a.sidecar()["count"]
+    now = sorted(p.name for p in a.dir.glob("embeddings.*.ivfdata"))
+    assert len(now) == 1 and now != data
+    ids, base = a.matrix()
+    new_ids, new_vecs = ids[-400:], base[-400:]
+    top = grown.search(new_vecs[:20], 1)[1][:, 0]
+    assert (top == new_ids[:20]).mean() >= 0.9
+    assert np.allclose(grown.index.reconstruct(int(new_ids[3])), new_vecs[3], atol=1e-3)
+    again = a.sync(ondisk).floats
+    assert again is not None and np.array_equal(again.search(q, 10)[1], grown.search(q, 10)[1])
