@@ -13,6 +13,7 @@ the next chunk) and the edges, hence the clusters, are the local executor's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from splitaudit.indexer.pipeline.ray_match import (
     BATCHES_PER_ACTOR,
     WorkspaceRef,
     actor_count,
+    log_actor_cpu,
     open_verify_store_for,
     ray_cluster,
 )
@@ -128,12 +130,14 @@ class DedupWorker:
                 grouped=self.grouped,
             )
 
-    def close(self) -> None:
-        """Write the verification store's pending features and release the workspace."""
+    def close(self) -> float:
+        """Write the verification store's pending features, release the workspace; returns the
+        CPU seconds this actor's process has used since it started."""
         if self.store is not None:
             self.store.close()
             self.store = None
         self.ws.close()
+        return time.process_time()
 
 
 def edges_on_ray(
@@ -165,7 +169,7 @@ def edges_on_ray(
         log.info("ray: dedup chunks on %d actors", n_actors)
         try:
             yield from _in_order(ray, ActorPool(pool_actors), chunks, n_actors * BATCHES_PER_ACTOR)
-            ray.get([a.close.remote() for a in pool_actors])
+            log_actor_cpu(ray.get([a.close.remote() for a in pool_actors]))
         finally:
             for a in pool_actors:
                 ray.kill(a)

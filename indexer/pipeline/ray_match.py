@@ -7,9 +7,10 @@ do the matching in two rounds:
 
 1. the vector k-NN search, in blocks cut exactly as the local engine searches (its
    ``VECTOR_CHUNK``-row chunks, starting at multiples of the exact search's query block, and
-   where a chunk takes the IVF list-by-list path every block of it takes it too): the same
-   BLAS products, hence the same scores to the last bit (a product's rounding depends on how
-   many rows it has);
+   where a chunk takes the IVF list-by-list path every block of it takes it too) and on the
+   driver's BLAS thread count: the same BLAS products, hence the same scores to the last bit
+   (a product's rounding depends on how many rows it has and how they are split among
+   threads);
 2. the audit engine (``match.engine.match_corpus``) on small batches of rows, its vector
    search answered from round 1 (``AnsweredFloats``): hash candidates, pixel and geometric
    verification all run on the workers, spread over every actor even for a small split.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -90,6 +92,11 @@ def ray_cluster(address: str | None, workers: int) -> Iterator[Any]:
             ray.shutdown()
 
 
+def log_actor_cpu(seconds: Sequence[float]) -> None:
+    """Log what the actors' processes used (``bench.ray_scale`` reads this line)."""
+    log.info("ray: %d actors used %.2f CPU-s", len(seconds), sum(seconds))
+
+
 def actor_count(ray: Any, wanted: int | None = None) -> int:
     """Actors to start: ``wanted``, else one per CPU of the cluster (each reserves one CPU)."""
     if wanted:
@@ -148,11 +155,15 @@ class MatchWorker:
         self.store = open_verify_store_for(self.ws)
 
     def search(
-        self, block: int, vectors: npt.NDArray[np.float32], k: int
+        self, block: int, vectors: npt.NDArray[np.float32], k: int, threads: int | None
     ) -> tuple[int, npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """Round 1: ``block`` and the top-``k`` vector search of its rows (as the engine asks it)."""
+        """Round 1: ``block`` and the top-``k`` vector search of its rows (as the engine asks
+        it), on ``threads`` BLAS threads (the driver's)."""
+        from threadpoolctl import threadpool_limits
+
         assert self.index.floats is not None
-        scores, ids = self.index.floats.search(vectors, k)
+        with threadpool_limits(limits=threads, user_api="blas"):
+            scores, ids = self.index.floats.search(vectors, k)
         return block, scores, ids
 
     def match(
@@ -185,12 +196,14 @@ class MatchWorker:
             )
         return batch, found.pairs, dict(phases.seconds)
 
-    def close(self) -> None:
-        """Write the verification store's pending features and release the workspace."""
+    def close(self) -> float:
+        """Write the verification store's pending features, release the workspace; returns the
+        CPU seconds this actor's process has used since it started."""
         if self.store is not None:
             self.store.close()
             self.store = None
         self.ws.close()
+        return time.process_time()
 
 
 class AnsweredFloats(FloatStore):
@@ -342,23 +355,35 @@ def match_corpus_on_ray(
                         phases.add(f"ray actors: {name}", spent)
                     if on_batch is not None:
                         on_batch(done, len(matches))
-            ray.get([a.close.remote() for a in pool_actors])
+            log_actor_cpu(ray.get([a.close.remote() for a in pool_actors]))
         finally:
             for a in pool_actors:
                 ray.kill(a)
     return [p for b in range(len(matches)) for p in by_batch[b]]
 
 
+def blas_threads() -> int | None:
+    """The BLAS threads this process runs products on (None: no BLAS library found)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts) if counts else None
+
+
 def _search(
     pool: Any, vectors: npt.NDArray[np.float32], blocks: Sequence[tuple[int, int]]
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """Round 1: the top-``TOP_K`` search of every row, block by block on the actors."""
+    """Round 1: the top-``TOP_K`` search of every row, block by block on the actors, on the
+    driver's BLAS thread count: a product's rounding depends on how its rows are split among
+    threads, and Ray starts each actor with one (``OMP_NUM_THREADS=1``)."""
+    threads = blas_threads()
     scores = np.zeros((len(vectors), TOP_K), np.float32)
     ids = np.full((len(vectors), TOP_K), -1, np.int64)
 
     def submit(actor: Any, block: int) -> Any:
         start, stop = blocks[block]
-        return actor.search.remote(block, np.ascontiguousarray(vectors[start:stop]), TOP_K)
+        part = np.ascontiguousarray(vectors[start:stop])
+        return actor.search.remote(block, part, TOP_K, threads)
 
     for block, s, i in pool.map_unordered(submit, range(len(blocks))):
         start, stop = blocks[block]
