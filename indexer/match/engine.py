@@ -424,6 +424,7 @@ def _verify_candidates(
             for p, score, turn in zip(kept, scores, turns, strict=True):
                 p.verify = float(score)
                 _verified_orientation(p, turn, th)
+            _align_small_pairs(query, kept, thumbs, th, phases)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             chosen = [
                 kept[i]
@@ -446,6 +447,41 @@ def _verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+
+
+def _align_small_pairs(
+    query: Image.Image,
+    kept: Sequence[Pair],
+    thumbs: Sequence[npt.NDArray[np.uint8]],
+    th: Thresholds,
+    phases: PhaseTimes,
+) -> None:
+    """Dense low-resolution alignment (``splitaudit.indexer.match.low_res_align``) of the small,
+    upright pairs the verifier left open: a re-scraped thumbnail shifted and zoomed; a pair
+    that aligns at ``ALIGNED_NEAR`` or better keeps that score as its verification score."""
+    from splitaudit.indexer.match.low_res_align import (
+        ALIGNED_NEAR,
+        MAX_SIDE,
+        aligned_scores,
+        prepare_query,
+    )
+
+    rows = [
+        i
+        for i, p in enumerate(kept)
+        if p.min_side is not None
+        and p.min_side <= MAX_SIDE
+        and p.orientation == "identity"
+        and not th.is_near(p.hamming, p.cosine, p.verify, p.min_side)
+    ]
+    if not rows:
+        return
+    with phases.phase("verification: low-res alignment"):
+        scores = aligned_scores(prepare_query(query), np.stack([thumbs[i] for i in rows]))
+    for i, score in zip(rows, scores.tolist(), strict=True):
+        p = kept[i]
+        if score >= ALIGNED_NEAR and score > (p.verify if p.verify is not None else -1.0):
+            p.verify = float(score)
 
 
 def _verified_orientation(p: Pair, found: Orientation, th: Thresholds) -> None:

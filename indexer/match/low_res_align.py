@@ -1,0 +1,225 @@
+"""Dense alignment of small pairs the pixel verifier leaves open: re-scraped thumbnails.
+
+A 32-64 px copy re-cut by a scraper is shifted by up to 12% of its side and zoomed by
+0.75-1.33, often recoloured and re-encoded as well. The verifier
+(``splitaudit.indexer.match.verify``) searches whole-pixel shifts and a fixed ladder of scales
+of a 24x24 window; half a pixel off at 32 px costs fine detail most of its correlation, so a
+real copy can land just under the cut-off. This module settles those pairs by aligning the
+two thumbnails densely, at the verifier's 32 px resolution (the corpus side is its stored
+32x32 verification thumbnail; nothing is decoded again):
+
+1. **coarse**: the reference's band-passed central 20x20 window is matched (normalised
+   cross-correlation, ``cv2.matchTemplate``) against the query band-passed at nine scales
+   0.72-1.4, every shift up to ``PAD`` px past the centre;
+2. **refine**: from the best coarse (scale, shift), OpenCV's ECC (``cv2.findTransformECC``)
+   fits an affine warp of the query onto the reference; a fit that is not close to a
+   similarity (anisotropic scale, shear, a turn over 8 degrees, a mirror) is discarded and
+   the coarse warp kept: a copy is shifted and zoomed, not sheared;
+3. **score**: Pearson r of the two band-passed images on the overlap (the warped query's
+   valid pixels, an edge ring left out), normalised like the verifier's score by an
+   *ambiguity* ``a``: ``(r - a) / (1 - a)``. ``a`` is the best correlation of either
+   image with itself moved by 2 px (a lone edge or a gradient aligns with anything) *or* by
+   3-8 px (a periodic texture: a brick wall's neighbouring tile is its shifted copy), so
+   only an alignment clearly better than the image's own near-repeats counts.
+
+Gain and offset drop out of every correlation (photometric normalisation), and the DoG band
+removes the smooth layout every photo shares. Measured on ``python -m bench.recall``: the
+figures are in ``docs/recall.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail, _band_pass, _gray
+
+# Pairs whose smaller image is at most this many px are aligned (larger ones have the
+# geometric step, ``splitaudit.indexer.match.geometric_tier``).
+MAX_SIDE = 96
+# A pair counts as aligned (near) at this score or above. Chosen on bench.recall's own
+# thumbnails: same-scene siblings (neighbouring tiles of a corpus photo, a brick wall's
+# included) reach 0.75, unrelated thumbnails 0.31; copies the verifier misses 0.8-0.99.
+ALIGNED_NEAR = 0.80
+# Coarse correlation below which the pair is not refined (a copy's coarse match is >= 0.6;
+# skipping the ECC fit of the unrelated candidates keeps the step cheap).
+COARSE_FLOOR = 0.45
+# The overlap must cover this share of the reference (a copy zoomed 1.33 covers ~56%).
+MIN_OVERLAP = 0.3
+SCALES = tuple(float(s) for s in np.exp(np.linspace(np.log(0.72), np.log(1.4), 9)))
+# How far (share of the side, in query pixels) the reference's centre may land from the
+# query's: a re-cut shifts a copy by up to 12% of its side, a zoom of 1.33 stretches that.
+MAX_OFFSET = 0.16
+WINDOW = 20  # px of the 32-px reference matched in the coarse step
+PAD = 5  # px: the query is mirrored past its edge by this much (shift + zoom reach further)
+EDGE = 2  # px of the reference's border left out of the score (interpolation, padding)
+MAX_TURN_DEGREES = 8.0
+MAX_ANISOTROPY = 1.15  # ratio of the warp's two singular values
+MAX_ZOOM = 1.6  # the warp may scale by 1 / MAX_ZOOM .. MAX_ZOOM
+PERIODIC_SHIFTS = (3, 8)  # Chebyshev radii searched for a texture's own repeats
+_ECC_ITERATIONS = 30
+_ECC_EPS = 1e-3
+_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class QueryPyramid:
+    """A test image prepared once for all its candidates: gray thumbnail and scaled bands."""
+
+    thumb: npt.NDArray[np.float32]  # (32, 32) gray
+    bands: tuple[tuple[float, npt.NDArray[np.float32]], ...]  # (scale, padded band-pass)
+
+
+def prepare_query(image: ImageOrThumbnail) -> QueryPyramid:
+    """The query's 32-px gray thumbnail and its band-passed versions at every ``SCALES``."""
+    import cv2
+
+    gray = (
+        Image.fromarray(np.asarray(image, dtype=np.uint8)).convert("L")
+        if isinstance(image, np.ndarray)
+        else _gray(image)
+    )
+    bands = []
+    for scale in SCALES:
+        n = round(THUMB_SIZE * scale)
+        pixels = np.asarray(gray.resize((n, n), Image.Resampling.BILINEAR), np.float32)
+        band = _band_pass(pixels[None])[0]
+        bands.append((scale, cv2.copyMakeBorder(band, PAD, PAD, PAD, PAD, cv2.BORDER_REFLECT)))
+    thumb = np.asarray(gray.resize((THUMB_SIZE, THUMB_SIZE), Image.Resampling.BILINEAR), np.float32)
+    return QueryPyramid(thumb, tuple(bands))
+
+
+def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> float:
+    """Score in [-1, 1] of the query densely aligned onto a 32x32 uint8 reference thumbnail
+    (``verify_thumbnail``); -1 where no plausible alignment exists."""
+    import cv2
+
+    ref = np.asarray(reference, np.float32)
+    ref_band = _band_pass(ref[None])[0]
+    lo = (THUMB_SIZE - WINDOW) // 2
+    template = np.ascontiguousarray(ref_band[lo : lo + WINDOW, lo : lo + WINDOW])
+    if float(template.std()) < _EPS:
+        return -1.0
+    coarse, scale, px, py = -2.0, 1.0, 0, 0
+    for s, band in query.bands:
+        found = cv2.matchTemplate(band, template, cv2.TM_CCOEFF_NORMED)
+        # Only windows whose centre lies within MAX_OFFSET of the query's centre: two
+        # pictures of one kind (a house, a logo) align anywhere further off.
+        offsets = (np.arange(found.shape[0]) - PAD + WINDOW / 2) / s - THUMB_SIZE / 2
+        near = np.abs(offsets) <= MAX_OFFSET * THUMB_SIZE
+        if not near.any():
+            continue
+        allowed = np.where(near[:, None] & near[None, :], found, -2.0).astype(np.float32)
+        _, best, _, (x, y) = cv2.minMaxLoc(allowed)
+        if best > coarse:
+            coarse, scale, px, py = float(best), s, x - PAD, y - PAD
+    if coarse < COARSE_FLOOR:
+        return -1.0
+    # The warp maps reference pixels to query pixels (ECC's convention, WARP_INVERSE_MAP).
+    warp = np.array(
+        [[1 / scale, 0, (px - lo) / scale], [0, 1 / scale, (py - lo) / scale]], np.float32
+    )
+    warp = _refined(ref, query.thumb, warp)
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    size = (THUMB_SIZE, THUMB_SIZE)
+    warped = cv2.warpAffine(query.thumb, warp, size, flags=flags, borderMode=cv2.BORDER_REPLICATE)
+    ones = np.ones(size, np.float32)
+    valid = cv2.warpAffine(ones, warp, size, flags=flags, borderValue=0.0) > 0.999
+    mask = cv2.erode(valid.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    mask[:EDGE] = mask[-EDGE:] = False
+    mask[:, :EDGE] = mask[:, -EDGE:] = False
+    if mask.mean() < MIN_OVERLAP:
+        return -1.0
+    warped_band = _band_pass(warped[None])[0]
+    r = _pearson(warped_band, ref_band, mask)
+    ambiguity = max(_ambiguity(ref_band, mask), _ambiguity(warped_band, mask))
+    score = (r - ambiguity) / max(1.0 - ambiguity, _EPS)
+    return float(np.clip(score, -1.0, 1.0))
+
+
+def aligned_scores(
+    query: ImageOrThumbnail | QueryPyramid, references: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.float32]:
+    """``aligned_score`` of one query against each of an (n, 32, 32) stack of thumbnails."""
+    prepared = query if isinstance(query, QueryPyramid) else prepare_query(query)
+    return np.array([aligned_score(prepared, ref) for ref in references], np.float32)
+
+
+def _refined(
+    reference: npt.NDArray[np.float32],
+    query: npt.NDArray[np.float32],
+    warp: npt.NDArray[np.float32],
+) -> npt.NDArray[np.float32]:
+    """ECC's affine refinement of ``warp`` when it converges to a near-similarity, else ``warp``."""
+    import cv2
+
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, _ECC_ITERATIONS, _ECC_EPS)
+    try:
+        _, fitted = cv2.findTransformECC(
+            reference, query, warp.copy(), cv2.MOTION_AFFINE, criteria, _full_mask(), 3
+        )
+    except cv2.error:  # no convergence (flat content, a degenerate fit): keep the coarse warp
+        return warp
+    linear = fitted[:, :2].astype(np.float64)
+    singular = np.linalg.svd(linear, compute_uv=False)
+    turn = abs(np.degrees(np.arctan2(linear[1, 0] - linear[0, 1], linear[0, 0] + linear[1, 1])))
+    centre = (THUMB_SIZE - 1) / 2
+    moved = fitted[:, :2] @ np.array([centre, centre]) + fitted[:, 2] - centre
+    plausible = (
+        float(np.abs(moved).max()) <= MAX_OFFSET * THUMB_SIZE + 1.0
+        and np.linalg.det(linear) > 0
+        and singular.max() / max(singular.min(), _EPS) < MAX_ANISOTROPY
+        and turn < MAX_TURN_DEGREES
+        and singular.min() > 1 / MAX_ZOOM
+        and singular.max() < MAX_ZOOM
+    )
+    out: npt.NDArray[np.float32] = fitted.astype(np.float32) if plausible else warp
+    return out
+
+
+@lru_cache(maxsize=1)
+def _full_mask() -> npt.NDArray[np.uint8]:
+    return np.ones((THUMB_SIZE, THUMB_SIZE), np.uint8)
+
+
+def _pearson(
+    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
+) -> float:
+    x, y = a[mask].astype(np.float64), b[mask].astype(np.float64)
+    x, y = x - x.mean(), y - y.mean()
+    return float(x @ y / (np.sqrt((x @ x) * (y @ y)) + _EPS))
+
+
+def _ambiguity(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> float:
+    """How well the image matches itself moved: by 2 px on the overlap, or by 3-8 px anywhere
+    (a periodic texture's repeats); 0 at least."""
+    import cv2
+
+    best = 0.0
+    for dx, dy in _ring(2):
+        moved = np.roll(band, (dy, dx), (0, 1))
+        both = mask & np.roll(mask, (dy, dx), (0, 1))
+        if both.sum() > 16:
+            best = max(best, _pearson(band, moved, both))
+    near, far = PERIODIC_SHIFTS
+    half = THUMB_SIZE // 2 - far  # a centre patch that fits every shift up to ``far``
+    centre = np.ascontiguousarray(band[far : far + 2 * half, far : far + 2 * half])
+    if float(centre.std()) > _EPS:
+        self_match = cv2.matchTemplate(band, centre, cv2.TM_CCOEFF_NORMED)
+        dy, dx = np.mgrid[-far : far + 1, -far : far + 1]
+        away = np.maximum(np.abs(dy), np.abs(dx)) >= near
+        best = max(best, float(self_match[away].max()))
+    return best
+
+
+def _ring(radius: int) -> list[tuple[int, int]]:
+    return [
+        (dx, dy)
+        for dy in range(-radius, radius + 1)
+        for dx in range(-radius, radius + 1)
+        if max(abs(dx), abs(dy)) == radius
+    ]
