@@ -13,7 +13,11 @@ makes the question a *range* join, which an inverted file answers cell by cell:
   cosine — synthetic pairs built at exactly that cosine from sampled items, found when either
   item's probes reach the other's cell (the join looks both ways). Pairs closer than that are
   found at least as often. Cost: ``n * nprobe * n / nlist`` products, linear for a fixed
-  ``nprobe / nlist``.
+  ``nprobe / nlist``. An index's own lists grow as ~sqrt(n) (1,000 vectors each at 1M), and
+  the ``nprobe`` that keeps recall grows only slowly with ``nlist``, so larger cells make each
+  item's work grow with the corpus: cells of more than ``JOIN_CELL`` vectors are cut
+  (``split_cells``: k-means of each list's own vectors) so every item is scored against
+  ``nprobe`` cells of ~``JOIN_CELL`` vectors whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ CALIBRATION_PAIRS = 4_000
 QUERY_BATCH = 65_536
 DECODE_CACHE_BYTES = 1 << 30  # decoded IVF lists kept across query batches up to this size
 _EXACT_BLOCK = 2_048
+JOIN_CELL = 400  # target vectors per join cell (``split_cells``)
 
 Chunks = Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
@@ -120,6 +125,49 @@ def kmeans_cells(
         return ids[rows], vectors[rows]
 
     return Cells(centroids, sizes, fetch, source=f"kmeans{nlist}", cache_limit=0)
+
+
+def split_cells(cells: Cells, target: int = JOIN_CELL, seed: int = 0) -> Cells:
+    """``cells`` with each cell of more than ~1.5 ``target`` vectors cut into ``size / target``
+    sub-cells (spherical k-means of its own vectors, 5 iterations); unchanged when the cells
+    are already that small. A sub-cell is its parent's rows: the parent is decoded (or read
+    from its cache) when a sub-cell is fetched, so memory stays that of ``cells``."""
+    if not cells.nlist or cells.sizes.sum() <= 1.5 * target * cells.nlist:
+        return cells
+    rng = np.random.default_rng(seed)
+    centroids: list[npt.NDArray[np.float32]] = []
+    members: list[tuple[int, npt.NDArray[np.int64]]] = []  # (parent cell, its rows)
+    for cell in range(cells.nlist):
+        size = int(cells.sizes[cell])
+        parts = max(1, round(size / target))
+        if parts == 1:
+            centroids.append(cells.centroids[cell][None])
+            members.append((cell, np.arange(size, dtype=np.int64)))
+            continue
+        _ids, vecs = cells.get(cell)
+        sub = spherical_kmeans(np.ascontiguousarray(vecs), parts, iters=5, rng=rng)
+        assign = np.argmax(vecs @ sub.T, axis=1)
+        for j in range(parts):
+            rows = np.flatnonzero(assign == j)
+            if len(rows):
+                centroids.append(sub[j][None])
+                members.append((cell, rows.astype(np.int64)))
+    last: list[Any] = [None, None]  # the parent fetched last (sub-cells are probed in order)
+
+    def fetch(sub_cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        parent, rows = members[sub_cell]
+        if last[0] != parent:
+            last[0], last[1] = parent, cells.get(parent)
+        ids, vecs = last[1]
+        return ids[rows], vecs[rows]
+
+    return Cells(
+        np.ascontiguousarray(np.concatenate(centroids), dtype=np.float32),
+        np.array([len(rows) for _p, rows in members], np.int64),
+        fetch,
+        source=f"{cells.source}/{len(members)}",
+        cache_limit=0,
+    )
 
 
 def nearest_cells(
@@ -336,6 +384,7 @@ def self_join(
         cells = kmeans_cells(ids.copy(), base, IndexPolicy().nlist_for(store.count))
     else:
         cells = ivf_cells(store)
+    cells = split_cells(cells)
     nprobe, recall = calibrate_nprobe(cells, cosine)
     at_floor = float((pair_ranks(cells, floor) < nprobe).mean())
     log.info(

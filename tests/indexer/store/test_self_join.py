@@ -19,6 +19,7 @@ from splitaudit.indexer.store.vector_join import (
     ivf_join,
     kmeans_cells,
     self_join,
+    split_cells,
 )
 
 MIRROR = np.uint64(0x5555_5555_5555_5555)
@@ -144,7 +145,7 @@ def _ivf_store(ids: np.ndarray, x: np.ndarray, nlist: int, storage: str) -> Floa
     return store
 
 
-@pytest.mark.parametrize("source", ["kmeans", "ivf-fp16"])
+@pytest.mark.parametrize("source", ["kmeans", "ivf-fp16", "ivf-fp16-split"])
 def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> None:
     ids, x = _planted_vectors(4000)
     cells = (
@@ -152,8 +153,11 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> Non
         if source == "kmeans"
         else ivf_cells(_ivf_store(ids, x, 64, "fp16"))
     )
+    if source.endswith("split"):
+        cells = split_cells(cells, 20)  # ~62 per list: 3 sub-cells each
+        assert cells.nlist > 150
     nprobe, recall = calibrate_nprobe(cells, 0.9)
-    assert 1 <= nprobe < 64 and recall >= 0.999
+    assert 1 <= nprobe < cells.nlist and recall >= 0.999
     found = _pairs(ivf_join(cells, _chunks(ids, x), k=10, floor=0.8, nprobe=nprobe))
     truth = _brute(ids, x, 0.8, 10)
     planted = {p for p, s in truth.items() if s >= 0.9}
@@ -164,6 +168,27 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> Non
     for (a, b), score in found.items():
         assert (a, b) in truth
         assert abs(score - float(x[by_id[a]] @ x[by_id[b]])) < 2e-3  # fp16 codes
+
+
+def test_split_cells_partition_each_cell_into_smaller_ones() -> None:
+    ids, x = _planted_vectors(4000)
+    cells = ivf_cells(_ivf_store(ids, x, 16, "fp16"))
+    assert split_cells(cells, 400) is cells  # ~250 per list: already small enough
+    split = split_cells(cells, 50)
+    assert 60 <= split.nlist <= 100 and split.sizes.sum() == cells.sizes.sum()
+    assert split.sizes.max() < cells.sizes.max()
+    seen: dict[int, np.ndarray] = {}
+    for c in range(split.nlist):
+        sub_ids, sub_vecs = split.get(c)
+        assert len(sub_ids) == split.sizes[c]
+        seen.update(zip(sub_ids.tolist(), sub_vecs, strict=True))
+    parent = dict(
+        kv
+        for c in range(cells.nlist)
+        for kv in zip(cells.get(c)[0].tolist(), cells.get(c)[1], strict=True)
+    )
+    assert seen.keys() == parent.keys() == set(ids.tolist())  # every item exactly once
+    assert all(np.array_equal(seen[i], parent[i]) for i in parent)
 
 
 def test_self_join_uses_cells_beyond_the_exact_size() -> None:
