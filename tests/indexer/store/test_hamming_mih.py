@@ -99,3 +99,14 @@ def test_top_k_rows_keeps_the_nearest_per_row_in_order() -> None:
     d, i = hamming_mih.top_k_rows(offsets, ids, dists, 2, 99)
     assert i.tolist() == [[6, 5], [-1, -1], [1, 2]]
     assert d.tolist() == [[1, 4], [99, 99], [0, 9]]
+
+
+def test_knn_within_recall_counts_ties_and_the_nearest() -> None:
+    from splitaudit.indexer.store.calibrate import knn_within_recall
+
+    truth = (np.array([[1, 3, 3], [2, 9, 9]], np.int32), np.array([[10, 11, 12], [20, -1, -1]]))
+    # row 0: the nearest and a tie of the 3rd (another id at distance 3); row 1: missed
+    found = (np.array([[1, 3, 21], [21, 21, 21]], np.int32), np.array([[10, 99, -1], [-1, -1, -1]]))
+    at_k, at_1 = knn_within_recall(found, truth)
+    assert at_k == 2 / 4 and at_1 == 0.5
+    assert knn_within_recall(truth, truth) == (1.0, 1.0)
