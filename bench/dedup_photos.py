@@ -199,6 +199,14 @@ def _pairs(groups: list[list[str]] | list[set[str]]) -> set[tuple[str, str]]:
     }
 
 
+def _planted(folder: Path) -> list[set[str]]:
+    """The planted clusters of a folder ``make_folder`` wrote, from the file names."""
+    groups: dict[str, set[str]] = {}
+    for path in folder.iterdir():
+        groups.setdefault(path.stem.split("_")[0], set()).add(path.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def _score(name: str, run: dict[str, Any], truth: set[tuple[str, str]]) -> dict[str, Any]:
     found = _pairs(run["groups"])
     hits = len(found & truth)
@@ -334,6 +342,57 @@ def compare(n: int, root: Path, tools: list[str] | None = None) -> dict[str, Any
     }
 
 
+def witness_check(
+    folder: Path, clusters: list[set[str]], model: str = "efficientnet-lite0"
+) -> dict[str, Any]:
+    """The second-witness rule (``dedup.pairs.needs_witness``) on these files: every pair within
+    the near pHash radius (plain or mirrored stand-in, as dedup searches), split into planted and
+    unrelated, and for those beyond ``WITNESS_HAMMING`` bits the embedding cosine against
+    ``candidate_cosine``: planted pairs the rule would lose, unrelated ones it removes."""
+    from splitaudit.indexer.dedup.pairs import MIRROR_MASK, WITNESS_HAMMING
+    from splitaudit.indexer.embed.loader import load_embedder
+    from splitaudit.indexer.features.perceptual import phash
+    from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
+
+    th = DEFAULT_THRESHOLDS
+    names = sorted(x.name for x in folder.iterdir())
+    hashes = np.asarray(
+        [phash(Image.open(folder / n).convert("RGB")).value & (2**64 - 1) for n in names],
+        np.uint64,
+    )
+    truth = _pairs(clusters)
+    near: dict[tuple[int, int], int] = {}
+    for start in range(0, len(names), 512):
+        block = hashes[start : start + 512]
+        d = np.minimum(
+            np.bitwise_count(block[:, None] ^ hashes[None, :]),
+            np.bitwise_count((block[:, None] ^ MIRROR_MASK) ^ hashes[None, :]),
+        )
+        for r, c in zip(*np.nonzero(d <= th.phash_hamming), strict=True):
+            a, b = start + int(r), int(c)
+            if a < b:
+                near[(a, b)] = int(d[r, c])
+    far = [pair for pair, dist in near.items() if dist > WITNESS_HAMMING]
+    wanted = sorted({i for pair in far for i in pair})
+    embedder = load_embedder(model, allow_download=False)
+    vecs = embedder.embed([Image.open(folder / names[i]).convert("RGB") for i in wanted])
+    row = {i: n for n, i in enumerate(wanted)}
+    out: dict[str, Any] = {"files": len(names), "candidate_cosine": th.candidate_cosine}
+    for label, planted in (("planted", True), ("unrelated", False)):
+        pairs = [p for p in near if ((names[p[0]], names[p[1]]) in truth) == planted]
+        beyond = [p for p in pairs if near[p] > WITNESS_HAMMING]
+        cos = [float(vecs[row[a]] @ vecs[row[b]]) for a, b in beyond]
+        out[label] = {
+            "within_radius": len(pairs),
+            "beyond_witness_hamming": len(beyond),
+            "cosine_below_candidate": sum(c < th.candidate_cosine for c in cos),
+            "cosine_min": round(min(cos), 3) if cos else None,
+            "cosine_median": round(float(np.median(cos)), 3) if cos else None,
+        }
+    print(f"second witness on {folder}: {out}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the comparison and optionally write the figures as JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -341,7 +400,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--tools", default="", help="comma-separated name fragments (default: all)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--witness-only", action="store_true", help="only the second-witness check (folder kept)"
+    )
     args = ap.parse_args(argv)
+    if args.witness_only:
+        folder = args.dir / "images"
+        made = make_folder(folder, args.originals) if not folder.exists() else None
+        clusters = made["clusters"] if made else _planted(folder)
+        out = witness_check(folder, clusters)
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2, default=str))
+        return
     out = compare(args.originals, args.dir, [t for t in args.tools.split(",") if t] or None)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))
