@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +150,7 @@ def edges_on_ray(
     address: str | None = None,
     workers: int = 1,
     actors: int | None = None,
-) -> Iterator[tuple[int, list[Edge]]]:
+) -> Generator[tuple[int, list[Edge]], None, None]:
     """``(n, chunk_edges(chunk n))`` for each numbered chunk, computed on Ray actors, in order.
 
     ``joined``: the driver's ``join_corpus`` index; ``workers``: CPUs of a local Ray instance

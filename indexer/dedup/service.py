@@ -9,7 +9,8 @@ duplicate pairs and cluster members only: never an N x N matrix.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +188,7 @@ def _run(
             )
         )
         job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
+        found: Generator[tuple[int, list[Edge]], None, None]
         if executor.kind == "ray":
             from splitaudit.indexer.dedup.ray_run import edges_on_ray
 
@@ -204,29 +206,31 @@ def _run(
             found = (
                 (n, _chunk_edges(s, index, chunk, job, store, skip, grouped)) for n, chunk in chunks
             )
-        for n, edges in found:
-            seen += sizes.pop(n)
-            with transaction(ws.sessions) as w:
-                w.bulk_insert_mappings(
-                    DedupEdge,
-                    [  # type: ignore[arg-type]
-                        dict(
-                            run_id=run_id,
-                            a_id=e.a,
-                            b_id=e.b,
-                            kind=e.kind,
-                            hamming=e.hamming,
-                            cosine=e.cosine,
-                            verify=e.verify,
-                        )
-                        for e in edges
-                    ],
+        # closed on any exit: a Ray run's actors (and a Ray instance it started) go at once
+        with closing(found):
+            for n, edges in found:
+                seen += sizes.pop(n)
+                with transaction(ws.sessions) as w:
+                    w.bulk_insert_mappings(
+                        DedupEdge,
+                        [  # type: ignore[arg-type]
+                            dict(
+                                run_id=run_id,
+                                a_id=e.a,
+                                b_id=e.b,
+                                kind=e.kind,
+                                hamming=e.hamming,
+                                cosine=e.cosine,
+                                verify=e.verify,
+                            )
+                            for e in edges
+                        ],
+                    )
+                    w.get_one(DedupRun, run_id).chunks_done = n + 1
+                report(
+                    0.05 + 0.85 * min(seen / items, 1.0) if items else 0.9,
+                    f"searched {seen} of {items} items",
                 )
-                w.get_one(DedupRun, run_id).chunks_done = n + 1
-            report(
-                0.05 + 0.85 * min(seen / items, 1.0) if items else 0.9,
-                f"searched {seen} of {items} items",
-            )
     report(0.9, "grouping clusters")
     return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
 

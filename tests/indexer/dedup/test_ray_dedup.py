@@ -63,6 +63,35 @@ def test_ray_dedup_equals_local_hash_only(tmp_path: Path, ray_address: str) -> N
     assert remote["summary"] == local["summary"]
 
 
+def test_an_interrupted_ray_dedup_resumes_to_the_local_result(
+    tmp_path: Path, ray_address: str
+) -> None:
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(_corpus(tmp_path / "corpus"))], embedder=None)
+    _local, local_edges = _run(ws, None)
+    run_id = create_dedup(ws, corpus="c")
+    searched = 0
+
+    def stop_after_two_chunks(_fraction: float, message: str) -> None:
+        nonlocal searched
+        searched += message.startswith("searched")
+        if searched == 2:
+            raise KeyboardInterrupt  # a killed run: not marked failed, resumable
+
+    executor = Executor("ray", ray_address=ray_address)
+    with pytest.raises(KeyboardInterrupt):
+        run_dedup(ws, run_id, chunk_rows=CHUNK, executor=executor, progress=stop_after_two_chunks)
+    with ws.sessions() as s:
+        assert s.get_one(DedupRun, run_id).chunks_done == 2
+    run_dedup(ws, run_id, chunk_rows=CHUNK, executor=executor)
+    with ws.sessions() as s:
+        resumed = {
+            (e.a_id, e.b_id, e.kind, e.hamming, e.cosine, e.verify)
+            for e in s.scalars(select(DedupEdge).where(DedupEdge.run_id == run_id))
+        }
+    assert resumed == local_edges
+
+
 def test_ray_dedup_equals_local_with_embeddings(
     tmp_path: Path, ray_address: str, tiny_model_spec: str
 ) -> None:
