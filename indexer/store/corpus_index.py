@@ -292,11 +292,16 @@ def _sync_floats(session: Session, corpus: Corpus, folder: Path, policy: IndexPo
             _remove_orphan_batches(session, corpus, folder)
             return store
         if store is not None and store.is_ondisk:
-            extend_ondisk(store, folder, _refs(new), policy)
-            if new:
-                store.last_batch_id = new[-1][0]
+            try:
+                extend_ondisk(store, folder, _refs(new), policy)
+                if new:
+                    store.last_batch_id = new[-1][0]
+            except IndexMismatchError as exc:
+                log.warning("%s; rebuilding the vector index from the batch files", exc)
+                store = None
         elif store is not None:
             _add_batches(store, folder, new)
+        if store is not None:
             calibrated = int(store.params.get("calibrated_count", 0) or 0)
             if not store.is_exact and store.count >= calibrated * policy.recalibrate_factor:
                 recalibrate_ivf(store, folder, _refs(_batch_refs(session, corpus)), policy)

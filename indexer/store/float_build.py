@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store.calibrate import (
     BatchRef,
     CalibrationSet,
@@ -308,7 +309,10 @@ def extend_ondisk(
 
     if not batches:
         return
-    empty = faiss.read_index(str(corpus_dir / TEMPLATE_FILE))
+    try:
+        empty = faiss.read_index(str(corpus_dir / TEMPLATE_FILE))
+    except RuntimeError as exc:
+        raise IndexMismatchError(f"cannot read {corpus_dir / TEMPLATE_FILE}: {exc}") from exc
     shards = ShardedIVF(empty, corpus_dir, store.model_id, store.dim, policy.ondisk_shard_rows)
     for ids, vecs in iter_chunks(corpus_dir, batches):
         shards.add(ids, vecs)

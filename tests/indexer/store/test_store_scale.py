@@ -340,5 +340,11 @@ def test_large_ivf_is_built_shard_by_shard_into_on_disk_lists(
     assert np.allclose(grown.index.reconstruct(int(new_ids[3])), new_vecs[3], atol=1e-3)
     again = a.sync(ondisk).floats
     assert again is not None and np.array_equal(again.search(q, 10)[1], grown.search(q, 10)[1])
+    # without the trained template, more batches mean a rebuild, not a failure
+    (a.dir / "embeddings.trained.faiss").unlink()
+    a.add(300)
+    rebuilt = a.sync(ondisk).floats
+    assert rebuilt is not None and rebuilt.count == 2200 and rebuilt.is_ondisk
+    assert len(list(a.dir.glob("embeddings.*.ivfdata"))) == 1
     # FAISS's printf progress of on-disk lists never reaches stdout (``--json`` goes there)
     assert capfd.readouterr().out == ""
