@@ -224,8 +224,10 @@ def build(root: Path, seed: int) -> list[Query]:
 def _use_library(checkout: Path) -> None:
     """Import ``splitaudit`` from another checkout (an editable install's finder, remapped)."""
     import importlib
+    from importlib.metadata import version
 
-    finder = importlib.import_module("__editable___splitaudit_0_3_0_finder")
+    tag = version("splitaudit").replace(".", "_").replace("-", "_")
+    finder = importlib.import_module(f"__editable___splitaudit_{tag}_finder")
     finder.MAPPING.update(
         {
             "splitaudit": str(checkout / "indexer" / "public"),

@@ -19,7 +19,7 @@ two thumbnails densely, at the verifier's 32 px resolution (the corpus side is i
    valid pixels, an edge ring left out), normalised like the verifier's score by an
    *ambiguity* ``a``: ``(r - a) / (1 - a)``. ``a`` is the best correlation of either
    image with itself moved by 2 px (a lone edge or a gradient aligns with anything) *or* by
-   3-8 px (a periodic texture: a brick wall's neighbouring tile is its shifted copy), so
+   3-10 px (a periodic texture: a brick wall's neighbouring tile is its shifted copy), so
    only an alignment clearly better than the image's own near-repeats counts.
 
 Gain and offset drop out of every correlation (photometric normalisation), and the DoG band
@@ -43,7 +43,7 @@ from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail, _band_
 MAX_SIDE = 96
 # A pair counts as aligned (near) at this score or above. Chosen on bench.recall's own
 # thumbnails: same-scene siblings (neighbouring tiles of a corpus photo, a brick wall's
-# included) reach 0.75, unrelated thumbnails 0.31; copies the verifier misses 0.8-0.99.
+# included) reach 0.54, unrelated thumbnails 0.21; copies the verifier misses 0.8-0.99.
 ALIGNED_NEAR = 0.80
 # Coarse correlation below which the pair is not refined (a copy's coarse match is >= 0.6;
 # skipping the ECC fit of the unrelated candidates keeps the step cheap).
@@ -60,7 +60,7 @@ EDGE = 2  # px of the reference's border left out of the score (interpolation, p
 MAX_TURN_DEGREES = 8.0
 MAX_ANISOTROPY = 1.15  # ratio of the warp's two singular values
 MAX_ZOOM = 1.6  # the warp may scale by 1 / MAX_ZOOM .. MAX_ZOOM
-PERIODIC_SHIFTS = (3, 8)  # Chebyshev radii searched for a texture's own repeats
+PERIODIC_SHIFTS = (3, 10)  # Chebyshev radii searched for a texture's own repeats (12x12 patch)
 _ECC_ITERATIONS = 30
 _ECC_EPS = 1e-3
 _EPS = 1e-6
@@ -195,7 +195,7 @@ def _pearson(
 
 
 def _ambiguity(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> float:
-    """How well the image matches itself moved: by 2 px on the overlap, or by 3-8 px anywhere
+    """How well the image matches itself moved: by 2 px on the overlap, or by 3-10 px anywhere
     (a periodic texture's repeats); 0 at least."""
     import cv2
 

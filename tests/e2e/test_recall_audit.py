@@ -1,13 +1,16 @@
 """End to end through the CLI (``splitaudit index`` + ``splitaudit audit --json``): a 32-px copy
-shifted and zoomed is near, a vertical flip and a quarter turn are near (with the orientation
+shifted and zoomed is near, a recoloured, re-encoded 32-px crop of a photo shifted by 12% of its
+side is near by the low-resolution alignment (its neighbouring crop is not), a vertical flip and a quarter turn are near (with the orientation
 in the evidence), and an unrelated 32-px scene of the same kind is not (issue 23)."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from helpers.cli_audit import index_and_audit
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 
 from splitaudit.indexer.demo import sample_photo
 
@@ -53,6 +56,20 @@ def thumbnail(image: Image.Image, size: int = 32, shift: int = 0, zoom: float = 
     return image.resize((size, size), Image.Resampling.LANCZOS, box=box)
 
 
+def crop(image: Image.Image, cx: float, cy: float, side: float) -> Image.Image:
+    """The ``side``-px square of ``image`` centred on (cx, cy), resampled to 32 px."""
+    box = (cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2)
+    return image.resize((32, 32), Image.Resampling.LANCZOS, box=box)
+
+
+def rescraped(image: Image.Image) -> Image.Image:
+    """Lower contrast, then JPEG at quality 60."""
+    buf = io.BytesIO()
+    ImageEnhance.Contrast(image).enhance(0.85).save(buf, format="JPEG", quality=60)
+    buf.seek(0)
+    return Image.open(buf).convert("RGB")
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> dict:
     """Corpus: 32-px thumbnails of eight scenes and two photos. Split: one thumbnail shifted
@@ -73,6 +90,10 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     )
     coffee.resize((300, 200)).transpose(Image.Transpose.ROTATE_90).save(split / "rot90.png")
     thumbnail(scene(5)).transpose(Image.Transpose.ROTATE_90).save(split / "thumb_rot90.png")
+    # The verifier alone scores this copy 0.67 (cut-off 0.70): the alignment settles it.
+    crop(astronaut, 226.2, 383.3, 128).save(corpus / "astronaut_crop.png")
+    rescraped(crop(astronaut, 241.0, 388.9, 117.4)).save(split / "rescraped.png")
+    rescraped(crop(astronaut, 354.2, 383.3, 128)).save(split / "neighbour_crop.png")
     thumbnail(scene(100)).save(split / "unrelated_a.png")
     thumbnail(scene(101), shift=2).save(split / "unrelated_b.png")
     data = index_and_audit(corpus, split, root / "home", tiny_model_spec)
@@ -88,6 +109,16 @@ def test_a_32px_copy_shifted_3px_and_zoomed_is_near(report: dict) -> None:
     near = _near(report, "shifted_zoomed.png")
     assert set(near) == {"scene3.png"}
     assert near["scene3.png"]["evidence"]["verify_score"] >= 0.7
+
+
+def test_a_recoloured_reencoded_thumbnail_shifted_12_percent_is_near(report: dict) -> None:
+    near = _near(report, "rescraped.png")
+    assert set(near) == {"astronaut_crop.png"}
+    assert near["astronaut_crop.png"]["evidence"]["verify_score"] >= 0.8
+
+
+def test_the_neighbouring_crop_of_the_same_photo_is_not_near(report: dict) -> None:
+    assert _near(report, "neighbour_crop.png") == {}
 
 
 def test_a_vertical_flip_is_near_with_its_orientation(report: dict) -> None:
