@@ -200,7 +200,8 @@ def _summary_line(report: dict[str, Any]) -> str:
     default="local",
     show_default=True,
     help="local: this machine; ray: chunks searched and verified on Ray actors, one per CPU "
-    "of the cluster (pip install 'splitaudit[ray]'); the same clusters either way.",
+    "of the cluster or --workers N (pip install 'splitaudit[ray]'); the same clusters either "
+    "way.",
 )
 @click.option(
     "--ray-address",
@@ -252,6 +253,8 @@ def dedup(
         "ray" if executor == "ray" else "local",
         ray_address=ray_address,
         workers=resolve_workers(workers),
+        # on a cluster: --workers N actors, else one per cluster CPU
+        actors=None if workers == "auto" or not ray_address else int(workers),
     )
     progress_opts: dict[str, Any] = {"quiet": quiet, "interval_s": progress_interval}
     outputs = {"json": json_out, "csv": csv_out, "parquet": parquet_out, "drop_list": drop_list}
