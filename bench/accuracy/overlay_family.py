@@ -221,7 +221,8 @@ def run_geometry(
 
     images = 0
     for i, item in enumerate(queries):
-        cols = np.flatnonzero(nominated[i])
+        # the engine's candidates: vector top-k, and the pairs near by hash (which it confirms)
+        cols = np.flatnonzero(nominated[i] | settled[i])
         picked = shortlist(
             scores.cosine[i, cols].tolist(),
             settled[i, cols].tolist(),
@@ -246,15 +247,23 @@ def _near(
     return t.near_mask(scores.phash_hamming, scores.cosine, scores.verify, scores.min_side, support)
 
 
-def _rules(scores: PairScores, t: Thresholds) -> dict[str, npt.NDArray[np.bool_]]:
-    """The near rules other than the geometric one, each alone (``Thresholds.near_mask``)."""
+def _rules(
+    scores: PairScores, t: Thresholds, support: npt.NDArray[np.float32]
+) -> dict[str, npt.NDArray[np.bool_]]:
+    """The near rules other than the geometric one, each alone (``Thresholds.near_mask``), and
+    the pairs the geometric step refused as an overlay (support <= -geometry_inliers: no rule
+    holds)."""
     small = t.small_mask(scores.min_side)
     with np.errstate(invalid="ignore"):
+        vetoed = support <= -t.geometry_inliers
         return {
             "pHash": (scores.phash_hamming <= t.phash_hamming)
-            & (~small | (scores.verify >= t.small_phash_verify)),
+            & (~small | (scores.verify >= t.small_phash_verify))
+            & ~vetoed,
             "verifier": (scores.verify >= t.verify_score)
-            & t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side),
+            & t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side)
+            & ~vetoed,
+            "refused as overlay": vetoed,
         }
 
 
@@ -305,7 +314,7 @@ def main() -> None:
                 if when == "after":
                     others = {
                         rule: int((mask[rows] & (truth[rows] == 0)).any(axis=1).sum())
-                        for rule, mask in _rules(scores, t).items()
+                        for rule, mask in _rules(scores, t, after.support).items()
                     }
             else:
                 found = (near[when][rows] & (truth[rows] == 1)).any(axis=1)

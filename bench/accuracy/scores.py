@@ -74,8 +74,20 @@ def _imagededup_encoder() -> Any:
 
 
 def _imagededup_hash(path: Path) -> int:
-    """imagededup's PHash of a file, exactly as its users compute it, as an int."""
-    return int(_imagededup_encoder().encode_image(image_file=str(path)), 16)
+    """imagededup's PHash of a file, exactly as its users compute it, as an int. Without
+    imagededup installed (a bench-only dependency), a stand-in that matches nothing (bits of
+    the file's SHA-256): the imagededup column then reads 0 found, every other one is exact."""
+    try:
+        encoder = _imagededup_encoder()
+    except ImportError:
+        _warn_no_imagededup()
+        return int.from_bytes(hashlib.sha256(path.read_bytes()).digest()[:8], "big")
+    return int(encoder.encode_image(image_file=str(path)), 16)
+
+
+@lru_cache(maxsize=1)
+def _warn_no_imagededup() -> None:
+    log.warning("imagededup is not installed: its PHash column is not measured in this run")
 
 
 def _cache_key(model: str, ids: list[str]) -> str:
@@ -202,7 +214,8 @@ def compute_geometry(
 
     Per query: the top-``TOP_K`` corpus items by cosine (the engine's vector search), not
     already near by hash or verification, large, cosine >= ``candidate_cosine``, capped as
-    the engine caps them. Images are decoded as the engine decodes them (short side <= 256).
+    the engine caps them; and the large pairs already near by hash or verification, which the
+    engine confirms (``geometric_tier.shortlist``: a refused overlay fit vetoes them). Images are decoded as the engine decodes them (short side <= 256).
     """
     nominated = nominated_pairs(scores.cosine)
     settled = thresholds.near_mask(
@@ -215,7 +228,8 @@ def compute_geometry(
         return decode_image(dataset.path(corpus[j]).read_bytes()).image
 
     for i, item in enumerate(queries):
-        cols = np.flatnonzero(nominated[i])
+        # the engine's candidates: vector top-k, and the pairs near by hash (which it confirms)
+        cols = np.flatnonzero(nominated[i] | settled[i])
         picked = shortlist(
             scores.cosine[i, cols].tolist(),
             settled[i, cols].tolist(),

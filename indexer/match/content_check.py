@@ -35,7 +35,10 @@ GRID_SIDE = 96  # long side, px, of the comparison grid over the overlap
 CELL = 12  # comparison cell side, px of the grid
 CELL_NCC = 0.6  # a cell agrees when its patches correlate at least this much
 FLAT_STD = 3.0  # gray levels: a patch flatter than this in both images carries no evidence
-MIN_AGREEMENT = 0.55  # share of the textured cells that must agree
+MIN_AGREEMENT = 0.6  # share of the textured cells that must agree
+# Correlation of the cell means (the coarse brightness layout) a fit needs: a semi-transparent
+# watermark tiled over two photos agrees in every cell's texture, not in the photos' layout.
+MIN_LAYOUT = 0.8
 MIN_CELLS = 6  # fewer textured cells than this: too little to refuse a fit on
 
 Box = tuple[float, float, float, float]
@@ -50,19 +53,50 @@ class ContentAgreement:
     agreeing: int
     region: Box  # agreeing cells' bounding box, fractions of the corpus image
     outside: float | None = None  # the same share among the cells holding no inlier
+    layout: float | None = None  # correlation of the cell means (coarse brightness layout)
 
     @property
     def passed(self) -> bool:
-        """Whether the fit rests on content (enough of the overlap agrees)."""
-        return self.cells < MIN_CELLS or self.score >= MIN_AGREEMENT
+        """Whether the fit rests on content: enough of the overlap agrees, also away from the
+        inliers, and the two images' coarse layouts agree."""
+        if self.cells < MIN_CELLS:
+            return True
+        return self.score >= MIN_AGREEMENT and (self.layout is None or self.layout >= MIN_LAYOUT)
+
+    @property
+    def overlay(self) -> bool:
+        """Whether the aligned images disagree outside a shared overlay: too little of the
+        overlap agrees. Then no rule may call the pair near (``Thresholds``: a negative
+        geometric support); a fit refused on its layout alone is only not counted. (Agreement
+        away from the inliers was measured too: it also refuses a rotated crop, whose filled
+        corners hold no inlier.)"""
+        return self.cells >= MIN_CELLS and self.score < MIN_AGREEMENT
+
+    def reason(self) -> str:
+        """Why a refused fit was refused, in words (the evidence's ``discarded.reason``)."""
+        if self.score < MIN_AGREEMENT:
+            return (
+                f"overlay: {self.agreeing} of {self.cells} textured cells of the aligned images "
+                f"agree (< {MIN_AGREEMENT:.0%}); the matched keypoints sit on a shared overlay"
+            )
+        return (
+            f"overlay: the images' coarse layouts disagree (r = {self.layout:.2f} < "
+            f"{MIN_LAYOUT}); only a semi-transparent overlay's texture is shared"
+        )
 
     def evidence(self) -> dict[str, Any]:
-        """JSON evidence: the agreeing share and the content region on the corpus image."""
-        return {
+        """JSON evidence: the agreeing share (all textured cells, those away from the inliers),
+        the layout correlation and the content region on the corpus image."""
+        ev: dict[str, Any] = {
             "agreement": round(self.score, 3),
             "cells": self.cells,
             "region": [round(v, 4) for v in self.region],
         }
+        if self.outside is not None:
+            ev["agreement_away_from_inliers"] = round(self.outside, 3)
+        if self.layout is not None:
+            ev["layout"] = round(self.layout, 3)
+        return ev
 
 
 def _cv2() -> Any:
@@ -170,6 +204,7 @@ def _cell_agreement(
     a = _cells(qry, rows, cols)
     b = _cells(ref, rows, cols)
     covered = (_cells(valid, rows, cols) >= 0.99).all(axis=2)  # the query covers the whole cell
+    layout = _layout(a.mean(axis=2)[covered], b.mean(axis=2)[covered])
     a = a - a.mean(axis=2, keepdims=True)
     b = b - b.mean(axis=2, keepdims=True)
     sa = np.sqrt((a * a).mean(axis=2))
@@ -202,5 +237,23 @@ def _cell_agreement(
     score = n_agreeing / n_textured if n_textured else 1.0
     outside = int((agree & empty).sum()) / n_empty if n_empty >= MIN_CELLS else None
     return ContentAgreement(
-        score=score, cells=n_textured, agreeing=n_agreeing, region=region, outside=outside
+        score=score,
+        cells=n_textured,
+        agreeing=n_agreeing,
+        region=region,
+        outside=outside,
+        layout=layout,
     )
+
+
+def _layout(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float | None:
+    """Pearson r of the two images' cell means over the covered cells (their coarse brightness
+    layout), None when too few cells or either is flat."""
+    if len(a) < MIN_CELLS:
+        return None
+    a = a - a.mean()
+    b = b - b.mean()
+    norm = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    if norm < (FLAT_STD**2) * len(a):
+        return None
+    return float((a * b).sum()) / norm

@@ -6,7 +6,9 @@ large pair (both images at least ``small_side``; SIFT has too little to work wit
 thumbnails, where the pixel verifier decides) whose cosine nominates it
 (>= ``candidate_cosine``) and which no hash or pixel verification has made near. Per test
 image, every such pair with cosine >= ``near_cosine`` is matched, plus the
-``GEOMETRY_CAP`` best-ranked others. Corpus keypoints are kept in a bounded LRU cache.
+``GEOMETRY_CAP`` best-ranked others, plus (up to ``CONFIRM_CAP``) the large pairs a hash or
+the verifier already made near: a fit on a shared overlay alone (a frame, window chrome, a
+logo, which also bring two hashes close) then vetoes them (``GeometricMatch.support``). Corpus keypoints are kept in a bounded LRU cache.
 Keypoints are detected on a few threads (one detection per core) while the images decode, and
 the caller goes on to the next test image while they run. Each image's keypoints carry its
 small grayscale pixels for the content check (``splitaudit.indexer.match.content_check``);
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GEOMETRY_CAP = 5  # pairs per test image below near_cosine
+CONFIRM_CAP = 32  # pairs per test image already near by hash / verification, to confirm
 KEYPOINT_CACHE = 4_096  # corpus images' keypoints kept (~300 KiB each, +~27 KiB of pixels)
 
 
@@ -55,7 +58,10 @@ def shortlist(
     th: Thresholds,
     cap: int = GEOMETRY_CAP,
 ) -> list[int]:
-    """Indices of one test image's candidate pairs to match geometrically, best cosine first."""
+    """Indices of one test image's candidate pairs to match geometrically, best cosine first,
+    then the large pairs already near by hash or verification (up to ``CONFIRM_CAP``, lowest
+    cosine first): their fit's content check confirms they rest on content, or refuses them
+    as a shared overlay (a negative support: ``Thresholds.near_mask``)."""
     open_pairs = [
         i
         for i, (cos, done, side) in enumerate(zip(cosines, settled, min_sides, strict=True))
@@ -65,9 +71,20 @@ def shortlist(
         and (side is None or side >= th.small_side)
     ]
     ranked = sorted(open_pairs, key=lambda i: -float(cosines[i] or 0.0))
-    return [
+    picked = [
         i for n, i in enumerate(ranked) if n < cap or float(cosines[i] or 0.0) >= th.near_cosine
     ]
+    near = [
+        i
+        for i, (done, side) in enumerate(zip(settled, min_sides, strict=True))
+        if done and side is not None and side >= th.small_side
+    ]
+    near.sort(key=lambda i: _cosine_or(cosines[i], -2.0))
+    return picked + near[:CONFIRM_CAP]
+
+
+def _cosine_or(cosine: float | None, missing: float) -> float:
+    return missing if cosine is None or cosine != cosine else float(cosine)  # != : NaN
 
 
 def zoom_in_mask(

@@ -152,9 +152,13 @@ class GeometricMatch:
 
     @property
     def support(self) -> int:
-        """Inliers of a plausible transform that rests on content, 0 otherwise (what
-        ``Thresholds`` compares)."""
-        return self.inliers if self.plausible and not self.overlay_only else 0
+        """What ``Thresholds`` compares: the inliers of a plausible transform that rests on
+        content; minus the inliers of one whose aligned images agree only on a shared overlay
+        (``ContentAgreement.overlay``: from ``geometry_inliers`` of them no rule makes the pair
+        near); 0 otherwise (no plausible fit, or one refused on its layout alone)."""
+        if self.overlay_only:
+            return -self.inliers if self.content is not None and self.content.overlay else 0
+        return self.inliers if self.plausible else 0
 
     def is_copy(self, min_inliers: int = MIN_INLIERS) -> bool:
         """Whether enough matches agree on a plausible transform (scale, angle) to call it a copy."""
@@ -182,10 +186,7 @@ class GeometricMatch:
         if self.content is not None:
             ev["content"] = self.content.evidence()
             if self.overlay_only:
-                ev["discarded"] = {
-                    "inliers": self.inliers,
-                    "reason": "overlay: the aligned images agree only on the matched keypoints",
-                }
+                ev["discarded"] = {"inliers": self.inliers, "reason": self.content.reason()}
         return ev
 
 

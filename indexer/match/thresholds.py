@@ -174,7 +174,10 @@ class Thresholds:
         """The near rule, vectorised over pairs.
 
         ``geometry`` is the number of keypoint matches supporting a plausible transform
-        (``GeometricMatch.support``; NaN / None = not run).
+        (``GeometricMatch.support``; NaN / None = not run). A support of
+        ``-geometry_inliers`` or below is a fit of that many inliers whose aligned images agree
+        only on a shared overlay (watermark, logo, caption bands, frame, window chrome): the
+        pair is not near, whatever its hash or verification score.
         """
         ham = np.asarray(hamming, dtype=np.float64)
         cos = np.asarray(cosine, dtype=np.float64)
@@ -185,7 +188,8 @@ class Thresholds:
             by_hash = (ham <= self.phash_hamming) & (~small | (ver >= self.small_phash_verify))
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side)
             located = geo >= self.geometry_inliers
-            return by_hash | verified | located  # type: ignore[no-any-return]
+            overlay = geo <= -self.geometry_inliers  # a fit on a shared overlay only
+            return (by_hash | verified | located) & ~overlay  # type: ignore[no-any-return]
 
     def semantic_mask(
         self,
@@ -211,11 +215,25 @@ class Thresholds:
     def needs_verify(
         self, hamming: int | None, cosine: float | None, min_side: int | None = None
     ) -> bool:
-        """Whether a verification score could change this pair's verdict (compute it then)."""
+        """Whether a verification score could change this pair's verdict (compute it then).
+
+        A large pair (its size known) near by its hash alone is verified too: the audit then
+        hands it to the geometric step (``geometric_tier.shortlist``), whose content check
+        refuses a hash that only a shared overlay (frame, window chrome, logo) brought close.
+        """
+        if self.confirms(hamming, min_side):
+            return True
         if self.is_near(hamming, cosine, None, min_side):
             return False
         hashed = hamming is not None and hamming <= self.phash_hamming
         return hashed or self.is_candidate(hamming, cosine, min_side)
+
+    def confirms(self, hamming: int | None, min_side: int | None) -> bool:
+        """Whether a pair near by its hash goes on to the geometric step to confirm it rests on
+        content: a large pair of known size (SIFT needs the pixels a thumbnail lacks)."""
+        if hamming is None or hamming > self.phash_hamming or min_side is None:
+            return False
+        return min_side >= self.small_side
 
     def is_near(
         self,
@@ -267,6 +285,8 @@ class Thresholds:
             reasons.append("verify")
         if _num(geometry) >= self.geometry_inliers:
             reasons.append("geometry")
+        if _num(geometry) <= -self.geometry_inliers:  # a fit on a shared overlay: no rule holds
+            return []
         return reasons
 
 
