@@ -52,23 +52,18 @@ def _clusters(report: dict) -> set[tuple[frozenset[str], str]]:
     return {(frozenset(m["key"] for m in c["members"]), c["kept"]) for c in report["clusters"]}
 
 
-def test_ray_dedup_equals_local_hash_only(tmp_path: Path, ray_address: str) -> None:
+def test_ray_dedup_equals_local_hash_only_and_resumes(tmp_path: Path, ray_address: str) -> None:
     ws = Workspace.open(tmp_path / "home")
     index_sources(ws, "c", [FolderSource(_corpus(tmp_path / "corpus"))], embedder=None)
+    executor = Executor("ray", ray_address=ray_address)
     local, local_edges = _run(ws, None)
-    remote, remote_edges = _run(ws, Executor("ray", ray_address=ray_address))
+    remote, remote_edges = _run(ws, executor)
     assert len(_clusters(local)) == 4  # the planted clusters (test_dedup checks which)
     assert _clusters(remote) == _clusters(local)
     assert remote_edges == local_edges and len(local_edges) >= 8
     assert remote["summary"] == local["summary"]
 
-
-def test_an_interrupted_ray_dedup_resumes_to_the_local_result(
-    tmp_path: Path, ray_address: str
-) -> None:
-    ws = Workspace.open(tmp_path / "home")
-    index_sources(ws, "c", [FolderSource(_corpus(tmp_path / "corpus"))], embedder=None)
-    _local, local_edges = _run(ws, None)
+    # killed after two chunks, then run again: the local result, chunk by chunk
     run_id = create_dedup(ws, corpus="c")
     searched = 0
 
@@ -78,7 +73,6 @@ def test_an_interrupted_ray_dedup_resumes_to_the_local_result(
         if searched == 2:
             raise KeyboardInterrupt  # a killed run: not marked failed, resumable
 
-    executor = Executor("ray", ray_address=ray_address)
     with pytest.raises(KeyboardInterrupt):
         run_dedup(ws, run_id, chunk_rows=CHUNK, executor=executor, progress=stop_after_two_chunks)
     with ws.sessions() as s:
