@@ -294,10 +294,21 @@ TOOLS = {
 }
 
 
-def compare(n: int, root: Path, tools: list[str] | None = None) -> dict[str, Any]:
+def reuse_folder(folder: Path) -> dict[str, Any]:
+    """What ``make_folder`` returned, read back from a folder it wrote (to run more tools on it)."""
+    from splitaudit.indexer.features.perceptual import phash
+
+    names = sorted(p.name for p in folder.iterdir() if "_" not in p.stem)
+    hashes = [phash(Image.open(folder / n).convert("RGB")).value & (2**64 - 1) for n in names]
+    return {"clusters": _planted(folder), "real": None, "hashes": np.asarray(hashes, np.uint64)}
+
+
+def compare(
+    n: int, root: Path, tools: list[str] | None = None, *, reuse: bool = False
+) -> dict[str, Any]:
     """Build the folder of ``n`` originals (+ copies), run each tool, print and return the table."""
     folder = root / "images"
-    made = make_folder(folder, n)
+    made = reuse_folder(folder) if reuse and folder.exists() else make_folder(folder, n)
     clusters = made["clusters"]
     truth = _pairs(clusters)
     files = sum(1 for _ in folder.iterdir())
@@ -400,6 +411,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--tools", default="", help="comma-separated name fragments (default: all)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--reuse", action="store_true", help="run on the folder already in --dir")
     ap.add_argument(
         "--witness-only", action="store_true", help="only the second-witness check (folder kept)"
     )
@@ -412,7 +424,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.json:
             args.json.write_text(json.dumps(out, indent=2, default=str))
         return
-    out = compare(args.originals, args.dir, [t for t in args.tools.split(",") if t] or None)
+    tools = [t for t in args.tools.split(",") if t] or None
+    out = compare(args.originals, args.dir, tools, reuse=args.reuse)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))
 
