@@ -96,7 +96,9 @@ def generate(
     }
 
 
-def run_one(n: int, nq: int, root: Path, hashes_only: bool = False) -> dict[str, Any]:
+def run_one(
+    n: int, nq: int, root: Path, hashes_only: bool = False, ondisk_min: int | None = None
+) -> dict[str, Any]:
     """Generate, build, reopen and audit one size; returns the figures."""
     from splitaudit.indexer.store import corpus_index
     from splitaudit.indexer.store.binary_index import BinaryStore
@@ -121,7 +123,7 @@ def run_one(n: int, nq: int, root: Path, hashes_only: bool = False) -> dict[str,
                 planted[j] ^= np.uint64(1) << np.uint64(int(bit))
         g["phash"][: g["n_leak"]] = planted
     out["generate"] = c.done()
-    policy = IndexPolicy()
+    policy = IndexPolicy() if ondisk_min is None else IndexPolicy(ondisk_min=ondisk_min)
     c = Clock()
     hashes = BinaryStore.create()
     hashes.add(np.arange(1, n + 1, dtype=np.int64), g["hashes"])
@@ -299,6 +301,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--hashes-only", action="store_true", help="no vectors: the hash store only")
+    ap.add_argument(
+        "--ondisk-min", type=int, help="IndexPolicy.ondisk_min (on-disk IVF lists from)"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--report", type=Path, help="only print the figures of an earlier --json")
@@ -307,13 +312,15 @@ def main(argv: list[str] | None = None) -> None:
         report(json.loads(args.report.read_text()))
         return
     if args.one:
-        print(json.dumps(run_one(args.one, args.queries, args.dir, args.hashes_only), default=str))
+        figures = run_one(args.one, args.queries, args.dir, args.hashes_only, args.ondisk_min)
+        print(json.dumps(figures, default=str))
         return
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         cmd = [sys.executable, "-m", "bench.scale_store", "--one", str(n)]
         cmd += ["--queries", str(args.queries), "--dir", str(args.dir)]
         cmd += ["--hashes-only"] if args.hashes_only else []
+        cmd += ["--ondisk-min", str(args.ondisk_min)] if args.ondisk_min else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.exit(f"size {n} failed:\n{proc.stderr[-4000:]}")
