@@ -141,6 +141,8 @@ def build_ivf(
     ondisk = policy.wants_ondisk(total)
     shards = ShardedIVF(index, corpus_dir, model_id, dim, policy.ondisk_shard_rows)
     if ondisk:
+        for left in corpus_dir.glob(".ivf-shard-*.faiss"):  # of a build killed midway
+            left.unlink(missing_ok=True)
         save_template(index, corpus_dir)
     for ids, vecs in iter_chunks(corpus_dir, batches):
         if ondisk:
