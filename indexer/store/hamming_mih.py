@@ -171,11 +171,12 @@ class MultiIndexHash:
             n = int(cnt.sum())
             if n == 0:
                 continue
-            at = np.arange(n, dtype=np.int64) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-            rows = np.repeat(qrow, cnt)
-            dist = np.bitwise_count(sorted_codes[at] ^ q[rows])
+            ends = np.cumsum(cnt)
+            at = np.arange(n, dtype=np.int64) + np.repeat(lo - (ends - cnt), cnt)
+            dist = np.bitwise_count(sorted_codes[at] ^ np.repeat(q[qrow], cnt))
             hit = np.flatnonzero(dist <= radius)
-            hit_rows.append(rows[hit])
+            # the query row of a hit: the probe whose run holds it (few hits, many candidates)
+            hit_rows.append(qrow[np.searchsorted(ends, hit, side="right")])
             hit_pos.append(order[at[hit]].astype(np.int64))
             hit_dist.append(dist[hit].astype(np.int64))
         if not hit_rows:
