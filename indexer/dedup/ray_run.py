@@ -13,6 +13,7 @@ the next chunk) and the edges, hence the clusters, are the local executor's.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -130,14 +131,14 @@ class DedupWorker:
                 grouped=self.grouped,
             )
 
-    def close(self) -> float:
-        """Write the verification store's pending features, release the workspace; returns the
-        CPU seconds this actor's process has used since it started."""
+    def close(self) -> tuple[int, float]:
+        """Write the verification store's pending features, release the workspace; returns this
+        actor's process id and the CPU seconds its process has used since it started."""
         if self.store is not None:
             self.store.close()
             self.store = None
         self.ws.close()
-        return time.process_time()
+        return os.getpid(), time.process_time()
 
 
 def edges_on_ray(

@@ -10,7 +10,7 @@ do the matching in two rounds:
    where a chunk takes the IVF list-by-list path every block of it takes it too) and on the
    driver's BLAS thread count: the same BLAS products, hence the same scores to the last bit
    (a product's rounding depends on how many rows it has and how they are split among
-   threads);
+   threads). One actor in ``threads`` searches, so the cluster's CPUs are not oversubscribed;
 2. the audit engine (``match.engine.match_corpus``) on small batches of rows, its vector
    search answered from round 1 (``AnsweredFloats``): hash candidates, pixel and geometric
    verification all run on the workers, spread over every actor even for a small split.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -92,9 +93,14 @@ def ray_cluster(address: str | None, workers: int) -> Iterator[Any]:
             ray.shutdown()
 
 
-def log_actor_cpu(seconds: Sequence[float]) -> None:
-    """Log what the actors' processes used (``bench.ray_scale`` reads this line)."""
-    log.info("ray: %d actors used %.2f CPU-s", len(seconds), sum(seconds))
+def log_actor_cpu(closed: Sequence[tuple[int, float]]) -> None:
+    """Log what the actors' processes (pid, CPU seconds) used (``bench.ray_scale`` reads it)."""
+    log.info(
+        "ray: %d actors used %.2f CPU-s (pids %s)",
+        len(closed),
+        sum(cpu for _pid, cpu in closed),
+        ",".join(str(pid) for pid, _cpu in closed),
+    )
 
 
 def actor_count(ray: Any, wanted: int | None = None) -> int:
@@ -196,14 +202,14 @@ class MatchWorker:
             )
         return batch, found.pairs, dict(phases.seconds)
 
-    def close(self) -> float:
-        """Write the verification store's pending features, release the workspace; returns the
-        CPU seconds this actor's process has used since it started."""
+    def close(self) -> tuple[int, float]:
+        """Write the verification store's pending features, release the workspace; returns this
+        actor's process id and the CPU seconds its process has used since it started."""
         if self.store is not None:
             self.store.close()
             self.store = None
         self.ws.close()
-        return time.process_time()
+        return os.getpid(), time.process_time()
 
 
 class AnsweredFloats(FloatStore):
@@ -338,8 +344,13 @@ def match_corpus_on_ray(
             answers = None
             if searched:
                 assert vectors is not None
+                threads = blas_threads()
+                # each searching actor runs ``threads`` BLAS threads: as many searchers as keep
+                # the cluster's CPUs busy without oversubscribing them
+                searchers = pool_actors[: max(1, math.ceil(n_actors / (threads or 1)))]
+                blocks = batch_bounds(len(vectors), len(searchers), index)
                 with phases.phase("ray: vector search"):
-                    answers = _search(pool, vectors, batch_bounds(len(vectors), n_actors, index))
+                    answers = _search(ActorPool(searchers), vectors, blocks, threads)
             log.info(
                 "ray: %d query rows in %d batches on %d actors", len(state), len(matches), n_actors
             )
@@ -371,12 +382,14 @@ def blas_threads() -> int | None:
 
 
 def _search(
-    pool: Any, vectors: npt.NDArray[np.float32], blocks: Sequence[tuple[int, int]]
+    pool: Any,
+    vectors: npt.NDArray[np.float32],
+    blocks: Sequence[tuple[int, int]],
+    threads: int | None,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """Round 1: the top-``TOP_K`` search of every row, block by block on the actors, on the
-    driver's BLAS thread count: a product's rounding depends on how its rows are split among
-    threads, and Ray starts each actor with one (``OMP_NUM_THREADS=1``)."""
-    threads = blas_threads()
+    """Round 1: the top-``TOP_K`` search of every row, block by block on the actors, on
+    ``threads`` BLAS threads (the driver's): a product's rounding depends on how its rows are
+    split among threads, and Ray starts each actor with one (``OMP_NUM_THREADS=1``)."""
     scores = np.zeros((len(vectors), TOP_K), np.float32)
     ids = np.full((len(vectors), TOP_K), -1, np.int64)
 
