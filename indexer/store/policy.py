@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 
 Storage = Literal["auto", "fp32", "fp16", "sq8"]
 STORAGES: tuple[str, ...] = ("auto", "fp32", "fp16", "sq8")
@@ -34,7 +35,7 @@ class IndexPolicy:
     flat_max: int = 100_000
     storage: Storage = "auto"
     hash_flat_max: int = 100_000
-    hash_knn_radius: int = 11
+    hash_knn_radius: int = MAX_EXACT_RADIUS
     hash_candidate_radius: int = 20
     recall_target: float = 0.995
     calibration_queries: int = 500
