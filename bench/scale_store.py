@@ -200,11 +200,11 @@ def run_one(
     )  # radius search is exclusive
     hits = total = 0
     for r, i in enumerate(sub.tolist()):
-        truth = set(ids[lims[r] : lims[r + 1]].tolist())
-        hits += len(truth & set(near[0][i][0].tolist()))
-        total += len(truth)
+        within = set(ids[lims[r] : lims[r + 1]].tolist())
+        hits += len(within & set(near[0][i][0].tolist()))
+        total += len(within)
     out["hamming_recall_r8"] = round(hits / total, 4) if total else 1.0
-    if floats:
+    if floats and found is not None:
         c = Clock()
         truth = exact_top_k(folder, g["refs"], g["vectors"][sub], K)
         e = c.done()

@@ -263,19 +263,21 @@ class ShardedIVF:
         if self.current is not None and self.current.count:
             self._spill()
         self.current = None
-        opened = []
-        lists = faiss.InvertedListsPtrVector()
+        opened: list[Any] = []
+        lists: Any = faiss.InvertedListsPtrVector()  # type: ignore[attr-defined]
         try:
             for path in self.paths:
-                shard = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+                shard: Any = faiss.read_index(
+                    str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY
+                )
                 opened.append(shard)
                 lists.push_back(shard.invlists)
             for invlists in extra:
                 lists.push_back(invlists)
             self.data_name = f"embeddings.{uuid.uuid4().hex[:12]}{IVFDATA_SUFFIX}"
-            index = faiss.clone_index(self.empty)
+            index: Any = faiss.clone_index(self.empty)
             index.set_direct_map_type(faiss.DirectMap.NoMap)  # type: ignore[attr-defined]
-            ondisk = faiss.OnDiskInvertedLists(
+            ondisk: Any = faiss.OnDiskInvertedLists(
                 index.nlist, index.code_size, str(self.folder / self.data_name)
             )
             with quiet_stdout():  # (it prints every file resize)
