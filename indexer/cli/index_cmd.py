@@ -82,7 +82,7 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
     type=click.IntRange(1, 4096),
     default=None,
     help="Images per pipeline batch and DB transaction [default: per device: cpu 64, mps 128, "
-    "cuda 256]; forward passes take at most 32 / 64 / 256 of them.",
+    "cuda 256]; forward passes take at most 4 per CPU thread (8-64) / 64 / 256 of them.",
 )
 @device_option
 @click.option(
@@ -165,7 +165,7 @@ def index(
         no_embed=no_embed,
         precomputed_model=precomputed_model,
         device=resolved.device if resolved else "cpu",
-        batch_size=min(batch_size, resolved.embed_batch if resolved else 32),
+        batch_size=min(batch_size, resolved.embed_batch if resolved else 8),
         backend=backend,
         home=home,
     )

@@ -13,7 +13,12 @@ from conftest import photo
 from helpers.tiny_model import build_tiny_checkpoint
 
 from splitaudit.indexer.cli.main import cli
-from splitaudit.indexer.embed.device import TorchProbe, available_devices, resolve_device
+from splitaudit.indexer.embed.device import (
+    TorchProbe,
+    available_devices,
+    cpu_embed_batch,
+    resolve_device,
+)
 from splitaudit.indexer.errors import UsageError
 
 
@@ -37,7 +42,7 @@ class FakeProbe:
 @pytest.mark.parametrize(
     ("probe", "device", "kind", "embed_batch"),
     [
-        (FakeProbe(), "cpu", "cpu", 32),
+        (FakeProbe(), "cpu", "cpu", cpu_embed_batch()),
         (FakeProbe(mps=True), "mps", "mps", 64),
         (FakeProbe(gpus=2, mps=True), "cuda:0", "cuda", 256),
     ],
@@ -158,7 +163,7 @@ def test_index_and_audit_on_cpu_say_which_device_embedded(tmp_path: Path, corpus
         ],
     )
     assert indexed.exit_code == 0, indexed.output
-    assert "embedded on device cpu, requested, batches of 32" in indexed.output
+    assert f"embedded on device cpu, requested, batches of {cpu_embed_batch()}" in indexed.output
     assert json.loads(summary.read_text())["device"] == "cpu"
     audited = runner.invoke(
         cli,
@@ -169,3 +174,15 @@ def test_index_and_audit_on_cpu_say_which_device_embedded(tmp_path: Path, corpus
         audited.output
     )  # the split is the corpus: every image is an exact copy
     assert "Embedded on device cpu, requested." in audited.output
+
+
+@pytest.mark.parametrize(("threads", "batch"), [(1, 8), (2, 8), (4, 16), (16, 64), (64, 64)])
+def test_cpu_forward_batch_follows_the_threads(threads: int, batch: int) -> None:
+    # a few images per inference stream: bigger machines get bigger batches, never past 64
+    assert cpu_embed_batch(threads) == batch
+
+
+def test_cpu_forward_batch_reads_the_thread_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    assert cpu_embed_batch() == 24
+    assert resolve_device("cpu", FakeProbe()).embed_batch == 24

@@ -72,9 +72,9 @@ def test_a_tiny_vit_is_exported_with_the_class_token_tail(
 
 @pytest.mark.parametrize(
     ("threads", "batch_size", "streams"),
-    [(1, 32, 1), (2, 32, 2), (16, 32, 4), (2, 8, 1), (2, 1, 1), (4, 16, 2)],
+    [(1, 32, 1), (2, 32, 2), (16, 32, 8), (2, 8, 2), (2, 4, 1), (2, 1, 1), (4, 16, 4)],
 )
-def test_openvino_gives_each_stream_at_least_eight_images(
+def test_openvino_gives_each_stream_at_least_four_images(
     threads: int, batch_size: int, streams: int
 ) -> None:
     assert stream_count(threads, batch_size) == streams
