@@ -278,8 +278,13 @@ def batch_bounds(n: int, parts: int, index: CorpusIndex | None = None) -> list[t
 def slice_state(state: SplitState, start: int, stop: int) -> SplitState:
     """Rows ``start:stop`` of ``state`` as a state of their own (row numbers from 0)."""
     oriented = state.phash_oriented
+    extra: dict[str, Any] = {}
+    regions = getattr(state, "regions", None)  # per-model region embeddings, rows -> split rows
+    if regions:
+        extra["regions"] = {model: _slice_rows(r, start, stop) for model, r in regions.items()}
     return replace(
         state,
+        **extra,
         ids=state.ids[start:stop],
         keys=state.keys[start:stop],
         labels=state.labels[start:stop],
@@ -296,6 +301,13 @@ def slice_state(state: SplitState, start: int, stop: int) -> SplitState:
         if oriented is None or len(oriented) != len(state)
         else oriented[start:stop],
     )
+
+
+def _slice_rows(table: Any, start: int, stop: int) -> Any:
+    """The entries of a ``(rows, vectors)`` table whose split row is in ``start:stop``, rows
+    renumbered from 0."""
+    keep = (table.rows >= start) & (table.rows < stop)
+    return type(table)(table.rows[keep] - start, table.vectors[keep])
 
 
 def match_bounds(n: int, parts: int) -> list[tuple[int, int]]:
