@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.chrome_images import window_chrome
 from helpers.cli_audit import index_and_audit
 from helpers.overlay_images import fitted, inset, patterned_frame, tiled_watermark
 
@@ -34,6 +35,9 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     patterned_frame(photo["chelsea"]).save(corpus / "frame_chelsea.png")
     patterned_frame(photo["camera"]).save(corpus / "frame_camera.png")
     photo["motorcycle"].save(corpus / "motorcycle.png")
+    window_chrome(photo["chelsea"]).save(corpus / "chrome_chelsea.png")
+    window_chrome(photo["camera"]).save(corpus / "chrome_camera.png")
+    window_chrome(photo["rocket"]).save(split / "chrome_rocket.png")
     tiled_watermark(photo["coffee"]).save(split / "wm_coffee.png")
     patterned_frame(photo["retina"]).save(split / "frame_retina.png")
     patterned_frame(photo["tissue"]).save(split / "frame_tissue.png")
@@ -54,7 +58,9 @@ def _near(item: dict) -> list[dict]:
     return [m for m in item["matches"] if m["kind"] == "near"]
 
 
-@pytest.mark.parametrize("key", ["wm_coffee.png", "frame_retina.png", "frame_tissue.png"])
+@pytest.mark.parametrize(
+    "key", ["wm_coffee.png", "frame_retina.png", "frame_tissue.png", "chrome_rocket.png"]
+)
 def test_unrelated_photos_under_a_shared_overlay_are_not_near(report: dict, key: str) -> None:
     item = _item(report, key)
     assert _near(item) == [], item
@@ -79,3 +85,15 @@ def test_inset_copy_is_near_with_the_box_on_the_test_image(report: dict) -> None
     geometry = evidence["geometry"]
     assert geometry["inset"] is True
     assert geometry["test_box"] == pytest.approx(report["_pasted"], abs=0.02)
+
+
+def test_overlay_fits_are_discarded_with_their_reason(report: dict) -> None:
+    """A photo in the same window as two corpus photos: whatever the chrome brought close is
+    not near, and a fit on the chrome is kept in the evidence as discarded, saying why."""
+    rocket = _item(report, "chrome_rocket.png")
+    for match in rocket["matches"]:
+        assert match["kind"] != "near"
+        assert "near_rules" not in match["evidence"]
+        discarded = match["evidence"].get("geometry", {}).get("discarded")
+        if discarded is not None:
+            assert "overlay" in discarded["reason"] and discarded["inliers"] > 0
