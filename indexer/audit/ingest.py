@@ -17,6 +17,7 @@ from splitaudit.indexer.db.models import Split, SplitItem
 from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.features.hashes import Hash64
 from splitaudit.indexer.features.perceptual import oriented_phashes
+from splitaudit.indexer.match.inset_candidates import RegionVectors, region_crops
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.verify import verify_thumbnail
@@ -68,6 +69,7 @@ def ingest_split(
     sides: list[int] = []
     thumbs: list[npt.NDArray[np.uint8]] = []
     vec_parts: dict[str, list[npt.NDArray[np.float32]]] = {m: [] for m in embedders}
+    region_parts: dict[str, list[RegionVectors]] = {m: [] for m in embedders}
     kept: dict[int, Image.Image] = {}
     kept_bytes = 0
     total = 0
@@ -111,6 +113,14 @@ def ingest_split(
                 with phases.phase("embed"):
                     for model_id, embedder in embedders.items():
                         vec_parts[model_id].append(embedder.embed(images))  # type: ignore[arg-type]
+                # regions of the large images: a corpus image inset in one is nominated by them
+                sizes = [(e.features.width, e.features.height) for e, _ in good]  # type: ignore[union-attr]
+                crops, owners = region_crops(images, len(ids) - len(good), sizes)  # type: ignore[arg-type]
+                if crops:
+                    with phases.phase("embed regions"):
+                        for model_id, embedder in embedders.items():
+                            vectors = embedder.embed(crops)  # type: ignore[arg-type]
+                            region_parts[model_id].append(RegionVectors(owners, vectors))
             total += len(batch)
             if progress:
                 progress(len(batch))
@@ -134,6 +144,9 @@ def ingest_split(
             for m, parts in vec_parts.items()
         },
         images=kept,
+        regions={
+            m: RegionVectors.concat(parts, embedders[m].dim) for m, parts in region_parts.items()
+        },
         phash_oriented=(
             np.asarray(oriented, np.uint64).reshape(-1, 8)
             if oriented

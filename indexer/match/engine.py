@@ -61,6 +61,8 @@ class Pair:
     verify: float | None = None
     min_side: int | None = None
     geometry: GeometricMatch | None = None
+    # best cosine of a region of a large test image (``inset_candidates``): an inset copy
+    region_cosine: float | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
@@ -160,6 +162,7 @@ def match_corpus(
     if vectors is not None and index.floats is not None and len(vectors):
         with phases.phase("vector search"):
             _vector_pairs(index.floats.search, vectors, thresholds, pair)
+            _region_pairs(index.floats.search, state, vectors, thresholds, pair)
             _fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
@@ -315,6 +318,27 @@ def _vector_pairs(
                     pair(start + r, item_id).cosine = float(score)
 
 
+def _region_pairs(
+    search: VectorSearch,
+    state: SplitState,
+    vectors: npt.NDArray[np.float32],
+    th: Thresholds,
+    pair: PairOf,
+) -> None:
+    """Candidates nominated by regions of the large test images (a corpus image inset in a
+    screenshot, ``splitaudit.indexer.match.inset_candidates``), for the geometric step."""
+    from splitaudit.indexer.match.inset_candidates import region_candidates
+
+    # the regions embedded by the model of ``vectors`` (the state holds one array per model)
+    model = next((m for m, v in state.vectors.items() if v is vectors), None)
+    regions = state.regions.get(model) if model is not None else None
+    if regions is None or not len(regions):
+        return
+    for (row, item_id), score in region_candidates(search, regions, th.candidate_cosine).items():
+        p = pair(row, item_id)
+        p.region_cosine = max(score, p.region_cosine if p.region_cosine is not None else -1.0)
+
+
 def _fill_cosines(
     index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: Iterable[Pair]
 ) -> None:
@@ -349,7 +373,7 @@ def _verify_candidates(
     for p in pairs:
         if p.digest_equal:
             continue
-        if th.needs_verify(p.hamming, p.cosine, p.min_side):
+        if th.needs_verify(p.hamming, p.cosine, p.min_side) or p.region_cosine is not None:
             todo[p.row].append(p)
     if not todo:
         return
@@ -429,7 +453,7 @@ def _verify_candidates(
             chosen = [
                 kept[i]
                 for i in shortlist(
-                    [p.cosine for p in kept], settled, [p.min_side for p in kept], th
+                    [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
                 )
             ]
 
@@ -447,6 +471,14 @@ def _verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+
+
+def _nominating_cosine(p: Pair) -> float | None:
+    """The cosine that ranks a pair for the geometric step: the whole test image's, or the
+    best of its regions' where one nominated an inset copy."""
+    if p.region_cosine is None:
+        return p.cosine
+    return max(p.region_cosine, p.cosine if p.cosine is not None else -1.0)
 
 
 def _align_small_pairs(

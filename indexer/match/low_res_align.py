@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail, _band_pass, _gray
+from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail
 
 # Pairs whose smaller image is at most this many px are aligned (larger ones have the
 # geometric step, ``splitaudit.indexer.match.geometric_tier``).
@@ -61,6 +61,10 @@ MAX_TURN_DEGREES = 8.0
 MAX_ANISOTROPY = 1.15  # ratio of the warp's two singular values
 MAX_ZOOM = 1.6  # the warp may scale by 1 / MAX_ZOOM .. MAX_ZOOM
 PERIODIC_SHIFTS = (3, 10)  # Chebyshev radii searched for a texture's own repeats (12x12 patch)
+# The verifier's difference-of-Gaussians band (sigmas in 32-px thumbnail pixels): the same
+# band as ``splitaudit.indexer.match.verify``, whose scores these are compared with.
+_SIGMA_FINE = 0.6
+_SIGMA_COARSE = 3.0
 _ECC_ITERATIONS = 30
 _ECC_EPS = 1e-3
 _EPS = 1e-6
@@ -134,7 +138,7 @@ def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> floa
     mask[:, :EDGE] = mask[:, -EDGE:] = False
     if mask.mean() < MIN_OVERLAP:
         return -1.0
-    warped_band = _band_pass(warped[None])[0]
+    warped_band = _band_pass(np.asarray(warped, np.float32)[None])[0]
     r = _pearson(warped_band, ref_band, mask)
     ambiguity = max(_ambiguity(ref_band, mask), _ambiguity(warped_band, mask))
     score = (r - ambiguity) / max(1.0 - ambiguity, _EPS)
@@ -178,6 +182,33 @@ def _refined(
         and singular.max() < MAX_ZOOM
     )
     out: npt.NDArray[np.float32] = fitted.astype(np.float32) if plausible else warp
+    return out
+
+
+def _gray(image: Image.Image) -> Image.Image:
+    """Grayscale, box-reduced to about twice the thumbnail size first when much larger."""
+    gray = image if image.mode == "L" else image.convert("L")
+    if min(gray.size) > 4 * THUMB_SIZE:
+        gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
+    return gray
+
+
+@lru_cache(maxsize=32)
+def _blur_matrix(n: int, sigma: float) -> npt.NDArray[np.float32]:
+    """(n, n) Gaussian smoothing matrix with edge-renormalised weights: ``M @ x @ M.T``."""
+    idx = np.arange(n, dtype=np.float64)
+    weights = np.exp(-0.5 * ((idx[:, None] - idx[None, :]) / sigma) ** 2)
+    weights[weights < 1e-8] = 0.0  # float32 denormals would slow every product
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights.astype(np.float32)
+
+
+def _band_pass(pixels: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Difference of Gaussians (fine minus coarse blur) of each image in a (n, s, s) stack."""
+    s = pixels.shape[-1]
+    fine, coarse = _blur_matrix(s, _SIGMA_FINE), _blur_matrix(s, _SIGMA_COARSE)
+    band = fine @ pixels @ fine.T - coarse @ pixels @ coarse.T
+    out: npt.NDArray[np.float32] = band.astype(np.float32, copy=False)
     return out
 
 

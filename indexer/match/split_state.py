@@ -8,6 +8,8 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from splitaudit.indexer.match.inset_candidates import RegionVectors
+
 
 @dataclass
 class SplitState:
@@ -34,6 +36,9 @@ class SplitState:
     # (n, 8) pHashes with each of ``perceptual.ORIENTATIONS`` undone (column 0 = ``phash``, 1 =
     # ``phash_mirror``): the hash tier queries all eight. None: plain and mirrored only.
     phash_oriented: npt.NDArray[np.uint64] | None = None
+    # model id -> embeddings of regions of the large test images (``inset_candidates``): a
+    # corpus image inset in a screenshot is nominated by the region holding it.
+    regions: dict[str, RegionVectors] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
