@@ -7,6 +7,7 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -116,6 +117,18 @@ def test_search_blocks_follow_the_engine_chunks() -> None:
         assert (stop - 1) // 16_384 == chunk
         assert (start - chunk * 16_384) % 1024 == 0
     assert len(batch_bounds(900, 4)) == 1  # one query block: one search
+    # IVF: where a chunk is searched list by list (rows x nprobe >= 64 x nlist), so is every
+    # block of it: none shorter than 64 x 512 / 8 = 4,096 rows
+    ivf = SimpleNamespace(
+        floats=SimpleNamespace(
+            is_exact=False, count=10**6, index=SimpleNamespace(nprobe=8, nlist=512)
+        )
+    )
+    blocks = batch_bounds(16_384 + 5_000, 8, ivf)  # type: ignore[arg-type]
+    assert blocks[-1] == (16_384, 21_384)  # the 904-row tail joined its block
+    assert all(stop - start >= 4096 for start, stop in blocks) and len(blocks) == 5
+    small = batch_bounds(3_000, 4, ivf)  # type: ignore[arg-type]
+    assert small == [(0, 1024), (1024, 2048), (2048, 3000)]  # FAISS's own search either way
     rows = match_bounds(10, 8)
     assert [b - a for a, b in rows] == [2, 2, 2, 2, 2] and rows[-1][1] == 10
 
