@@ -15,7 +15,11 @@ normalised cross-correlation of the two patches is at least ``CELL_NCC``. The sc
 share of textured cells that agree; ``MIN_AGREEMENT`` decides (docs/thresholds.md, "Overlays
 and insets": measured side by side with inlier coverage on the overlay family of
 ``bench.accuracy``). The agreeing cells' bounding box is the *content region* the evidence
-names.
+names. A counted fit also needs the two images' coarse layouts (the cell means) to correlate
+(``MIN_LAYOUT``): a semi-transparent watermark tiled over two photos agrees in every cell's
+texture, not in the photos' layout. A fit whose cells disagree (``ContentAgreement.overlay``)
+is a fit on a shared overlay: the pair is then not near by any rule (the hash and the verifier
+were fooled by the same overlay; ``Thresholds.near_mask``).
 
 Pixels are kept per image at ``CONTENT_SIDE`` px on the long side (``content_pixels``), from the
 grayscale working image the keypoints are detected on: a few KiB beside each image's keypoints.
