@@ -12,8 +12,11 @@ per-family recall, false positives and audit time per image:
   turns, transposes, left-right mirror), on thumbnails and on 384-px photos;
 - tiles the verifier cannot tell apart from other pictures (``verify.verifiable``: flat, like
   sky or a plain wall, or sparse, like a few stars on black) are left out as sources;
+- ``inset-30`` / ``-50`` / ``-70``: each corpus photo shown inside a screenshot-like canvas at
+  that share of its side (``bench.accuracy.overlays.inset``);
 - negatives that must match nothing: ``unrelated`` (thumbnails and photos of photos that are
-  not in the corpus) and ``sibling`` (a neighbouring, non-overlapping tile of a corpus
+  not in the corpus), ``unrelated-inset`` (held-out photos inside the same canvas) and
+  ``sibling`` (a neighbouring, non-overlapping tile of a corpus
   thumbnail's photo: same scene, no shared pixels).
 
 ``--before PATH`` runs the same audit on another checkout of the library too (e.g.
@@ -43,7 +46,7 @@ from PIL import Image
 log = logging.getLogger(__name__)
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "recall"
-RECIPE = 3  # bump when the dataset recipe changes
+RECIPE = 4  # bump when the dataset recipe changes
 SIZES = (32, 48, 64)
 N_CORPUS_PHOTOS = 20
 LARGE_SIDE = 384
@@ -60,6 +63,7 @@ ORIENTATIONS = {
     "transverse": Image.Transpose.TRANSVERSE,
 }
 THUMB_FAMILIES = ("shift", "zoom", "colour", "jpeg", "combo")
+INSET_FRACTIONS = (0.3, 0.5, 0.7)  # of a screenshot-like canvas's side (bench.accuracy.overlays)
 IMAGEDEDUP_THRESHOLD = 10
 Box = tuple[float, float, float, float]
 
@@ -207,6 +211,18 @@ def build(root: Path, seed: int) -> list[Query]:
         large = _large(photo.image)
         add(large, "unrelated", LARGE_SIDE, None)
         add(large.transpose(ORIENTATIONS[turns[len(queries) % 7]]), "unrelated", LARGE_SIDE, None)
+    # Insets: each corpus photo (its 384-px copy) shown inside a 1280x800 screenshot-like canvas
+    # at 30 / 50 / 70% of its side; held-out photos in the same canvas must match nothing.
+    from bench.accuracy.overlays import inset
+
+    placing = np.random.default_rng(seed + 7)
+    for photo in indexed:
+        for fraction in INSET_FRACTIONS:
+            shot = inset(_large(photo.image), fraction, placing)
+            add(shot, f"inset-{round(100 * fraction)}", shot.height, f"{photo.name}-large.png")
+    for k, photo in enumerate(held_out):
+        fraction = INSET_FRACTIONS[k % len(INSET_FRACTIONS)]
+        add(inset(_large(photo.image), fraction, placing), "unrelated-inset", 800, None)
     (root / "warmup").mkdir(exist_ok=True)
     _render(held_out[0].image, _tiles(held_out[0].image)[0], 40).save(root / "warmup" / "w.png")
     manifest.write_text(
@@ -263,6 +279,7 @@ def run_audit(root: Path, home: Path) -> dict[str, Any]:
     _cli("audit", str(root / "split"), *common, "--json", str(report))
     return {
         "verify_us_per_pair": _pair_cost(root),
+        "align_us_per_pair": _align_cost(root),
         "report": json.loads(report.read_text()),
         "wall_s": time.perf_counter() - wall,
         "cpu_s": time.process_time() - cpu,
@@ -286,6 +303,26 @@ def _pair_cost(root: Path, queries: int = 40, candidates: int = 10) -> float:
         for n, image in enumerate(images):
             picked = thumbs[[(n + k) % len(thumbs) for k in range(candidates)]]
             verify_scores(image, picked, True)
+    return 1e6 * (time.process_time() - started) / (len(images) * candidates)
+
+
+def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | None:
+    """CPU microseconds per pair of the low-resolution alignment (``low_res_align``) on the
+    pairs ``_pair_cost`` times; None for a library without it."""
+    try:
+        from splitaudit.indexer.match.low_res_align import aligned_scores, prepare_query
+    except ImportError:
+        return None
+    from splitaudit.indexer.match.verify import verify_thumbnail
+
+    small = [p for p in sorted((root / "corpus").glob("*.png")) if "large" not in p.name]
+    thumbs = np.stack([verify_thumbnail(Image.open(p).convert("RGB")) for p in small])
+    split = sorted((root / "split" / "combo").glob("*.png"))[:queries]
+    images = [Image.open(p).convert("RGB") for p in split]
+    started = time.process_time()
+    for n, image in enumerate(images):
+        picked = thumbs[[(n + k) % len(thumbs) for k in range(candidates)]]
+        aligned_scores(prepare_query(image), picked)
     return 1e6 * (time.process_time() - started) / (len(images) * candidates)
 
 
@@ -334,8 +371,11 @@ def _near_keys(report: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
-def _imagededup(root: Path) -> dict[str, set[str]] | None:
-    """Matches of imagededup's PHash at ``IMAGEDEDUP_THRESHOLD`` (None: not installed)."""
+def _imagededup(root: Path, site: Path | None = None) -> dict[str, set[str]] | None:
+    """Matches of imagededup's PHash at ``IMAGEDEDUP_THRESHOLD`` (None: not installed);
+    ``site``: a site-packages folder holding it (another venv), searched after this one's."""
+    if site is not None and str(site) not in sys.path:
+        sys.path.append(str(site))
     try:
         from imagededup.methods import PHash
     except ImportError:
@@ -365,7 +405,7 @@ def _table(queries: list[Query], columns: dict[str, Outcome]) -> str:
     for g in order:
         total = next(iter(columns.values())).found[g][1]
         cells = [f"{c.found[g][0] / max(total, 1):.3f}" for c in columns.values()]
-        label = f"{g} (FP rate)" if g in ("unrelated", "sibling") else g
+        label = f"{g} (FP rate)" if g in ("unrelated", "sibling", "unrelated-inset") else g
         lines.append(f"| {label} | {total} | " + " | ".join(cells) + " |")
     lines.append(
         "| wrong corpus item | - | " + " | ".join(str(c.wrong) for c in columns.values()) + " |"
@@ -380,6 +420,8 @@ def _family_order(name: str) -> tuple[int, str]:
         return (rank[head], name)
     if head.startswith("orient"):
         return (10, name)
+    if head.startswith("inset"):
+        return (15, name)
     return (20, name)
 
 
@@ -391,6 +433,11 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
     parser.add_argument(
         "--after", type=Path, help="the checkout to measure (default: the installed library)"
+    )
+    parser.add_argument(
+        "--imagededup-site",
+        type=Path,
+        help="a site-packages folder with imagededup (e.g. another venv's), for its column",
     )
     parser.add_argument("--skip-after", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
@@ -412,12 +459,15 @@ def main() -> None:
     columns: dict[str, Outcome] = {}
     times: dict[str, tuple[float, float]] = {}
     costs: dict[str, float] = {}
+    align_costs: dict[str, float] = {}
     for name, checkout in runs.items():
         result = _audit_in_subprocess(root, args.cache / f"home-{name}", checkout)
         columns[name] = score(queries, _near_keys(result["report"]))
         times[name] = (result["wall_s"], result["cpu_s"])
         costs[name] = result["verify_us_per_pair"]
-    dedup = _imagededup(root)
+        if result.get("align_us_per_pair") is not None:
+            align_costs[name] = result["align_us_per_pair"]
+    dedup = _imagededup(root, args.imagededup_site)
     if dedup is not None:
         columns[f"imagededup PHash@{IMAGEDEDUP_THRESHOLD}"] = score(queries, dedup)
     n = len(queries)
@@ -427,6 +477,11 @@ def main() -> None:
         print(
             f"audit {name}: {1000 * wall / n:.1f} ms wall, {1000 * cpu / n:.1f} ms CPU per image; "
             f"verifier {costs[name]:.0f} us CPU per 32-64 px pair"
+            + (
+                f", low-res alignment {align_costs[name]:.0f} us CPU per pair"
+                if name in align_costs
+                else ""
+            )
         )
     if {"before", "after"} <= set(times):
         print(f"after / before: {times['after'][1] / times['before'][1]:.2f}x CPU time")
