@@ -30,7 +30,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from splitaudit.indexer.match.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
+Answer = tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.int64]]
 VECTOR_CHUNK = 16_384  # the rows match.engine._vector_pairs searches together
 BATCHES_PER_ACTOR = 2  # a second batch queued per actor keeps it busy while one returns
 MATCH_BATCHES_PER_ACTOR = 4  # round 2: verification time varies by row; small batches even it out
@@ -176,19 +177,22 @@ class MatchWorker:
         self,
         batch: int,
         state: SplitState,
+        model: str | None,
         vectors: npt.NDArray[np.float32] | None,
-        answers: tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]] | None,
+        answers: list[Answer],
         thresholds: Thresholds,
     ) -> tuple[int, list[Pair], dict[str, float]]:
         """Round 2: ``batch``, the classified pairs of ``state``'s rows, and the phase times.
 
-        ``answers``: the round-1 search results of ``vectors`` (row for row).
+        ``model``: the corpus's model, whose vectors in ``state`` are the query vectors (else
+        ``vectors``); ``answers``: round 1's searches of this batch (rows, regions).
         """
         phases = PhaseTimes()
         index = self.index
-        if vectors is not None and answers is not None and index.floats is not None:
-            floats = AnsweredFloats(index.floats, vectors, *answers)
-            index = replace(index, floats=floats)
+        if model is not None and model in state.vectors:
+            vectors = state.vectors[model]  # the engine finds the model's regions by identity
+        if answers and index.floats is not None:
+            index = replace(index, floats=AnsweredFloats(index.floats, answers))
         with self.ws.sessions() as s:
             found = match_corpus(
                 s,
@@ -213,18 +217,13 @@ class MatchWorker:
 
 
 class AnsweredFloats(FloatStore):
-    """A ``FloatStore`` whose ``search`` of the expected query rows returns precomputed answers.
+    """A ``FloatStore`` whose ``search`` of expected query rows returns precomputed answers.
 
-    Any other query (another ``k``, other rows) falls through to the real store.
+    ``answers``: ``(queries, scores, ids)`` triples (the vectors of a batch, its regions' ...);
+    any other query (another ``k``, other rows) falls through to the real store.
     """
 
-    def __init__(
-        self,
-        base: FloatStore,
-        queries: npt.NDArray[np.float32],
-        scores: npt.NDArray[np.float32],
-        ids: npt.NDArray[np.int64],
-    ) -> None:
+    def __init__(self, base: FloatStore, answers: Sequence[Answer]) -> None:
         super().__init__(
             base.index,
             model_id=base.model_id,
@@ -233,21 +232,17 @@ class AnsweredFloats(FloatStore):
             params=base.params,
         )
         self.base = base
-        self.queries = np.ascontiguousarray(queries, dtype=np.float32)
-        self.scores, self.ids = scores, ids
+        self.answers = [(np.ascontiguousarray(q, dtype=np.float32), s, i) for q, s, i in answers]
         self.fallbacks = 0
 
     def search(
         self, queries: npt.NDArray[np.float32], k: int
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """The precomputed answers when ``queries`` are the expected rows, else the real search."""
+        """The precomputed answers when ``queries`` are expected rows, else the real search."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        if (
-            k == self.ids.shape[1]
-            and q.shape == self.queries.shape
-            and np.array_equal(q, self.queries)
-        ):
-            return self.scores, self.ids
+        for expected, scores, ids in self.answers:
+            if k == ids.shape[1] and q.shape == expected.shape and np.array_equal(q, expected):
+                return scores, ids
         self.fallbacks += len(q)
         return self.base.search(q, k)
 
@@ -275,13 +270,18 @@ def batch_bounds(n: int, parts: int, index: CorpusIndex | None = None) -> list[t
     return out
 
 
-def slice_state(state: SplitState, start: int, stop: int) -> SplitState:
-    """Rows ``start:stop`` of ``state`` as a state of their own (row numbers from 0)."""
+def slice_state(
+    state: SplitState, start: int, stop: int, models: Collection[str] = ()
+) -> SplitState:
+    """Rows ``start:stop`` of ``state`` as a state of their own (row numbers from 0), with the
+    vectors (and region embeddings) of ``models`` only."""
     oriented = state.phash_oriented
     extra: dict[str, Any] = {}
     regions = getattr(state, "regions", None)  # per-model region embeddings, rows -> split rows
-    if regions:
-        extra["regions"] = {model: _slice_rows(r, start, stop) for model, r in regions.items()}
+    if regions is not None:
+        extra["regions"] = {
+            m: _slice_rows(r, start, stop) for m, r in regions.items() if m in models
+        }
     return replace(
         state,
         **extra,
@@ -295,7 +295,7 @@ def slice_state(state: SplitState, start: int, stop: int) -> SplitState:
         phash_mirror=state.phash_mirror[start:stop],
         min_side=state.min_side[start:stop],
         thumbs=state.thumbs[start:stop] if len(state.thumbs) == len(state) else state.thumbs,
-        vectors={},  # the batch's vectors travel as their own argument
+        vectors={m: v[start:stop] for m, v in state.vectors.items() if m in models},
         images={r - start: im for r, im in state.images.items() if start <= r < stop},
         phash_oriented=None
         if oriented is None or len(oriented) != len(state)
@@ -342,6 +342,8 @@ def match_corpus_on_ray(
         return []
     phases = phases or PhaseTimes()
     searched = vectors is not None and index.floats is not None and len(vectors) > 0
+    # the model whose vectors these are: the engine finds its region embeddings by it
+    model = next((m for m, v in state.vectors.items() if v is vectors), None)
     with ray_cluster(address, workers) as ray:
         from ray.util import ActorPool
 
@@ -353,7 +355,7 @@ def match_corpus_on_ray(
         pool_actors = [worker_cls.remote(ref, corpus, corpus_id) for _ in range(n_actors)]
         pool = ActorPool(pool_actors)
         try:
-            answers = None
+            answers = Answers()
             if searched:
                 assert vectors is not None
                 threads = blas_threads()
@@ -362,13 +364,14 @@ def match_corpus_on_ray(
                 searchers = pool_actors[: max(1, math.ceil(n_actors / (threads or 1)))]
                 blocks = batch_bounds(len(vectors), len(searchers), index)
                 with phases.phase("ray: vector search"):
-                    answers = _search(ActorPool(searchers), vectors, blocks, threads)
+                    answers.rows = _search(ActorPool(searchers), vectors, blocks, threads)
+                    answers.regions = _search_regions(ray, searchers[0], state, model, threads)
             log.info(
                 "ray: %d query rows in %d batches on %d actors", len(state), len(matches), n_actors
             )
             by_batch: dict[int, list[Pair]] = {}
             with phases.phase("ray: matching"):
-                found = _match(ray, pool, state, vectors, answers, thresholds, matches)
+                found = _match(ray, pool, state, model, vectors, answers, thresholds, matches)
                 for done, (batch, pairs, seconds) in enumerate(found, start=1):
                     start = matches[batch][0]
                     for p in pairs:
@@ -416,22 +419,63 @@ def _search(
     return scores, ids
 
 
+@dataclass
+class Answers:
+    """Round 1's results: the rows' top-``TOP_K`` searches, and their regions' (if any)."""
+
+    rows: tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]] | None = None
+    # (region rows, region vectors, scores, ids) of the model's region embeddings
+    regions: tuple[Any, npt.NDArray[np.float32], npt.NDArray[np.int64]] | None = None
+
+    def batch(self, vectors: npt.NDArray[np.float32] | None, start: int, stop: int) -> list[Answer]:
+        """The answers a batch of rows ``start:stop`` needs, as ``AnsweredFloats`` takes them."""
+        out: list[Answer] = []
+        if self.rows is not None and vectors is not None:
+            scores, ids = self.rows
+            out.append((vectors[start:stop], scores[start:stop], ids[start:stop]))
+        if self.regions is not None:
+            table, scores, ids = self.regions
+            keep = (table.rows >= start) & (table.rows < stop)
+            if keep.any():
+                out.append((table.vectors[keep], scores[keep], ids[keep]))
+        return out
+
+
+def _search_regions(
+    ray: Any, actor: Any, state: SplitState, model: str | None, threads: int | None
+) -> tuple[Any, npt.NDArray[np.float32], npt.NDArray[np.int64]] | None:
+    """Round 1 for the split's region embeddings of ``model`` (large test images): one search
+    of them all, as the local engine makes it."""
+    regions = getattr(state, "regions", {}).get(model) if model is not None else None
+    if regions is None or not len(regions):
+        return None
+    from splitaudit.indexer.match import inset_candidates
+
+    k = int(inset_candidates.REGION_TOP_K)
+    queries = np.ascontiguousarray(regions.vectors, dtype=np.float32)
+    _block, scores, ids = ray.get(actor.search.remote(-1, queries, k, threads))
+    return regions, scores, ids
+
+
 def _match(
     ray: Any,
     pool: Any,
     state: SplitState,
+    model: str | None,
     vectors: npt.NDArray[np.float32] | None,
-    answers: tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]] | None,
+    answers: Answers,
     thresholds: Thresholds,
     bounds: Sequence[tuple[int, int]],
 ) -> Iterator[tuple[int, list[Pair], dict[str, float]]]:
     """Round 2: each batch's result as it finishes (any order)."""
     th = ray.put(thresholds)
+    models = () if model is None else (model,)
 
     def submit(actor: Any, batch: int) -> Any:
         start, stop = bounds[batch]
-        part = None if vectors is None else np.ascontiguousarray(vectors[start:stop])
-        known = None if answers is None else (answers[0][start:stop], answers[1][start:stop])
-        return actor.match.remote(batch, slice_state(state, start, stop), part, known, th)
+        part = slice_state(state, start, stop, models)
+        rows = None if vectors is None else np.ascontiguousarray(vectors[start:stop])
+        known = answers.batch(vectors, start, stop)
+        return actor.match.remote(batch, part, model, rows, known, th)
 
     yield from pool.map_unordered(submit, range(len(bounds)))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import photo
+from helpers.overlay_images import inset
 from helpers.planted_dedup import bordered, plant
 from helpers.ray_cluster import local_ray_cluster
 from PIL import ImageOps
@@ -36,8 +37,8 @@ def ray_address() -> Iterator[str]:
 
 
 def _split(root: Path, corpus: Path) -> Path:
-    """Edited copies of corpus photos (resized, mirrored, bordered, recompressed, exact) and
-    unrelated photos: near, exact and unmatched rows."""
+    """Edited copies of corpus photos (resized, mirrored, bordered, recompressed, exact, inset
+    in a slide) and unrelated photos: near, exact and unmatched rows."""
     root.mkdir()
     orig = {n: ImageOps.exif_transpose(photo(n, (256, 192))) for n in range(4)}
     orig[0].resize((200, 150)).save(root / "t0_small.jpg", quality=85)
@@ -45,6 +46,8 @@ def _split(root: Path, corpus: Path) -> Path:
     bordered(orig[2]).save(root / "t2_border.jpg", quality=90)
     orig[3].save(root / "t3_jpeg.jpg", quality=30)
     (root / "t4_exact.png").write_bytes((corpus / "orig0.png").read_bytes())
+    # a large slide holding a corpus photo: its region embeddings nominate it
+    inset(orig[2], 0.4, (430, 160))[0].save(root / "t5_slide.png")
     for seed in range(300, 305):
         photo(seed, (240, 180)).save(root / f"u{seed}.jpg", quality=90)
     return root
@@ -92,6 +95,7 @@ def test_ray_audit_equals_local(tmp_path: Path, ray_address: str, tiny_model_spe
     )
     want = _matches(local)
     assert ("orig0.png", "exact") in {m[:2] for m in want["t4_exact.png"]}
+    assert ("orig2.png", "near") in {m[:2] for m in want["t5_slide.png"]}  # geometric, inset
     assert sum(bool(v) for v in want.values()) >= 4  # the edited copies are found
     assert not any(want[f"u{seed}.jpg"] for seed in range(300, 305))
     assert _matches(remote) == want
