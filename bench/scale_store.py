@@ -146,6 +146,7 @@ def run_one(
     if not hashes_only:
         floats = FloatStore.load(folder, model_id="syn", dim=DIM, mmap=True)
     out["open"] = c.done()
+    out["rss_open_mb"] = current_rss_mb()
     out.update(
         vector_index=floats.index_type if floats else None,
         vector_params={k: v for k, v in floats.params.items() if k != "nprobe_curve"}
@@ -170,6 +171,7 @@ def run_one(
     found = floats.search(g["vectors"], K)[1] if floats else None
     out["semantic"] = c.done()
     out["audit"] = audit.done()
+    out["rss_audit_mb"] = current_rss_mb()  # now, not peak: what serving holds (mapped pages too)
     out["candidates_per_query"] = round(float((cand[0][1] >= 0).sum(axis=1).mean()), 2)
     if floats:
         c = Clock()
@@ -212,6 +214,14 @@ def run_one(
         out["semantic_recall_at_10"] = round(recall_at_k(found[sub], truth), 4)
     out["peak_rss_mb"] = round(peak_rss_mb())
     return out
+
+
+def current_rss_mb() -> float:
+    """Resident set size of this process now (MiB; memory-mapped pages included)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024)
+    return 0.0
 
 
 def hashes_bytes(q: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
@@ -290,7 +300,10 @@ def report(results: list[dict[str, Any]]) -> None:
         if "semantic_exact_baseline_x" in r:
             e = r["semantic_exact_baseline_x"]
             print(f"  exact vector baseline (x): {e['wall_s']} s wall, {e['cpu_s']} CPU-s")
-        print(f"  peak RSS {r['peak_rss_mb']} MiB (after audit {r['rss_after_audit_mb']})")
+        print(
+            f"  peak RSS {r['peak_rss_mb']} MiB (after audit {r['rss_after_audit_mb']}); RSS now: "
+            f"opened {r.get('rss_open_mb')} MiB, after the audit {r.get('rss_audit_mb')} MiB"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
