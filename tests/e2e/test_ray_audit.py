@@ -155,14 +155,19 @@ def test_slice_and_answered_search_keep_rows_aligned() -> None:
         thumbs=np.zeros((n, 32, 32), np.uint8),
         images={1: "one", 4: "four"},  # type: ignore[dict-item]
     )
-    part = slice_state(state, 3, 6)
+    state.vectors = {
+        "m": np.arange(n * 2, dtype=np.float32).reshape(n, 2),
+        "other": np.zeros((n, 2)),
+    }
+    part = slice_state(state, 3, 6, models=("m",))
     assert part.ids.tolist() == [13, 14, 15] and part.keys == ["k3", "k4", "k5"]
     assert part.images == {1: "four"} and len(part.thumbs) == 3
+    assert list(part.vectors) == ["m"] and part.vectors["m"][0].tolist() == [6.0, 7.0]
     base = FloatStore.create(model_id="m", dim=4)
     vecs = np.eye(4, dtype=np.float32)
     base.add(np.array([7, 8, 9, 10]), vecs)
     scores = np.full((2, 10), 0.5, np.float32)
     ids = np.full((2, 10), 99, np.int64)
-    answered = AnsweredFloats(base, vecs[:2], scores, ids)
+    answered = AnsweredFloats(base, [(vecs[:2], scores, ids)])
     assert answered.search(vecs[:2], 10)[1][0, 0] == 99  # the precomputed answer
     assert answered.search(vecs[2:], 10)[1][0, 0] == 9 and answered.fallbacks == 2
