@@ -27,7 +27,14 @@ def test_only_large_files_get_regions_cut_from_their_reduced_decode() -> None:
     assert {c.size for c in crops} <= {(115, 72), (116, 72)}  # 45% of the 256 x 160 decode
 
 
-def _search_returning(scores: list[list[float]], ids: list[list[int]]):  # type: ignore[no-untyped-def]
+Search = Callable[
+    [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
+]
+
+
+def _search_returning(scores: list[list[float]], ids: list[list[int]]) -> Search:
+    """A vector search double: the given (regions x k) scores and ids, whatever the vectors."""
+
     def search(
         vectors: npt.NDArray[np.float32], k: int
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
