@@ -13,9 +13,9 @@ after the other on the same folder, each in a fresh home (export pre-built):
 - ``fastdup``: fastdup's own run (``/work/fastdup-venv``, bundled model, ``SENTRY_OPT_OUT=1``).
 
 For each: wall seconds, CPU seconds (user + system of the process and the workers it reaped,
-from ``wait4``), the peak RSS of the largest process, and the peak of the summed RSS of the
-whole process tree (sampled every 0.2 s: splitaudit's decode workers are forked, so the sum
-counts shared pages twice and is an upper bound). Image sets: ``photos`` (the offline bench
+from ``wait4``), the peak RSS of the largest process, and the peak of the whole process tree's
+memory, summed as PSS (sampled every 0.2 s: splitaudit's decode workers are forked, and PSS
+counts the pages they share with the main process once). Image sets: ``photos`` (the offline bench
 photos, ~876x502 JPEGs) and ``small`` (the same photos at <= 500 px, ImageNet-like). Rounds
 alternate the tools so machine noise hits them alike; medians are printed with the ratios.
 """
@@ -50,13 +50,13 @@ BATCH_32 = (
     "from splitaudit.indexer.cli.main import main\n"
     "main()\n"
 )
-# Runs the command, samples the tree's summed RSS, reports wait4's CPU and peak RSS.
+# Runs the command, samples the tree's summed PSS, reports wait4's CPU and peak RSS.
 LAUNCHER = r"""
 import os, subprocess, sys, time, threading
 out, cmd = sys.argv[1], sys.argv[2:]
 p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
 peak_sum = 0
-def tree_rss(root):
+def tree_pss(root):
     kids = {}
     for pid in os.listdir('/proc'):
         if pid.isdigit():
@@ -70,16 +70,16 @@ def tree_rss(root):
     while todo:
         pid = todo.pop()
         todo += kids.get(pid, [])
-        try:
-            with open(f'/proc/{pid}/status') as f:
-                total += next(int(l.split()[1]) for l in f if l.startswith('VmRSS'))
+        try:  # proportional set size: pages shared with forked workers counted once
+            with open(f'/proc/{pid}/smaps_rollup') as f:
+                total += next(int(l.split()[1]) for l in f if l.startswith('Pss:'))
         except (OSError, StopIteration):
             pass
     return total
 def sample():
     global peak_sum
     while p.poll() is None:
-        peak_sum = max(peak_sum, tree_rss(p.pid))
+        peak_sum = max(peak_sum, tree_pss(p.pid))
         time.sleep(0.2)
 threading.Thread(target=sample, daemon=True).start()
 _, status, usage = os.wait4(p.pid, 0)
@@ -103,7 +103,7 @@ def image_sets(n: int) -> dict[str, Path]:
 
 
 def measured(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Wall, CPU seconds, largest process's and whole tree's peak RSS (MiB) of ``cmd``."""
+    """Wall, CPU seconds, largest process's peak RSS and whole tree's peak PSS (MiB) of ``cmd``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "usage"
         start = time.perf_counter()
@@ -169,7 +169,7 @@ def main() -> None:
             print(f"\n{name}: {args.n} JPEGs from {folder}, {args.rounds} rounds (medians)")
             print(
                 f"  {'tool':<22}{'wall s':>8}{'CPU s':>8}{'img/CPU-s':>11}"
-                f"{'peak RSS MiB':>14}{'tree MiB':>10}"
+                f"{'peak RSS MiB':>14}{'tree PSS MiB':>14}"
             )
             med = {
                 t: {k: statistics.median(run[k] for run in rs) for k in rs[0]}
@@ -178,7 +178,7 @@ def main() -> None:
             for tool, m in med.items():
                 print(
                     f"  {tool:<22}{m['wall']:8.1f}{m['cpu']:8.1f}{args.n / m['cpu']:11.1f}"
-                    f"{m['rss']:14.0f}{m['tree']:10.0f}"
+                    f"{m['rss']:14.0f}{m['tree']:14.0f}"
                 )
             if "fastdup" in med:
                 ours, theirs = med["splitaudit"], med["fastdup"]
