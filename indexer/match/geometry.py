@@ -64,6 +64,10 @@ MAX_REGION = 1.6  # > 1: the test image has a border or padding around the corpu
 # footprint must span at least this share of the test image's width or height.
 MIN_INSET = 0.25
 CHECK_FROM = 3  # inliers from which a plausible fit gets the content check
+# A refused fit vetoes the other near rules only at the identity alignment (a template shared
+# by both images) with its inliers in under this share of the 4 x 4 cells (docs/thresholds.md).
+VETO_COVERAGE = 0.625
+VETO_ANGLE = 2.0
 
 Box = tuple[float, float, float, float]
 
@@ -153,12 +157,26 @@ class GeometricMatch:
     @property
     def support(self) -> int:
         """What ``Thresholds`` compares: the inliers of a plausible transform that rests on
-        content; minus the inliers of one whose aligned images agree only on a shared overlay
-        (``ContentAgreement.overlay``: from ``geometry_inliers`` of them no rule makes the pair
-        near); 0 otherwise (no plausible fit, or one refused on its layout alone)."""
-        if self.overlay_only:
-            return -self.inliers if self.content is not None and self.content.overlay else 0
-        return self.inliers if self.plausible else 0
+        content; minus the inliers of a refused fit on a *shared overlay* (``vetoes``: from
+        ``geometry_inliers`` of them no rule makes the pair near); 0 otherwise."""
+        if self.vetoes:
+            return -self.inliers
+        return self.inliers if self.plausible and not self.overlay_only else 0
+
+    @property
+    def vetoes(self) -> bool:
+        """Whether this refused fit shows the pair shares only an overlay: the two images
+        aligned as they are (same frame, no turn: one template over both), the content check
+        refusing it as an overlay, and the inliers in a part of the image (a copy of a
+        darkened or emoji-covered photo has them everywhere)."""
+        if not self.overlay_only or self.content is None or not self.content.overlay:
+            return False
+        full = (0.03, 0.03, 0.97, 0.97)
+        whole = all(
+            box[0] <= full[0] and box[1] <= full[1] and box[2] >= full[2] and box[3] >= full[3]
+            for box in (self.box, self.test_box)
+        )
+        return whole and abs(self.angle) <= VETO_ANGLE and self.coverage < VETO_COVERAGE
 
     def is_copy(self, min_inliers: int = MIN_INLIERS) -> bool:
         """Whether enough matches agree on a plausible transform (scale, angle) to call it a copy."""

@@ -67,11 +67,14 @@ def test_support_of_a_refused_fit_is_overlay_only() -> None:
     assert vetoed.overlay_only and vetoed.support == -50 and not vetoed.is_copy()
     discarded = vetoed.evidence()["discarded"]
     assert discarded["inliers"] == 50 and "8 of 40" in discarded["reason"]
-    # agreeing cells, but the coarse layouts differ: not counted, yet no veto
-    layout = replace(refused, score=0.8, agreeing=32, outside=0.8, layout=0.1)
-    assert replace(fit, content=layout).support == 0
-    assert "layout" in replace(fit, content=layout).evidence()["discarded"]["reason"]
-    kept = replace(refused, score=0.9, agreeing=36, outside=0.9, layout=0.95)
+    # a darkened copy: its cells lose texture, its layout stays: no veto
+    darkened = replace(refused, layout=0.9999)
+    assert replace(fit, content=darkened).support == 0
+    # inliers all over the image (a copy under a big emoji), or another alignment: no veto
+    assert replace(fit, content=refused, coverage=0.9).support == 0
+    assert replace(fit, content=refused, angle=10.0).support == 0
+    assert replace(fit, content=refused, test_box=(0.1, 0.1, 0.9, 0.9)).support == 0
+    kept = replace(refused, score=0.9, agreeing=36, layout=0.95)
     assert replace(fit, content=kept).support == 50
 
 
