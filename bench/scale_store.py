@@ -139,6 +139,7 @@ def run_one(
         floats.save(folder, generation=1, last_batch_id=1)
     out["vector_build"] = c.done()
     out["rss_after_build_mb"] = round(peak_rss_mb())
+    out["rss_built_mb"] = current_rss_mb()
     del floats, hashes
     floats = None
     c = Clock()
@@ -216,12 +217,15 @@ def run_one(
     return out
 
 
-def current_rss_mb() -> float:
-    """Resident set size of this process now (MiB; memory-mapped pages included)."""
+def current_rss_mb() -> dict[str, float]:
+    """Resident memory of this process now (MiB): all, anonymous (heap), and file-backed
+    (memory-mapped index files: page cache the kernel can drop and processes share)."""
+    out = {}
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024)
-    return 0.0
+        key = line.split(":")[0]
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = round(int(line.split()[1]) / 1024)
+    return out
 
 
 def hashes_bytes(q: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
