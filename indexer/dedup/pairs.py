@@ -11,7 +11,7 @@ at once — a Hamming self-join of the hashes (multi-index hashing) and a vector
 tables through stand-in stores (``store.joined``). Time grows ~linearly with the corpus
 (docs/scale.md); only candidate pairs are verified.
 
-Two things differ from a split:
+Three things differ from a split:
 
 * a corpus item has no stored mirrored pHash; its stand-in flips the bits of the odd
   horizontal DCT frequencies (mirroring negates exactly those coefficients, so this differs
@@ -25,7 +25,7 @@ Two things differ from a split:
   ``WITNESS_HAMMING`` bits, needs a second witness when both items have embeddings: cosine
   >= ``candidate_cosine`` (the cosine at which the audit would nominate it for
   verification). A corpus is joined against itself, so it meets ~N^2/2 unrelated pairs,
-  against N x M for an audit: on 1M uniform 64-bit hashes ~130 unrelated pairs (x2 with the
+  against N x M for an audit: on 1M uniform 64-bit hashes ~140 unrelated pairs (x2 with the
   mirrored hash) fall within 8 bits by chance, and real pHashes are far from uniform
   (docs/dedup.md, "Second witness"). Without embeddings the rule is the audit's.
 """
