@@ -81,6 +81,12 @@ def _folders(root: Path) -> tuple[Path, Path]:
     return corpus, split
 
 
+def _index_hash_only(env: dict[str, str], corpus: Path, home: str, cwd: Path) -> None:
+    """``index CORPUS --corpus c --no-embed`` in the core environment; it must succeed."""
+    done = _cli(env, "index", str(corpus), "--corpus", "c", "--home", home, "--no-embed", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+
+
 def _near_copy(corpus: Path, split: Path) -> None:
     """A cropped, re-encoded copy of c3: near (hash + pixel verifier), not exact."""
     with Image.open(corpus / "c3.png") as im:
@@ -180,20 +186,7 @@ def _free_port() -> int:
 def test_serve_and_audit_server_without_torch(core_env: dict[str, str], tmp_path: Path) -> None:
     corpus, split = _folders(tmp_path)
     home = str(tmp_path / "home")
-    assert (
-        _cli(
-            core_env,
-            "index",
-            str(corpus),
-            "--corpus",
-            "c",
-            "--home",
-            home,
-            "--no-embed",
-            cwd=tmp_path,
-        ).returncode
-        == 0
-    )
+    _index_hash_only(core_env, corpus, home, tmp_path)
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -293,20 +286,7 @@ def test_audit_against_an_embedded_corpus_skips_semantic_naming_the_extra(
 def test_hugging_face_dataset_names_the_hf_extra(core_env: dict[str, str], tmp_path: Path) -> None:
     corpus, _ = _folders(tmp_path)
     home = str(tmp_path / "home")
-    assert (
-        _cli(
-            core_env,
-            "index",
-            str(corpus),
-            "--corpus",
-            "c",
-            "--home",
-            home,
-            "--no-embed",
-            cwd=tmp_path,
-        ).returncode
-        == 0
-    )
+    _index_hash_only(core_env, corpus, home, tmp_path)
     arrow = tmp_path / "data-00000-of-00001.arrow"  # one shard of a saved dataset
     arrow.write_bytes(b"not arrow")
     for split in (str(arrow), "hf://datasets/someone/some-set"):

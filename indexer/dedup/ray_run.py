@@ -13,21 +13,19 @@ the next chunk) and the edges, hence the clusters, are the local executor's.
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from splitaudit.indexer.dedup.pairs import Chunk, Edge, chunk_edges
 from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.pipeline.ray_match import (
     BATCHES_PER_ACTOR,
+    WorkspaceActor,
     WorkspaceRef,
     actor_count,
     log_actor_cpu,
-    open_verify_store_for,
-    ray_cluster,
 )
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
@@ -104,17 +102,16 @@ class ChunkJob:
     grouped: frozenset[int]
 
 
-class DedupWorker:
+class DedupWorker(WorkspaceActor):
     """Ray actor body: the corpus index with the run's join tables, opened once; edges per chunk."""
 
     def __init__(self, ref: WorkspaceRef, corpus: str, tables: JoinTables, job: ChunkJob) -> None:
         from splitaudit.indexer.pipeline.index import open_corpus_index
 
-        self.ws = ref.open()
+        super().__init__(ref)
         self.job = job
         self.skip, self.grouped = set(job.skip), set(job.grouped)
         self.index = tables.attach(open_corpus_index(self.ws, corpus))
-        self.store = open_verify_store_for(self.ws)
 
     def edges(self, n: int, chunk: Chunk) -> tuple[int, list[Edge]]:
         """Chunk ``n``'s duplicate pairs with the whole corpus (``pairs.chunk_edges``)."""
@@ -130,15 +127,6 @@ class DedupWorker:
                 store=self.store,
                 grouped=self.grouped,
             )
-
-    def close(self) -> tuple[int, float]:
-        """Write the verification store's pending features, release the workspace; returns this
-        actor's process id and the CPU seconds its process has used since it started."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-        self.ws.close()
-        return os.getpid(), time.process_time()
 
 
 def edges_on_ray(

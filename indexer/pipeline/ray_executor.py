@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from splitaudit.indexer.errors import UsageError
+from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.pipeline.rows import PreparedBatch, commit_batches
 from splitaudit.indexer.pipeline.shard_work import process_shard
 from splitaudit.indexer.sources.record import Shard, Source
@@ -43,16 +43,6 @@ class ShardWorker:
         )
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise UsageError(
-            "--executor ray needs Ray: pip install 'splitaudit[ray]' (or use --executor local)"
-        ) from exc
-    return ray
-
-
 def run_on_ray(
     ws: Workspace,
     *,
@@ -69,21 +59,12 @@ def run_on_ray(
     gpus_per_worker: float = 0.0,
 ) -> None:
     """Process ``tasks`` (``ShardTask``s) on Ray actors and commit each shard's result once."""
-    ray = _import_ray()
-    from ray.util import ActorPool
-
     todo = list(tasks)
     if not todo:
         return
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            **({} if address else {"num_cpus": max(workers, 1)}),
-        )
-    try:
+    with ray_cluster(address, workers) as ray:
+        from ray.util import ActorPool
+
         n_actors = max(1, min(workers, len(todo)))
         device = "cuda" if gpus_per_worker > 0 else "cpu"
         actor_cls = ray.remote(num_cpus=1, num_gpus=gpus_per_worker)(ShardWorker)
@@ -100,9 +81,6 @@ def run_on_ray(
             _commit_shard(ws, corpus_id, corpus_dir, by_shard[shard_id], batches, summary, progress)
         for actor in actors:
             ray.kill(actor)
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def _commit_shard(

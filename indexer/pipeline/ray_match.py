@@ -31,7 +31,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from splitaudit.indexer.errors import UsageError
 from splitaudit.indexer.match.engine import TOP_K, Pair, match_corpus
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
 from splitaudit.indexer.store.float_index import BATCHED_PER_LIST, FloatStore
@@ -58,40 +57,6 @@ VECTOR_CHUNK = 16_384  # the rows match.engine._vector_pairs searches together
 BATCHES_PER_ACTOR = 2  # a second batch queued per actor keeps it busy while one returns
 MATCH_BATCHES_PER_ACTOR = 4  # round 2: verification time varies by row; small batches even it out
 MATCH_BATCH_MAX = 4096
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a ``UsageError`` saying how to install it."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise UsageError(
-            "--executor ray needs Ray: pip install 'splitaudit[ray]' (or use --executor local)"
-        ) from exc
-    return ray
-
-
-@contextmanager
-def ray_cluster(address: str | None, workers: int) -> Iterator[Any]:
-    """Ray, attached to ``address`` (e.g. ``auto``) or a local instance of ``workers`` CPUs.
-
-    An instance already initialised in this process is used as it is; one started here is
-    shut down on exit.
-    """
-    ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            **({} if address else {"num_cpus": max(workers, 1)}),
-        )
-    try:
-        yield ray
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def log_actor_cpu(closed: Sequence[tuple[int, float]]) -> None:
@@ -150,16 +115,32 @@ def open_verify_store_for(ws: Workspace) -> VerifyStore | None:
     return VerifyStore.for_home(ws.home)
 
 
-class MatchWorker:
+class WorkspaceActor:
+    """What every matching actor holds: the workspace and its verification store, opened once."""
+
+    def __init__(self, ref: WorkspaceRef) -> None:
+        self.ws = ref.open()
+        self.store: VerifyStore | None = open_verify_store_for(self.ws)
+
+    def close(self) -> tuple[int, float]:
+        """Write the verification store's pending features, release the workspace; returns this
+        actor's process id and the CPU seconds its process has used since it started."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        self.ws.close()
+        return os.getpid(), time.process_time()
+
+
+class MatchWorker(WorkspaceActor):
     """Ray actor body: one corpus's index and the verification store, opened once; matches batches."""
 
     def __init__(self, ref: WorkspaceRef, corpus: str, corpus_id: int) -> None:
         from splitaudit.indexer.pipeline.index import open_corpus_index
 
-        self.ws = ref.open()
+        super().__init__(ref)
         self.corpus_id = corpus_id
         self.index: CorpusIndex = open_corpus_index(self.ws, corpus)
-        self.store = open_verify_store_for(self.ws)
 
     def search(
         self, block: int, vectors: npt.NDArray[np.float32], k: int, threads: int | None
@@ -205,15 +186,6 @@ class MatchWorker:
                 store=self.store,
             )
         return batch, found.pairs, dict(phases.seconds)
-
-    def close(self) -> tuple[int, float]:
-        """Write the verification store's pending features, release the workspace; returns this
-        actor's process id and the CPU seconds its process has used since it started."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-        self.ws.close()
-        return os.getpid(), time.process_time()
 
 
 class AnsweredFloats(FloatStore):
