@@ -253,7 +253,8 @@ def chunk_edges(
         if p.item_id == own or p.kind is None:
             continue
         a, b = (own, p.item_id) if own < p.item_id else (p.item_id, own)
-        kind, cosine = p.kind, p.cosine
+        kind: str | None = p.kind
+        cosine = p.cosine
         if kind == MatchKind.NEAR and needs_witness(p.rules, p.hamming):
             cosine = cosine if cosine is not None else witness.get((a, b))
             if cosine is not None and cosine < thresholds.candidate_cosine:
