@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from splitaudit.indexer.kinds import KIND_RANK
+from splitaudit.indexer.kinds import KIND_RANK, TIER_BY_KIND
 from splitaudit.indexer.kinds import TIERS as TIERS_REGISTRY
 from splitaudit.indexer.reporting.evidence_lines import Box, evidence_lines, region_box
 from splitaudit.indexer.reporting.formats import TIERS, Gated, ReportInput, evidence_text
@@ -120,8 +120,9 @@ def _image(
 
 
 def _evidence(m: ReportMatch) -> str:
-    """Visual evidence as a list of readable lines; label and caption evidence as one line."""
-    if str(m.kind) in ("label_leak", "caption"):
+    """Image evidence as a list of readable lines; text tiers' evidence (label, caption) as one."""
+    tier = TIER_BY_KIND.get(str(m.kind))
+    if tier is None or not tier.image:
         return _e(evidence_text(m.evidence))
     lines = evidence_lines(m.evidence)
     if not lines:
