@@ -46,6 +46,7 @@ from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
 from splitaudit.indexer.store.float_index import BATCHED_PER_LIST, FloatStore
+from splitaudit.indexer.store.joined import StandInFloats
 from splitaudit.indexer.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ class MatchWorker(WorkspaceActor):
         return batch, found.pairs, dict(phases.seconds)
 
 
-class AnsweredFloats(FloatStore):
+class AnsweredFloats(StandInFloats):
     """A ``FloatStore`` whose ``search`` of expected query rows returns precomputed answers.
 
     ``answers``: ``(queries, scores, ids)`` triples (the vectors of a batch, its regions' ...);
@@ -196,14 +197,7 @@ class AnsweredFloats(FloatStore):
     """
 
     def __init__(self, base: FloatStore, answers: Sequence[Answer]) -> None:
-        super().__init__(
-            base.index,
-            model_id=base.model_id,
-            dim=base.dim,
-            index_type=base.index_type,
-            params=base.params,
-        )
-        self.base = base
+        super().__init__(base)
         self.answers = [(np.ascontiguousarray(q, dtype=np.float32), s, i) for q, s, i in answers]
         self.fallbacks = 0
 

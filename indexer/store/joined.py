@@ -119,14 +119,11 @@ class JoinedHashes(BinaryStore):
         return dists, ids
 
 
-class JoinedFloats(FloatStore):
-    """``FloatStore.search`` answered from a vector self-join table keyed by item id.
+class StandInFloats(FloatStore):
+    """A ``FloatStore`` standing in for ``base`` (same index and settings) whose ``search``
+    answers some queries from elsewhere; subclasses fall through to ``self.base`` for the rest."""
 
-    Queries are recognised by their bytes: ``expect(ids, vectors)`` announces a chunk's
-    rows (the very arrays the engine will search with).
-    """
-
-    def __init__(self, base: FloatStore, *, table: Neighbours, k: int, floor: float) -> None:
+    def __init__(self, base: FloatStore) -> None:
         super().__init__(
             base.index,
             model_id=base.model_id,
@@ -135,6 +132,17 @@ class JoinedFloats(FloatStore):
             params=base.params,
         )
         self.base = base
+
+
+class JoinedFloats(StandInFloats):
+    """``FloatStore.search`` answered from a vector self-join table keyed by item id.
+
+    Queries are recognised by their bytes: ``expect(ids, vectors)`` announces a chunk's
+    rows (the very arrays the engine will search with).
+    """
+
+    def __init__(self, base: FloatStore, *, table: Neighbours, k: int, floor: float) -> None:
+        super().__init__(base)
         self.table, self.k, self.floor = table, k, floor
         self._ids_by_bytes: dict[bytes, int] = {}
         self._shared: set[bytes] = set()
