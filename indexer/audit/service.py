@@ -402,6 +402,7 @@ def _visual_matches(
                 if corpus.model_id and corpus.model_id in embedders
                 else None
             )
+            on_progress = _verify_progress(report, n, len(corpora), corpus.name)
             if executor.kind == "ray":
                 pairs = match_corpus_on_ray(
                     ws,
@@ -415,7 +416,7 @@ def _visual_matches(
                     workers=executor.workers,
                     actors=executor.actors,
                     phases=phases,
-                    on_batch=_verify_progress(report, n, len(corpora), corpus.name),
+                    on_batch=on_progress,
                 )
             else:
                 with ws.sessions() as s:
@@ -428,7 +429,7 @@ def _visual_matches(
                         thresholds=th,
                         phases=phases,
                         store=store,
-                        on_verify=_verify_progress(report, n, len(corpora), corpus.name),
+                        on_verify=on_progress,
                     ).pairs
             for p in pairs:
                 assert p.kind is not None  # match_corpus returns classified pairs only

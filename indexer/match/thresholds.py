@@ -276,6 +276,8 @@ class Thresholds:
         geometry: int | None = None,
     ) -> list[str]:
         """Which near criteria one pair meets (``phash``, ``verify``, ``geometry``), for its evidence."""
+        if _num(geometry) <= -self.geometry_inliers:  # a fit on a shared overlay: no rule holds
+            return []
         ham, ver = _ham(hamming), _num(verify)
         small = bool(self.small_mask(_num(min_side)))
         reasons = []
@@ -285,8 +287,6 @@ class Thresholds:
             reasons.append("verify")
         if _num(geometry) >= self.geometry_inliers:
             reasons.append("geometry")
-        if _num(geometry) <= -self.geometry_inliers:  # a fit on a shared overlay: no rule holds
-            return []
         return reasons
 
 
