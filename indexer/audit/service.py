@@ -430,6 +430,9 @@ def _visual_matches(
                         phases=phases,
                         store=store,
                         on_verify=on_progress,
+                        regions=state.regions.get(corpus.model_id or "")
+                        if vectors is not None
+                        else None,
                     ).pairs
             for p in pairs:
                 assert p.kind is not None  # match_corpus returns classified pairs only

@@ -33,6 +33,7 @@ from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 
 if TYPE_CHECKING:
+    from splitaudit.indexer.match.inset_candidates import RegionVectors
     from splitaudit.indexer.match.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,12 @@ def match_corpus(
     phases: PhaseTimes | None = None,
     store: VerifyStore | None = None,
     on_verify: Callable[[int, int], None] | None = None,
+    regions: RegionVectors | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
+
+    ``regions``: embeddings of regions of the large test images by the same model as
+    ``vectors`` (``state.regions[model]``), which nominate insets for the geometric step.
 
     ``on_verify(done, total)`` hears the verification step's progress (test images with
     candidates to verify): the long phase of a large audit.
@@ -162,7 +167,8 @@ def match_corpus(
     if vectors is not None and index.floats is not None and len(vectors):
         with phases.phase("vector search"):
             _vector_pairs(index.floats.search, vectors, thresholds, pair)
-            _region_pairs(index.floats.search, state, vectors, thresholds, pair)
+            if regions is not None:
+                _region_pairs(index.floats.search, regions, thresholds, pair)
             _fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
@@ -319,20 +325,13 @@ def _vector_pairs(
 
 
 def _region_pairs(
-    search: VectorSearch,
-    state: SplitState,
-    vectors: npt.NDArray[np.float32],
-    th: Thresholds,
-    pair: PairOf,
+    search: VectorSearch, regions: RegionVectors, th: Thresholds, pair: PairOf
 ) -> None:
     """Candidates nominated by regions of the large test images (a corpus image inset in a
     screenshot, ``splitaudit.indexer.match.inset_candidates``), for the geometric step."""
     from splitaudit.indexer.match.inset_candidates import region_candidates
 
-    # the regions embedded by the model of ``vectors`` (the state holds one array per model)
-    model = next((m for m, v in state.vectors.items() if v is vectors), None)
-    regions = state.regions.get(model) if model is not None else None
-    if regions is None or not len(regions):
+    if not len(regions):
         return
     for (row, item_id), score in region_candidates(search, regions, th.candidate_cosine).items():
         p = pair(row, item_id)

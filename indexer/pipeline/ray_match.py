@@ -172,7 +172,7 @@ class MatchWorker(WorkspaceActor):
         phases = PhaseTimes()
         index = self.index
         if model is not None and model in state.vectors:
-            vectors = state.vectors[model]  # the engine finds the model's regions by identity
+            vectors = state.vectors[model]
         if answers and index.floats is not None:
             index = replace(index, floats=AnsweredFloats(index.floats, answers))
         with self.ws.sessions() as s:
@@ -185,6 +185,7 @@ class MatchWorker(WorkspaceActor):
                 thresholds=thresholds,
                 phases=phases,
                 store=self.store,
+                regions=state.regions.get(model) if model is not None else None,
             )
         return batch, found.pairs, dict(phases.seconds)
 
@@ -243,11 +244,10 @@ def slice_state(
     vectors (and region embeddings) of ``models`` only."""
     oriented = state.phash_oriented
     extra: dict[str, Any] = {}
-    regions = getattr(state, "regions", None)  # per-model region embeddings, rows -> split rows
-    if regions is not None:
-        extra["regions"] = {
-            m: _slice_rows(r, start, stop) for m, r in regions.items() if m in models
-        }
+    # per-model region embeddings, rows -> split rows
+    extra["regions"] = {
+        m: _slice_rows(r, start, stop) for m, r in state.regions.items() if m in models
+    }
     return replace(
         state,
         **extra,
@@ -412,7 +412,7 @@ def _search_regions(
 ) -> tuple[Any, npt.NDArray[np.float32], npt.NDArray[np.int64]] | None:
     """Round 1 for the split's region embeddings of ``model`` (large test images): one search
     of them all, as the local engine makes it."""
-    regions = getattr(state, "regions", {}).get(model) if model is not None else None
+    regions = state.regions.get(model) if model is not None else None
     if regions is None or not len(regions):
         return None
     from splitaudit.indexer.match import inset_candidates
