@@ -96,22 +96,55 @@ def generate(
     }
 
 
+QUERY_FILE = "queries.npz"
+
+
+def save_queries(folder: Path, g: dict[str, Any]) -> None:
+    """The audit's queries and the batch list, kept beside the stores (``--reuse``)."""
+    names = np.asarray([name for name, _ in g["refs"]])
+    sizes = np.asarray([m for _, m in g["refs"]], np.int64)
+    arrays = {k: g[k] for k in ("vectors", "phash", "mirror")}
+    np.savez(folder / QUERY_FILE, names=names, sizes=sizes, n_leak=g["n_leak"], **arrays)
+
+
+def load_queries(folder: Path, nq: int) -> dict[str, Any]:
+    """What ``save_queries`` kept; refuses a folder built for another query count."""
+    path = folder / QUERY_FILE
+    if not path.exists():
+        sys.exit(f"--reuse: no {path}; build the size first (with --keep)")
+    with np.load(path) as data:
+        g: dict[str, Any] = {k: data[k] for k in ("vectors", "phash", "mirror")}
+        g["refs"] = [(str(a), int(b)) for a, b in zip(data["names"], data["sizes"], strict=True)]
+        g["n_leak"] = int(data["n_leak"])
+    if len(g["vectors"]) != nq:
+        sys.exit(f"--reuse: {path} holds {len(g['vectors'])} queries, not {nq}")
+    return g
+
+
 def run_one(
-    n: int, nq: int, root: Path, hashes_only: bool = False, ondisk_min: int | None = None
+    n: int,
+    nq: int,
+    root: Path,
+    hashes_only: bool = False,
+    ondisk_min: int | None = None,
+    *,
+    reuse: bool = False,
 ) -> dict[str, Any]:
-    """Generate, build, reopen and audit one size; returns the figures."""
+    """Generate, build, reopen and audit one size (``reuse``: audit the stores an earlier
+    ``--keep`` run left); returns the figures."""
     from splitaudit.indexer.store import corpus_index
     from splitaudit.indexer.store.binary_index import BinaryStore
-    from splitaudit.indexer.store.calibrate import knn_within_recall
-    from splitaudit.indexer.store.exact import recall_at_k
     from splitaudit.indexer.store.float_build import build_ivf
-    from splitaudit.indexer.store.float_index import FloatStore
     from splitaudit.indexer.store.policy import IndexPolicy
 
     folder = root / f"n{n}"
+    out: dict[str, Any] = {"items": n, "queries": nq, "hashes_only": hashes_only}
+    if reuse:
+        g = load_queries(folder, nq)
+        out["reused"] = True
+        return audit(out, folder, g, n, nq)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    out: dict[str, Any] = {"items": n, "queries": nq, "hashes_only": hashes_only}
     c = Clock()
     g = generate(folder, Synthetic(min(n, 1000) if hashes_only else n), nq, hashes_only=hashes_only)
     if hashes_only:
@@ -141,7 +174,19 @@ def run_one(
     out["rss_after_build_mb"] = round(peak_rss_mb())
     out["rss_built_mb"] = current_rss_mb()
     del floats, hashes
-    floats = None
+    save_queries(folder, g)
+    return audit(out, folder, g, n, nq)
+
+
+def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int) -> dict[str, Any]:
+    """Reopen the saved stores for serving, run the audit's store calls and the baselines."""
+    from splitaudit.indexer.store.binary_index import BinaryStore
+    from splitaudit.indexer.store.calibrate import knn_within_recall
+    from splitaudit.indexer.store.exact import recall_at_k
+    from splitaudit.indexer.store.float_index import FloatStore
+
+    hashes_only = out["hashes_only"]
+    floats: Any = None
     c = Clock()
     hashes = BinaryStore.load(folder)
     if not hashes_only:
@@ -252,11 +297,14 @@ def report(results: list[dict[str, Any]]) -> None:
     for r in results:
         kind = "hashes only" if r.get("hashes_only") else "hashes + vectors"
         print(f"\n== {r['items']:,} items, {r['queries']:,} queries (store level, {kind}) ==")
-        print(
-            f"  generate {r['generate']['wall_s']} s; build: hashes {r['hash_build']['wall_s']} s, "
-            f"vectors {r['vector_build']['wall_s']} s (CPU {r['vector_build']['cpu_s']} s); "
-            f"open {r['open']['wall_s']} s; peak RSS after build {r['rss_after_build_mb']} MiB"
-        )
+        if r.get("reused"):
+            print(f"  stores of an earlier run reused (no build); open {r['open']['wall_s']} s")
+        else:
+            print(
+                f"  generate {r['generate']['wall_s']} s; build: hashes {r['hash_build']['wall_s']}"
+                f" s, vectors {r['vector_build']['wall_s']} s (CPU {r['vector_build']['cpu_s']} s);"
+                f" open {r['open']['wall_s']} s; peak RSS after build {r['rss_after_build_mb']} MiB"
+            )
         vp = r["vector_params"]
         if vp:
             print(
@@ -317,6 +365,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument(
+        "--reuse", action="store_true", help="audit the stores a --keep run left (no rebuild)"
+    )
     ap.add_argument("--hashes-only", action="store_true", help="no vectors: the hash store only")
     ap.add_argument(
         "--ondisk-min", type=int, help="IndexPolicy.ondisk_min (on-disk IVF lists from)"
@@ -329,7 +380,9 @@ def main(argv: list[str] | None = None) -> None:
         report(json.loads(args.report.read_text()))
         return
     if args.one:
-        figures = run_one(args.one, args.queries, args.dir, args.hashes_only, args.ondisk_min)
+        figures = run_one(
+            args.one, args.queries, args.dir, args.hashes_only, args.ondisk_min, reuse=args.reuse
+        )
         print(json.dumps(figures, default=str))
         return
     results = []
@@ -338,13 +391,14 @@ def main(argv: list[str] | None = None) -> None:
         cmd += ["--queries", str(args.queries), "--dir", str(args.dir)]
         cmd += ["--hashes-only"] if args.hashes_only else []
         cmd += ["--ondisk-min", str(args.ondisk_min)] if args.ondisk_min else []
+        cmd += ["--reuse"] if args.reuse else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.exit(f"size {n} failed:\n{proc.stderr[-4000:]}")
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         if args.json:
             args.json.write_text(json.dumps(results, indent=2, default=str))
-        if not args.keep:
+        if not (args.keep or args.reuse):
             shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
     report(results)
 
