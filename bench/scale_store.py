@@ -243,9 +243,12 @@ def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int)
             (cand[0][0][sub][rows], cand[0][1][sub][rows]), (before[0][0][rows], before[0][1][rows])
         )
         out[f"candidate_recall_{name}"] = {"at_10": round(at_k, 4), "at_1": round(at_1, 4)}
+    c = Clock()
     lims, _, ids = hashes.index.range_search(
         hashes_bytes(g["phash"][sub]), RADIUS + 1
     )  # radius search is exclusive
+    out["near_r8_brute_x"] = {k: round(v * scale * 2, 1) for k, v in c.done().items()}
+    out["by_radius"] = structures_by_radius(hashes, g["phash"][sub], scale)
     hits = total = 0
     for r, i in enumerate(sub.tolist()):
         within = set(ids[lims[r] : lims[r + 1]].tolist())
@@ -259,6 +262,38 @@ def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int)
         out["semantic_exact_baseline_x"] = {k: round(v * scale, 1) for k, v in e.items()}
         out["semantic_recall_at_10"] = round(recall_at_k(found[sub], truth), 4)
     out["peak_rss_mb"] = round(peak_rss_mb())
+    return out
+
+
+def structures_by_radius(hashes: Any, q: npt.NDArray[np.uint64], scale: float) -> dict[str, Any]:
+    """Per radius, what each structure costs for the same queries (x ``scale``, both pHash
+    orientations, so per audit): multi-index hashing (exact up to ``MAX_EXACT_RADIUS``) and
+    FAISS brute force, for the radius search and the k nearest within the radius."""
+    from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
+
+    def per_audit(clock: Clock) -> float:
+        return round(clock.done()["cpu_s"] * scale * 2, 2)
+
+    out: dict[str, Any] = {}
+    codes = hashes_bytes(q)
+    for radius in (4, RADIUS, MAX_EXACT_RADIUS, CANDIDATE_RADIUS):
+        row: dict[str, Any] = {}
+        if hashes.mih is not None and radius <= MAX_EXACT_RADIUS:
+            c = Clock()
+            found = hashes.mih.search_radius(q, radius)
+            row["mih_radius_cpu_s"] = per_audit(c)
+            row["hits_per_query"] = round(sum(len(i) for i, _ in found) / len(q), 2)
+            c = Clock()
+            hashes.mih.search_knn_within(q, K, radius)
+            row["mih_knn_cpu_s"] = per_audit(c)
+        c = Clock()
+        lims = hashes.index.range_search(codes, radius + 1)[0]
+        row["brute_radius_cpu_s"] = per_audit(c)
+        row.setdefault("hits_per_query", round(float(lims[-1]) / len(q), 2))
+        out[str(radius)] = row
+    c = Clock()
+    hashes.search_knn(q, K)
+    out["brute_knn_cpu_s"] = per_audit(c)
     return out
 
 
@@ -349,6 +384,15 @@ def report(results: list[dict[str, Any]]) -> None:
             f"{r['candidate_recall_all']}, planted {r['candidate_recall_planted']}, new "
             f"{r['candidate_recall_new']}"
         )
+        if "by_radius" in r:
+            br = r["by_radius"]
+            print(
+                f"  by radius, CPU-s per audit (x from {SUBSET} queries): exhaustive 10-NN "
+                f"{br['brute_knn_cpu_s']}; brute radius search at 8: {r['near_r8_brute_x']}"
+            )
+            for radius, row in br.items():
+                if isinstance(row, dict):
+                    print(f"    r {radius}: {row}")
         if "semantic_exact_baseline_x" in r:
             e = r["semantic_exact_baseline_x"]
             print(f"  exact vector baseline (x): {e['wall_s']} s wall, {e['cpu_s']} CPU-s")
