@@ -168,6 +168,29 @@ def test_list_by_list_search_equals_faiss_search(corpus: Corpus_, storage: str) 
     np.testing.assert_allclose(scores[:, 0], want_s[:, 0], atol=1e-4)
 
 
+def test_list_scan_threads_give_the_same_answer(
+    corpus: Corpus_, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from splitaudit.indexer.store import float_index
+
+    corpus.add(2000)
+    floats = corpus.sync(IndexPolicy(flat_max=1000, calibration_queries=100)).floats
+    assert floats is not None
+    floats.index.nprobe = 16
+    queries = clustered(np.random.default_rng(5), 1500, corpus.centers)
+    answers = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(float_index, "SCAN_THREADS", threads)
+        answers.append(floats._search_by_list(queries, 10))
+    want_s, want_i = floats.index.search(queries, 10)
+    for scores, ids in answers:  # (tied scores may come in another order)
+        np.testing.assert_array_equal(np.sort(ids, axis=1), np.sort(answers[0][1], axis=1))
+        np.testing.assert_array_equal(scores, answers[0][0])
+        # every rank, not just the best: rows skipped by the k-th best filter lose nothing
+        np.testing.assert_allclose(scores, want_s, atol=1e-4)
+        assert recall_at_k(ids, want_i) >= 0.999
+
+
 def test_storage_options_are_kept_until_changed(corpus: Corpus_) -> None:
     corpus.add(1500)
     sq8 = IndexPolicy(flat_max=1000, calibration_queries=100, storage="sq8")
