@@ -31,7 +31,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,9 +43,11 @@ from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
+from splitaudit.indexer.pipeline.ray_shard_search import ShardedSearch
+from splitaudit.indexer.pipeline.ray_shards import FloatShard, Part, ShardSpec, plan_shards
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
-from splitaudit.indexer.store.float_index import BATCHED_PER_LIST, FloatStore
+from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.joined import StandInFloats
 from splitaudit.indexer.workspace import Workspace
 
@@ -58,6 +60,8 @@ VECTOR_CHUNK = 16_384  # the rows match.engine._vector_pairs searches together
 BATCHES_PER_ACTOR = 2  # a second batch queued per actor keeps it busy while one returns
 MATCH_BATCHES_PER_ACTOR = 4  # round 2: verification time varies by row; small batches even it out
 MATCH_BATCH_MAX = 4096
+PEER_GROUP = "peer"  # the concurrency group of calls between actors
+SEARCH_BLOCK = 4096  # round 1's query rows per Flat search (a multiple of QUERY_BLOCK)
 
 
 def log_actor_cpu(closed: Sequence[tuple[int, float]]) -> None:
@@ -120,6 +124,10 @@ class WorkspaceActor:
     """What every matching actor holds: the workspace and its verification store, opened once."""
 
     def __init__(self, ref: WorkspaceRef) -> None:
+        self.open_workspace(ref)
+
+    def open_workspace(self, ref: WorkspaceRef) -> None:
+        """Open the workspace and verification store (SQLite: used on this thread only)."""
         self.ws = ref.open()
         self.store: VerifyStore | None = open_verify_store_for(self.ws)
 
@@ -134,26 +142,73 @@ class WorkspaceActor:
 
 
 class MatchWorker(WorkspaceActor):
-    """Ray actor body: one corpus's index and the verification store, opened once; matches batches."""
+    """Ray actor body: one shard of a corpus's float index (``ray_shards.FloatShard``, only its
+    own bytes mapped), the corpus's hash index and the verification store, opened once.
 
-    def __init__(self, ref: WorkspaceRef, corpus: str, corpus_id: int) -> None:
-        from splitaudit.indexer.pipeline.index import open_corpus_index
+    Round 1 answers its pieces of each vector search (``ray_shard_search``); round 2 matches
+    batches of rows, its vector search answered from round 1 and the stored vectors of
+    hash-only candidates (their cosines) read from the shard that holds them.
+    """
 
-        super().__init__(ref)
-        self.corpus_id = corpus_id
-        self.index: CorpusIndex = open_corpus_index(self.ws, corpus)
+    def __init__(self, ref: WorkspaceRef, layout: IndexLayout, spec: ShardSpec | None) -> None:
+        from splitaudit.indexer.store.binary_index import BinaryStore
 
-    def search(
-        self, block: int, vectors: npt.NDArray[np.float32], k: int, threads: int | None
-    ) -> tuple[int, npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """Round 1: ``block`` and the top-``k`` vector search of its rows (as the engine asks
-        it), on ``threads`` BLAS threads (the driver's)."""
-        from threadpoolctl import threadpool_limits
+        # the workspace is opened by ``set_peers``: on the thread every call but the peers'
+        # ``reconstruct`` (a concurrency group of its own, ``PEER_GROUP``) runs on
+        self.ref = ref
+        self.layout = layout
+        self.shard = FloatShard(spec) if spec is not None else None
+        self.hashes = BinaryStore.load(layout.folder)
+        self.peers: list[Any] = []
 
-        assert self.index.floats is not None
-        with threadpool_limits(limits=threads, user_api="blas"):
-            scores, ids = self.index.floats.search(vectors, k)
-        return block, scores, ids
+    def set_peers(self, peers: list[Any]) -> int:
+        """Open the workspace; note the shard-holding actors, in shard order (for vectors this
+        shard does not hold); returns the bytes of the float index this actor maps."""
+        self.open_workspace(self.ref)
+        self.peers = peers
+        return self.mapped_bytes()
+
+    def mapped_bytes(self) -> int:
+        """Bytes of the float index file this actor maps (its shard only)."""
+        return self.shard.mapped_bytes() if self.shard is not None else 0
+
+    def flat_parts(self, *args: Any) -> list[Part]:
+        """``FloatShard.flat_parts``."""
+        assert self.shard is not None
+        return self.shard.flat_parts(*args)
+
+    def list_parts(self, *args: Any) -> list[Part]:
+        """``FloatShard.list_parts``."""
+        assert self.shard is not None
+        return self.shard.list_parts(*args)
+
+    def faiss_search(self, *args: Any) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """``FloatShard.faiss_search``."""
+        assert self.shard is not None
+        return self.shard.faiss_search(*args)
+
+    def reconstruct(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float32]]:
+        """``FloatShard.reconstruct``: the vectors of the ``ids`` this shard holds."""
+        return self.shard.reconstruct(ids) if self.shard is not None else {}
+
+    def _vector(self, item_id: int) -> npt.NDArray[np.float32]:
+        """The stored vector of ``item_id``, from this shard or the one holding it."""
+        import ray
+
+        ask = np.array([item_id], np.int64)
+        found = self.reconstruct(ask)
+        if item_id not in found:
+            own = self.shard.spec.shard if self.shard is not None else -1
+            asked = [
+                p.reconstruct.options(concurrency_group=PEER_GROUP).remote(ask)
+                for n, p in enumerate(self.peers)
+                if n != own
+            ]
+            for got in ray.get(asked):
+                found.update(got)
+        if item_id not in found:
+            raise RuntimeError(f"item {item_id} is in no shard of the vector index")
+        return found[item_id]
 
     def match(
         self,
@@ -170,15 +225,18 @@ class MatchWorker(WorkspaceActor):
         ``vectors``); ``answers``: round 1's searches of this batch (rows, regions).
         """
         phases = PhaseTimes()
-        index = self.index
         if model is not None and model in state.vectors:
             vectors = state.vectors[model]
-        if answers and index.floats is not None:
-            index = replace(index, floats=AnsweredFloats(index.floats, answers))
+        floats = (
+            AnsweredFloats(ShardedFloats(self.layout, self._vector), answers)
+            if self.layout.has_floats
+            else None
+        )
+        index = CorpusIndex(self.layout.corpus, self.layout.generation, self.hashes, floats)
         with self.ws.sessions() as s:
             found = match_corpus(
                 s,
-                corpus_id=self.corpus_id,
+                corpus_id=self.layout.corpus_id,
                 index=index,
                 state=state,
                 vectors=vectors,
@@ -188,6 +246,77 @@ class MatchWorker(WorkspaceActor):
                 regions=state.regions.get(model) if model is not None else None,
             )
         return batch, found.pairs, dict(phases.seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """What an actor needs to know of the corpus index besides its shard."""
+
+    corpus: str
+    corpus_id: int
+    generation: int
+    folder: Path
+    has_floats: bool = False
+    model_id: str = ""
+    dim: int = 0
+    count: int = 0
+    index_type: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, index: CorpusIndex, corpus_id: int, folder: Path) -> IndexLayout:
+        """The layout of the driver's open ``index`` saved in ``folder``."""
+        f = index.floats
+        if f is None:
+            return cls(index.corpus, corpus_id, index.generation, folder)
+        return cls(
+            index.corpus,
+            corpus_id,
+            index.generation,
+            folder,
+            True,
+            f.model_id,
+            f.dim,
+            f.count,
+            f.index_type,
+            dict(f.params),
+        )
+
+
+class _RoutedIndex:
+    """The part of a FAISS index the audit engine touches besides search: ``ntotal`` and
+    ``reconstruct(id)``, answered by the shards."""
+
+    def __init__(self, count: int, vector: Callable[[int], npt.NDArray[np.float32]]) -> None:
+        self.ntotal = count
+        self.vector = vector
+
+    def reconstruct(self, item_id: int) -> npt.NDArray[np.float32]:
+        return self.vector(int(item_id))
+
+
+class ShardedFloats(FloatStore):
+    """A ``FloatStore`` whose vectors live in the shards: ``index.reconstruct`` reads the shard
+    holding the item; a search the driver did not answer in round 1 is an error."""
+
+    def __init__(
+        self, layout: IndexLayout, vector: Callable[[int], npt.NDArray[np.float32]]
+    ) -> None:
+        super().__init__(
+            _RoutedIndex(layout.count, vector),
+            model_id=layout.model_id,
+            dim=layout.dim,
+            index_type=layout.index_type,
+            params=layout.params,
+        )
+
+    def search(
+        self, queries: npt.NDArray[np.float32], k: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        raise RuntimeError(
+            f"a vector search of {len(queries)} rows (k={k}) that round 1 did not answer: "
+            "the sharded index is searched from the driver only"
+        )
 
 
 class AnsweredFloats(StandInFloats):
@@ -214,27 +343,28 @@ class AnsweredFloats(StandInFloats):
         return self.base.search(q, k)
 
 
-def batch_bounds(n: int, parts: int, index: CorpusIndex | None = None) -> list[tuple[int, int]]:
+def batch_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     """Row ranges ``[start, stop)`` covering ``n`` query rows in about ``parts`` blocks, each
-    searched exactly as the local engine searches it (round 1 of the module docstring)."""
-    floats = index.floats if index is not None else None
-    by_list_rows = 0  # the smallest batch that takes the IVF list-by-list path (0: no IVF)
-    if floats is not None and not floats.is_exact and floats.count:
-        nprobe, nlist = int(floats.index.nprobe), int(floats.index.nlist)
-        by_list_rows = math.ceil(BATCHED_PER_LIST * nlist / max(nprobe, 1))
+    within one of the engine's ``VECTOR_CHUNK``-row searches and starting at a multiple of the
+    exact search's query block (a Flat search's products are then the engine's own)."""
     chunks = [(s, min(s + VECTOR_CHUNK, n)) for s in range(0, n, VECTOR_CHUNK)]
     per_chunk = max(1, math.ceil(parts / max(len(chunks), 1)))
     out: list[tuple[int, int]] = []
     for start, stop in chunks:
-        rows = stop - start
-        least = by_list_rows if by_list_rows and rows >= by_list_rows else 1
-        size = max(math.ceil(rows / per_chunk), least)
-        size = math.ceil(size / QUERY_BLOCK) * QUERY_BLOCK
-        cuts = [*range(start, stop, size), stop]
-        if least > 1 and len(cuts) > 2 and cuts[-1] - cuts[-2] < least:
-            del cuts[-2]  # a short tail joins the batch before it
-        out += list(itertools.pairwise(cuts))
+        size = math.ceil(math.ceil((stop - start) / per_chunk) / QUERY_BLOCK) * QUERY_BLOCK
+        out += list(itertools.pairwise([*range(start, stop, size), stop]))
     return out
+
+
+def search_blocks(n: int, index: CorpusIndex) -> list[tuple[int, int]]:
+    """Round 1's blocks of ``n`` query rows: an IVF index is searched in the engine's chunks
+    themselves (its coarse step and list products depend on the batch), a Flat one in
+    ``SEARCH_BLOCK``-row blocks of them (so the driver merges one while the shards search the
+    next)."""
+    floats = index.floats
+    if floats is not None and not floats.is_exact:
+        return [(s, min(s + VECTOR_CHUNK, n)) for s in range(0, n, VECTOR_CHUNK)]
+    return batch_bounds(n, math.ceil(n / SEARCH_BLOCK))
 
 
 def slice_state(
@@ -299,7 +429,8 @@ def match_corpus_on_ray(
 ) -> list[Pair]:
     """``match_corpus(...).pairs`` of ``state`` against ``corpus``, computed on Ray actors.
 
-    ``index`` is the driver's open index of the corpus (it sizes the search blocks);
+    ``index`` is the driver's open (and saved) index of the corpus: its float index is cut
+    into one shard per actor (``ray_shards``), searched on the actors and merged here;
     ``workers``: CPUs of a local Ray instance started here (without ``address``); ``actors``:
     how many (default: one per cluster CPU). ``on_batch(done, total)`` hears each finished
     batch of round 2. Pairs come back in batch order, rows numbered as in ``state``.
@@ -310,33 +441,56 @@ def match_corpus_on_ray(
     searched = vectors is not None and index.floats is not None and len(vectors) > 0
     # the model whose vectors these are: the engine finds its region embeddings by it
     model = next((m for m, v in state.vectors.items() if v is vectors), None)
+    folder = ws.corpus_dir(corpus)
     with ray_cluster(address, workers) as ray:
         from ray.util import ActorPool
 
         n_actors = actor_count(ray, actors)
         matches = match_bounds(len(state), n_actors * MATCH_BATCHES_PER_ACTOR)
         n_actors = min(n_actors, len(matches))
+        specs = (
+            plan_shards(index.floats, folder, n_actors)
+            if index.floats is not None and index.floats.count
+            else []
+        )
+        layout = IndexLayout.of(index, corpus_id, folder)
         ref = WorkspaceRef.of(ws)
-        worker_cls = ray.remote(num_cpus=1)(MatchWorker)
-        pool_actors = [worker_cls.remote(ref, corpus, corpus_id) for _ in range(n_actors)]
-        pool = ActorPool(pool_actors)
+        # other actors' requests for stored vectors are served while a batch is matched
+        worker_cls = ray.remote(num_cpus=1, concurrency_groups={PEER_GROUP: 2})(MatchWorker)
+        pool_actors = [
+            worker_cls.remote(ref, layout, specs[n] if n < len(specs) else None)
+            for n in range(n_actors)
+        ]
+        holders = pool_actors[: len(specs)]
         try:
+            mapped = ray.get([a.set_peers.remote(holders) for a in pool_actors])
+            log.info(
+                "ray: float index (%s) in %d shards; bytes mapped per actor: %s",
+                index.floats.index_type if index.floats is not None else "none",
+                len(specs),
+                ",".join(str(b) for b in mapped),
+            )
             answers = Answers()
-            if searched:
-                assert vectors is not None
-                threads = blas_threads()
-                # each searching actor runs ``threads`` BLAS threads: as many searchers as keep
-                # the cluster's CPUs busy without oversubscribing them
-                searchers = pool_actors[: max(1, math.ceil(n_actors / (threads or 1)))]
-                blocks = batch_bounds(len(vectors), len(searchers), index)
+            if searched and specs:
+                assert vectors is not None and index.floats is not None
+                searcher = ShardedSearch(
+                    index.floats,
+                    specs,
+                    submit=lambda n, method, *args: getattr(holders[n], method).remote(*args),
+                    gather=ray.get,
+                    threads=blas_threads(),
+                )
                 with phases.phase("ray: vector search"):
-                    answers.rows = _search(ActorPool(searchers), vectors, blocks, threads)
-                    answers.regions = _search_regions(ray, searchers[0], state, model, threads)
+                    answers.rows = _search(searcher, vectors, search_blocks(len(vectors), index))
+                    answers.regions = _search_regions(searcher, state, model)
+                if searcher.researched:
+                    log.info("ray: %d tied rows searched again here", searcher.researched)
             log.info(
                 "ray: %d query rows in %d batches on %d actors", len(state), len(matches), n_actors
             )
             by_batch: dict[int, list[Pair]] = {}
             with phases.phase("ray: matching"):
+                pool = ActorPool(pool_actors)
                 found = _match(ray, pool, state, model, vectors, answers, thresholds, matches)
                 for done, (batch, pairs, seconds) in enumerate(found, start=1):
                     start = matches[batch][0]
@@ -363,25 +517,19 @@ def blas_threads() -> int | None:
 
 
 def _search(
-    pool: Any,
-    vectors: npt.NDArray[np.float32],
-    blocks: Sequence[tuple[int, int]],
-    threads: int | None,
+    searcher: ShardedSearch, vectors: npt.NDArray[np.float32], blocks: Sequence[tuple[int, int]]
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """Round 1: the top-``TOP_K`` search of every row, block by block on the actors, on
-    ``threads`` BLAS threads (the driver's): a product's rounding depends on how its rows are
-    split among threads, and Ray starts each actor with one (``OMP_NUM_THREADS=1``)."""
+    """Round 1: the top-``TOP_K`` search of every row, block by block, each block fanned out
+    to every shard; the next block is sent before the last one is merged."""
     scores = np.zeros((len(vectors), TOP_K), np.float32)
     ids = np.full((len(vectors), TOP_K), -1, np.int64)
-
-    def submit(actor: Any, block: int) -> Any:
-        start, stop = blocks[block]
-        part = np.ascontiguousarray(vectors[start:stop])
-        return actor.search.remote(block, part, TOP_K, threads)
-
-    for block, s, i in pool.map_unordered(submit, range(len(blocks))):
-        start, stop = blocks[block]
-        scores[start:stop], ids[start:stop] = s, i
+    pending: list[tuple[int, int, Callable[[], tuple[Any, Any]]]] = []
+    for start, stop in [*blocks, (-1, -1)]:
+        if start >= 0:
+            pending.append((start, stop, searcher.begin(vectors[start:stop], TOP_K)))
+        if len(pending) > 1 or (start < 0 and pending):
+            a, b, finish = pending.pop(0)
+            scores[a:b], ids[a:b] = finish()
     return scores, ids
 
 
@@ -408,7 +556,7 @@ class Answers:
 
 
 def _search_regions(
-    ray: Any, actor: Any, state: SplitState, model: str | None, threads: int | None
+    searcher: ShardedSearch, state: SplitState, model: str | None
 ) -> tuple[Any, npt.NDArray[np.float32], npt.NDArray[np.int64]] | None:
     """Round 1 for the split's region embeddings of ``model`` (large test images): one search
     of them all, as the local engine makes it."""
@@ -418,8 +566,7 @@ def _search_regions(
     from splitaudit.indexer.match import inset_candidates
 
     k = int(inset_candidates.REGION_TOP_K)
-    queries = np.ascontiguousarray(regions.vectors, dtype=np.float32)
-    _block, scores, ids = ray.get(actor.search.remote(-1, queries, k, threads))
+    scores, ids = searcher.search(np.ascontiguousarray(regions.vectors, dtype=np.float32), k)
     return regions, scores, ids
 
 

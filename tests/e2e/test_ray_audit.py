@@ -24,6 +24,7 @@ from splitaudit.indexer.pipeline.ray_match import (
     AnsweredFloats,
     batch_bounds,
     match_bounds,
+    search_blocks,
     slice_state,
 )
 
@@ -121,18 +122,12 @@ def test_search_blocks_follow_the_engine_chunks() -> None:
         assert (stop - 1) // 16_384 == chunk
         assert (start - chunk * 16_384) % 1024 == 0
     assert len(batch_bounds(900, 4)) == 1  # one query block: one search
-    # IVF: where a chunk is searched list by list (rows x nprobe >= 64 x nlist), so is every
-    # block of it: none shorter than 64 x 512 / 8 = 4,096 rows
-    ivf = SimpleNamespace(
-        floats=SimpleNamespace(
-            is_exact=False, count=10**6, index=SimpleNamespace(nprobe=8, nlist=512)
-        )
-    )
-    blocks = batch_bounds(16_384 + 5_000, 8, ivf)  # type: ignore[arg-type]
-    assert blocks[-1] == (16_384, 21_384)  # the 904-row tail joined its block
-    assert all(stop - start >= 4096 for start, stop in blocks) and len(blocks) == 5
-    small = batch_bounds(3_000, 4, ivf)  # type: ignore[arg-type]
-    assert small == [(0, 1024), (1024, 2048), (2048, 3000)]  # FAISS's own search either way
+    # IVF: round 1 searches the engine's chunks themselves (coarse step and list products
+    # depend on the batch); Flat: 4,096-row blocks of them
+    ivf = SimpleNamespace(floats=SimpleNamespace(is_exact=False))
+    assert search_blocks(16_384 + 5_000, ivf) == [(0, 16_384), (16_384, 21_384)]  # type: ignore[arg-type]
+    flat = SimpleNamespace(floats=SimpleNamespace(is_exact=True))
+    assert search_blocks(10_000, flat) == [(0, 4096), (4096, 8192), (8192, 10_000)]  # type: ignore[arg-type]
     rows = match_bounds(10, 8)
     assert [b - a for a, b in rows] == [2, 2, 2, 2, 2] and rows[-1][1] == 10
 

@@ -1,0 +1,227 @@
+"""A top-k vector search fanned out to the shards of a float index and merged on the driver.
+
+``ShardedSearch.search(queries, k)`` returns what ``FloatStore.search(queries, k)`` of the
+whole index returns, bit for bit and tie for tie, from ``ray_shards.FloatShard`` pieces:
+
+* ``Flat``: each shard scores its database blocks against the queries with the local exact
+  search's products (1,024-query blocks on the driver's BLAS threads) and keeps, per block,
+  the candidates ``TopK.update`` would take from it; the driver replays the ``TopK`` merges in
+  block order, so even tied scores end in the same slots;
+* IVF, list by list (a large query batch): the driver runs the coarse quantizer exactly as
+  the local search does, sends each shard the probes of its lists; the shards return each
+  list's candidates, and the driver replays the merges in list order;
+* IVF through FAISS's own search (a small batch): the driver assigns the probes as
+  ``IndexIVF.search`` does (per OpenMP slice), each shard scans its lists with FAISS's
+  ``search_preassigned``, the driver keeps the best ``k``. FAISS breaks ties by the order it
+  meets candidates, which a merge cannot see: rows whose merged top ``k + 1`` holds a tied
+  score are searched again on the driver's own index with the same probes (rare: equal
+  vectors in the corpus).
+
+Shards are reached through ``submit(shard, method, *args)`` (a handle) and ``gather(handles)``
+(their values): Ray actors on the driver (``ray_match``), ``FloatShard`` objects in process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import threadpool_limits
+
+from splitaudit.indexer.pipeline.ray_shards import Part, ShardSpec
+from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
+from splitaudit.indexer.store.float_index import BATCHED_PER_LIST, FloatStore
+
+Result = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
+# submit(shard, method, *args) -> a handle; gather(handles) -> their values, in order
+Submit = Callable[..., Any]
+Gather = Callable[[list[Any]], list[Any]]
+
+
+def replay(top: TopK, rows: Any, part: Part) -> None:
+    """``TopK.update_rows(rows, ...)`` from the candidates it takes of a block (``take_part``)."""
+    scores, ids = part
+    if scores.shape[1] == 0 or scores.shape[0] == 0:
+        return
+    cand_s = np.concatenate([top.scores[rows], scores], axis=1)
+    cand_i = np.concatenate([top.ids[rows], ids], axis=1)
+    sel = np.argpartition(-cand_s, top.k - 1, axis=1)[:, : top.k]
+    top.scores[rows] = np.take_along_axis(cand_s, sel, 1)
+    top.ids[rows] = np.take_along_axis(cand_i, sel, 1)
+
+
+class ShardedSearch:
+    """``FloatStore.search`` of ``store``'s index, answered by its ``specs`` shards.
+
+    ``store``: the driver's open index (its centroids, the choice of search path, and the
+    re-search of tied rows on FAISS's path); ``threads``: the BLAS threads the local search
+    runs its exact products on (the driver's).
+    """
+
+    def __init__(
+        self,
+        store: FloatStore,
+        specs: Sequence[ShardSpec],
+        submit: Submit,
+        gather: Gather,
+        threads: int | None,
+    ) -> None:
+        self.store, self.specs = store, list(specs)
+        self.submit, self.gather, self.threads = submit, gather, threads
+        self.researched = 0  # rows of FAISS's path searched again on the driver (ties)
+
+    def search(self, queries: npt.NDArray[np.float32], k: int) -> Result:
+        """As ``self.store.search(queries, k)``."""
+        return self.begin(queries, k)()
+
+    def begin(self, queries: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
+        """Send the shards their pieces of ``search(queries, k)`` now; the returned function
+        waits for them and merges (so the next search can start meanwhile)."""
+        store = self.store
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        if len(q) == 0 or store.count == 0:
+            empty = np.zeros((len(q), k), np.float32), np.full((len(q), k), -1, np.int64)
+            return lambda: empty
+        kk = min(k, store.count)
+        if store.is_exact:
+            merge = self._flat(q, kk)
+        elif len(q) * store.index.nprobe >= BATCHED_PER_LIST * store.index.nlist:
+            merge = self._by_list(q, kk)
+        else:
+            merge = self._faiss(q, kk)
+
+        def finish() -> Result:
+            scores, ids = merge()
+            scores = np.where(ids >= 0, scores, 0).astype(np.float32)
+            if ids.shape[1] < k:
+                pad = k - ids.shape[1]
+                scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=0)
+                ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+            return scores, ids
+
+        return finish
+
+    def _flat(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
+        handles = [self.submit(s.shard, "flat_parts", q, k, self.threads) for s in self.specs]
+        return lambda: self._flat_merge(q, k, handles)
+
+    def _flat_merge(self, q: npt.NDArray[np.float32], k: int, handles: list[Any]) -> Result:
+        blocks = [part for parts in self.gather(handles) for part in parts]  # block order
+        out_s = np.empty((len(q), k), np.float32)
+        out_i = np.empty((len(q), k), np.int64)
+        for qs in range(0, len(q), QUERY_BLOCK):
+            rows = slice(qs, qs + QUERY_BLOCK)
+            top = TopK(len(q[rows]), k)
+            for scores, ids in blocks:
+                replay(top, slice(None), (scores[rows], ids[rows]))
+            out_s[rows], out_i[rows] = top.result()
+        return out_s, out_i
+
+    def _by_list(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
+        """``FloatStore._search_by_list``'s coarse step here, its list products on the shards."""
+        index = self.store.index
+        nprobe, nlist = int(index.nprobe), int(index.nlist)
+        centroids = self.store.centroids()
+        coarse = (
+            np.concatenate(
+                [
+                    np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[
+                        :, :nprobe
+                    ]
+                    for s in range(0, len(q), 4096)
+                ]
+            )
+            if nprobe < nlist
+            else np.tile(np.arange(nlist), (len(q), 1))
+        )
+        lists = coarse.ravel()
+        order = np.argsort(lists, kind="stable")
+        by_list, rows = lists[order], np.repeat(np.arange(len(q)), coarse.shape[1])[order]
+        starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
+        bounds = np.r_[starts, len(by_list)]
+        probed = by_list[starts]
+        handles, spans = [], []
+        for spec in self.specs:
+            lo, hi = np.searchsorted(probed, [spec.start, spec.stop])
+            spans.append((int(lo), int(hi)))
+            if hi > lo:
+                a, b = int(bounds[lo]), int(bounds[hi])
+                handles.append(
+                    self.submit(
+                        spec.shard,
+                        "list_parts",
+                        q,
+                        probed[lo:hi],
+                        rows[a:b],
+                        bounds[lo : hi + 1] - a,
+                        k,
+                    )
+                )
+
+        def merge() -> Result:
+            parts = [part for got in self.gather(handles) for part in got]  # list order
+            top = TopK(len(q), k)
+            for j, part in enumerate(parts):
+                replay(top, rows[bounds[j] : bounds[j + 1]], part)
+            return top.result()
+
+        return merge
+
+    def _faiss(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
+        keys, coarse = self.assign(q)
+        handles = [self.submit(s.shard, "faiss_search", q, k + 1, keys, coarse) for s in self.specs]
+        return lambda: self._faiss_merge(q, k, keys, coarse, self.gather(handles))
+
+    def _faiss_merge(
+        self,
+        q: npt.NDArray[np.float32],
+        k: int,
+        keys: npt.NDArray[np.int64],
+        coarse: npt.NDArray[np.float32],
+        found: list[Result],
+    ) -> Result:
+        all_s = np.concatenate([s for s, _i in found], axis=1)
+        all_i = np.concatenate([i for _s, i in found], axis=1)
+        all_s = np.where(all_i >= 0, all_s, -np.inf).astype(np.float32)
+        order = np.argsort(-all_s, axis=1, kind="stable")
+        best_s = np.take_along_axis(all_s, order, 1)[:, : k + 1]
+        best_i = np.take_along_axis(all_i, order, 1)[:, : k + 1]
+        real = best_s > -np.inf
+        tied = ((best_s[:, 1:] == best_s[:, :-1]) & real[:, 1:]).any(axis=1)
+        scores = np.ascontiguousarray(best_s[:, :k])
+        ids = np.ascontiguousarray(best_i[:, :k])
+        ids[~real[:, :k]] = -1
+        if tied.any():  # FAISS keeps tied candidates by the order it meets them: ask it
+            rows = np.flatnonzero(tied)
+            self.researched += len(rows)
+            s, i = self.store.index.search_preassigned(
+                np.ascontiguousarray(q[rows]),
+                k,
+                np.ascontiguousarray(keys[rows]),
+                np.ascontiguousarray(coarse[rows]),
+            )
+            scores[rows], ids[rows] = s, i
+        return scores, ids
+
+    def assign(
+        self, q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The probes (lists, coarse scores) ``IndexIVF.search`` assigns ``q``: its quantizer
+        searched per OpenMP slice of the batch, one BLAS thread inside a parallel region."""
+        import faiss
+
+        index = self.store.index
+        nprobe = min(int(index.nprobe), int(index.nlist))
+        n = len(q)
+        nt = min(int(faiss.omp_get_max_threads()), n)
+        keys = np.empty((n, nprobe), np.int64)
+        coarse = np.empty((n, nprobe), np.float32)
+        for part in range(nt):
+            a, b = n * part // nt, n * (part + 1) // nt
+            if b <= a:
+                continue
+            with threadpool_limits(limits=1 if nt > 1 else None):
+                coarse[a:b], keys[a:b] = index.quantizer.search(q[a:b], nprobe)
+        return keys, coarse
