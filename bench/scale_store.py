@@ -129,6 +129,7 @@ def run_one(
     ondisk_min: int | None = None,
     *,
     reuse: bool = False,
+    opts: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Generate, build, reopen and audit one size (``reuse``: audit the stores an earlier
     ``--keep`` run left); returns the figures."""
@@ -138,11 +139,12 @@ def run_one(
     from splitaudit.indexer.store.policy import IndexPolicy
 
     folder = root / f"n{n}"
+    opts = opts or {}
     out: dict[str, Any] = {"items": n, "queries": nq, "hashes_only": hashes_only}
     if reuse:
         g = load_queries(folder, nq)
         out["reused"] = True
-        return audit(out, folder, g, n, nq)
+        return audit(out, folder, g, n, nq, opts)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     c = Clock()
@@ -175,11 +177,15 @@ def run_one(
     out["rss_built_mb"] = current_rss_mb()
     del floats, hashes
     save_queries(folder, g)
-    return audit(out, folder, g, n, nq)
+    return audit(out, folder, g, n, nq, opts)
 
 
-def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int) -> dict[str, Any]:
-    """Reopen the saved stores for serving, run the audit's store calls and the baselines."""
+def audit(
+    out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int, opts: dict[str, bool]
+) -> dict[str, Any]:
+    """Reopen the saved stores for serving, run the audit's store calls and (``opts``
+    ``baselines``, default on) the baselines; ``chunks_1024``: the vector search again in
+    chunks of 1,024 queries (FAISS's own search)."""
     from splitaudit.indexer.store.binary_index import BinaryStore
     from splitaudit.indexer.store.calibrate import knn_within_recall
     from splitaudit.indexer.store.exact import recall_at_k
@@ -219,7 +225,7 @@ def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int)
     out["audit"] = audit.done()
     out["rss_audit_mb"] = current_rss_mb()  # now, not peak: what serving holds (mapped pages too)
     out["candidates_per_query"] = round(float((cand[0][1] >= 0).sum(axis=1).mean()), 2)
-    if floats:
+    if floats and opts.get("chunks_1024"):
         c = Clock()
         chunked = np.concatenate(
             [floats.search(g["vectors"][s : s + 1024], K)[1] for s in range(0, nq, 1024)]
@@ -227,6 +233,9 @@ def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int)
         out["semantic_1024_chunks"] = c.done()
         out["chunked_agreement"] = round(recall_at_k(chunked, found), 4)
     out["rss_after_audit_mb"] = round(peak_rss_mb())
+    if not opts.get("baselines", True):
+        out["peak_rss_mb"] = round(peak_rss_mb())
+        return out
 
     # baselines on a subset of the queries (planted ones included in proportion)
     sub = np.sort(np.random.default_rng(2).choice(nq, min(SUBSET, nq), replace=False))
@@ -266,34 +275,29 @@ def audit(out: dict[str, Any], folder: Path, g: dict[str, Any], n: int, nq: int)
 
 
 def structures_by_radius(hashes: Any, q: npt.NDArray[np.uint64], scale: float) -> dict[str, Any]:
-    """Per radius, what each structure costs for the same queries (x ``scale``, both pHash
-    orientations, so per audit): multi-index hashing (exact up to ``MAX_EXACT_RADIUS``) and
-    FAISS brute force, for the radius search and the k nearest within the radius."""
+    """Per radius, what multi-index hashing (exact up to ``MAX_EXACT_RADIUS``) costs for the
+    radius search and the k nearest within the radius, CPU-s per audit (x ``scale``, both pHash
+    orientations), to set beside FAISS brute force on the same queries (``near_r8_brute_x``,
+    ``candidates_before_x``: one exhaustive scan costs the same at any radius)."""
     from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 
     def per_audit(clock: Clock) -> float:
         return round(clock.done()["cpu_s"] * scale * 2, 2)
 
     out: dict[str, Any] = {}
-    codes = hashes_bytes(q)
-    for radius in (4, RADIUS, MAX_EXACT_RADIUS, CANDIDATE_RADIUS):
-        row: dict[str, Any] = {}
-        if hashes.mih is not None and radius <= MAX_EXACT_RADIUS:
-            c = Clock()
-            found = hashes.mih.search_radius(q, radius)
-            row["mih_radius_cpu_s"] = per_audit(c)
-            row["hits_per_query"] = round(sum(len(i) for i, _ in found) / len(q), 2)
-            c = Clock()
-            hashes.mih.search_knn_within(q, K, radius)
-            row["mih_knn_cpu_s"] = per_audit(c)
+    for radius in (4, RADIUS, MAX_EXACT_RADIUS):
+        if hashes.mih is None:
+            break
         c = Clock()
-        lims = hashes.index.range_search(codes, radius + 1)[0]
-        row["brute_radius_cpu_s"] = per_audit(c)
-        row.setdefault("hits_per_query", round(float(lims[-1]) / len(q), 2))
+        found = hashes.mih.search_radius(q, radius)
+        row: dict[str, Any] = {"mih_radius_cpu_s": per_audit(c)}
+        row["hits_per_query"] = round(sum(len(i) for i, _ in found) / len(q), 2)
+        c = Clock()
+        hashes.mih.search_knn_within(q, K, radius)
+        row["mih_knn_cpu_s"] = per_audit(c)
         out[str(radius)] = row
-    c = Clock()
-    hashes.search_knn(q, K)
-    out["brute_knn_cpu_s"] = per_audit(c)
+    lims = hashes.index.range_search(hashes_bytes(q), CANDIDATE_RADIUS + 1)[0]
+    out[str(CANDIDATE_RADIUS)] = {"hits_per_query": round(float(lims[-1]) / len(q), 2)}
     return out
 
 
@@ -367,6 +371,11 @@ def report(results: list[dict[str, Any]]) -> None:
                 f"  semantic in 1024-query chunks {r['semantic_1024_chunks']['wall_s']} s "
                 f"(agreement {r['chunked_agreement']})"
             )
+        if "candidates_before_x" not in r:
+            print(
+                f"  (no baselines) peak RSS {r['peak_rss_mb']} MiB; RSS after {r['rss_audit_mb']}"
+            )
+            continue
         b = r["candidates_before_x"]
         print(
             f"  candidates before (exhaustive k-NN, x from {SUBSET} queries): {b['wall_s']} s wall,"
@@ -387,8 +396,8 @@ def report(results: list[dict[str, Any]]) -> None:
         if "by_radius" in r:
             br = r["by_radius"]
             print(
-                f"  by radius, CPU-s per audit (x from {SUBSET} queries): exhaustive 10-NN "
-                f"{br['brute_knn_cpu_s']}; brute radius search at 8: {r['near_r8_brute_x']}"
+                f"  by radius, CPU-s per audit (x from {SUBSET} queries): brute force (any radius)"
+                f" range {r['near_r8_brute_x']['cpu_s']}, 10-NN {b['cpu_s']}; multi-index hashing:"
             )
             for radius, row in br.items():
                 if isinstance(row, dict):
@@ -416,6 +425,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--ondisk-min", type=int, help="IndexPolicy.ondisk_min (on-disk IVF lists from)"
     )
+    ap.add_argument(
+        "--no-baselines", action="store_true", help="the audit's store calls only (no brute force)"
+    )
+    ap.add_argument(
+        "--chunks-1024", action="store_true", help="also the vector search in 1,024-query chunks"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--report", type=Path, help="only print the figures of an earlier --json")
@@ -425,7 +440,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.one:
         figures = run_one(
-            args.one, args.queries, args.dir, args.hashes_only, args.ondisk_min, reuse=args.reuse
+            args.one,
+            args.queries,
+            args.dir,
+            args.hashes_only,
+            args.ondisk_min,
+            reuse=args.reuse,
+            opts={"baselines": not args.no_baselines, "chunks_1024": args.chunks_1024},
         )
         print(json.dumps(figures, default=str))
         return
@@ -436,6 +457,8 @@ def main(argv: list[str] | None = None) -> None:
         cmd += ["--hashes-only"] if args.hashes_only else []
         cmd += ["--ondisk-min", str(args.ondisk_min)] if args.ondisk_min else []
         cmd += ["--reuse"] if args.reuse else []
+        cmd += ["--no-baselines"] if args.no_baselines else []
+        cmd += ["--chunks-1024"] if args.chunks_1024 else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.exit(f"size {n} failed:\n{proc.stderr[-4000:]}")
