@@ -9,7 +9,8 @@ whole index returns, bit for bit and tie for tie, from ``ray_shards.FloatShard``
   block order, so even tied scores end in the same slots;
 * IVF, list by list (a large query batch): the driver runs the coarse quantizer exactly as
   the local search does, sends each shard the probes of its lists; the shards return each
-  list's candidates, and the driver replays the merges in list order;
+  list's candidates, and the driver replays the local scan's merges (its rows skipped where
+  no score can enter, its lists dealt to ``SCAN_THREADS`` top-k merged by ``merge_tops``);
 * IVF through FAISS's own search (a small batch): the driver assigns the probes as
   ``IndexIVF.search`` does (per OpenMP slice), each shard scans its lists with FAISS's
   ``search_preassigned``, the driver keeps the best ``k``. FAISS breaks ties by the order it
@@ -32,7 +33,12 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.pipeline.ray_shards import Part, ShardSpec
 from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
-from splitaudit.indexer.store.float_index import BATCHED_PER_LIST, FloatStore
+from splitaudit.indexer.store.float_index import (
+    BATCHED_PER_LIST,
+    SCAN_THREADS,
+    FloatStore,
+    merge_tops,
+)
 
 Result = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 # submit(shard, method, *args) -> a handle; gather(handles) -> their values, in order
@@ -50,6 +56,23 @@ def replay(top: TopK, rows: Any, part: Part) -> None:
     sel = np.argpartition(-cand_s, top.k - 1, axis=1)[:, : top.k]
     top.scores[rows] = np.take_along_axis(cand_s, sel, 1)
     top.ids[rows] = np.take_along_axis(cand_i, sel, 1)
+
+
+def scan_parts(n: int, spans: Sequence[tuple[npt.NDArray[np.int64], Part]], k: int) -> TopK:
+    """``FloatStore._scan_lists`` from each list's candidates: ``(query rows, part)`` per list.
+    Rows none of whose scores beats their ``k``-th best skip the merge, as there (a list's
+    best score of a row is in its part)."""
+    top = TopK(n, k)
+    for qrows, (scores, ids) in spans:
+        if scores.shape[1] == 0:
+            continue
+        if scores.shape[1] >= k:  # the list holds at least k items
+            kth = top.scores[qrows].min(axis=1)
+            live = np.flatnonzero(scores.max(axis=1) > kth)
+            if len(live) < len(qrows):
+                qrows, scores, ids = qrows[live], scores[live], ids[live]
+        replay(top, qrows, (scores, ids))
+    return top
 
 
 class ShardedSearch:
@@ -162,10 +185,11 @@ class ShardedSearch:
 
         def merge() -> Result:
             parts = [part for got in self.gather(handles) for part in got]  # list order
-            top = TopK(len(q), k)
-            for j, part in enumerate(parts):
-                replay(top, rows[bounds[j] : bounds[j + 1]], part)
-            return top.result()
+            spans = [(rows[bounds[j] : bounds[j + 1]], part) for j, part in enumerate(parts)]
+            # as FloatStore._search_by_list: every n-th list into one of n top-k, then merged
+            n_threads = max(1, min(SCAN_THREADS, len(spans) // 16))
+            tops = [scan_parts(len(q), spans[t::n_threads], k) for t in range(n_threads)]
+            return tops[0].result() if n_threads == 1 else merge_tops(tops, k)
 
         return merge
 

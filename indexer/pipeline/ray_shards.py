@@ -174,6 +174,7 @@ class FloatShard:
     def __init__(self, spec: ShardSpec) -> None:
         self.spec = spec
         self._faiss: Any = None
+        self._quantizer: Any = None
         self._where: dict[int, tuple[int, int]] | None = None
         d = spec.dim
         if spec.kind == "flat":
@@ -323,7 +324,7 @@ class FloatShard:
                 )
         index.ntotal = spec.items
         index.nprobe = spec.nprobe
-        self._faiss = (index, quantizer)  # the quantizer must outlive the index
+        self._faiss, self._quantizer = index, quantizer  # the quantizer outlives the index
         return index
 
     def reconstruct(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float32]]:

@@ -124,12 +124,15 @@ def test_ivf_shards_by_list_merge_bit_identically(
     search, shards = _sharded(store, specs)
     whole = sum(s.mapped_bytes() for s in shards)
     assert all(s.mapped_bytes() < 0.6 * whole for s in shards)  # each maps its own lists
-    nprobe, nlist = int(store.index.nprobe), int(store.index.nlist)
-    by_list = -(-64 * nlist // nprobe)  # the smallest batch searched list by list
-    for rows in (7, 300, max(by_list, 400)):
-        q = _queries(vecs, rows, seed=rows)
-        _same(search.search(q, 10), store.search(q, 10))
-    assert search.researched > 0  # tied rows on FAISS's path were searched again
+    nlist = int(store.index.nlist)
+    for nprobe in (nlist, nlist // 8):  # every list (calibration may ask it), or a few
+        store.index.nprobe = nprobe
+        search, shards = _sharded(store, plan_shards(store, tmp_path, 3))
+        by_list = -(-64 * nlist // nprobe)  # the smallest batch searched list by list
+        for rows in (7, by_list - 1, by_list, 2 * by_list + 300):
+            q = _queries(vecs, min(rows, n), seed=rows)
+            _same(search.search(q, 10), store.search(q, 10))
+        assert search.researched > 0  # tied rows on FAISS's path were searched again
     item = 3 * 4000
     got = {}
     for shard in shards:
