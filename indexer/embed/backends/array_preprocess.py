@@ -73,7 +73,8 @@ def describe(transform: Callable[[Image.Image], Any]) -> Description | None:
 class ArrayPreprocess:
     """Replays a ``describe``d transform: PIL images -> float32 ``(n, 3, H, W)`` numpy batch.
 
-    The batch has channels-last strides, like ``BatchPreprocess``'s tensor (values identical).
+    The batch is C-contiguous NCHW, the layout the exported runners feed (``BatchPreprocess``'s
+    tensor is channels-last; the values are identical).
     """
 
     def __init__(self, description: Description) -> None:
@@ -94,8 +95,13 @@ class ArrayPreprocess:
             for step in self.description["geometry"]:
                 out = _apply(step, out)
             arrays.append(np.asarray(out))
-        batch = np.stack(arrays).transpose(0, 3, 1, 2).astype(np.float32)
-        normalised: npt.NDArray[np.float32] = batch * self._scale
+        pixels = np.stack(arrays)  # (n, H, W, 3) uint8
+        # One pass from uint8 into a C-contiguous NCHW float32 batch (what the ONNX Runtime and
+        # OpenVINO runners feed); the same two float32 operations, so the same values.
+        normalised: npt.NDArray[np.float32] = np.empty(
+            (pixels.shape[0], pixels.shape[3], pixels.shape[1], pixels.shape[2]), np.float32
+        )
+        np.multiply(pixels.transpose(0, 3, 1, 2), self._scale, out=normalised)
         normalised += self._shift
         return normalised
 

@@ -26,6 +26,7 @@ from splitaudit.indexer.embed.backends.exported import (
     held_out_images,
     min_cosine,
 )
+from splitaudit.indexer.embed.backends.openvino import COMPILED_CACHE
 from splitaudit.indexer.embed.embedder import OpenClipEmbedder
 from splitaudit.indexer.embed.loader import load_embedder
 from splitaudit.indexer.errors import UsageError
@@ -114,6 +115,27 @@ def test_the_second_run_reuses_the_export(
     assert not list((cache / "onnxruntime").glob(".*"))  # no temporary folders left behind
 
 
+def test_openvino_reuses_its_compiled_model_and_survives_a_damaged_blob(
+    tiny_model_spec: str, tmp_path: Path
+) -> None:
+    cache = tmp_path / "exports"
+    first = load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=cache)
+    (entry,) = _entries(cache, "openvino")
+    blobs = sorted((entry / COMPILED_CACHE).glob("*.blob"))
+    assert blobs, "the compiled model is cached beside the export"
+    images = [photo(3), photo(4)]
+    want = first.embed(images)
+    stamp = {p.name: p.stat().st_mtime_ns for p in blobs}
+    again = load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=cache)
+    np.testing.assert_array_equal(again.embed(images), want)  # the imported blob, same numbers
+    assert {p.name: p.stat().st_mtime_ns for p in blobs} == stamp  # read, not rebuilt
+    for blob in blobs:  # half written by a process that was killed
+        blob.write_bytes(blob.read_bytes()[: blob.stat().st_size // 3])
+    damaged = load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=cache)
+    np.testing.assert_array_equal(damaged.embed(images), want)
+    assert META_FILE in {p.name for p in entry.iterdir()}  # the export itself is kept
+
+
 @pytest.mark.parametrize("backend", EXPORTED)
 def test_a_corrupt_cache_file_is_rebuilt(
     backend: str, tiny_model_spec: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -121,7 +143,8 @@ def test_a_corrupt_cache_file_is_rebuilt(
     cache = tmp_path / "exports"
     first = load_embedder_on_backend(tiny_model_spec, backend=backend, cache_dir=cache)
     (entry,) = _entries(cache, backend)
-    model = max((p for p in entry.iterdir() if p.name != META_FILE), key=lambda p: p.stat().st_size)
+    files = (p for p in entry.iterdir() if p.is_file() and p.name != META_FILE)
+    model = max(files, key=lambda p: p.stat().st_size)
     # truncated (a new file renamed over it: the running model may have the old one memory-mapped)
     damaged = model.with_suffix(".damaged")
     damaged.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
