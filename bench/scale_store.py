@@ -97,23 +97,26 @@ def generate(
 
 
 QUERY_FILE = "queries.npz"
+GENERATED_FILE = "generated.npz"  # a --generate-only corpus: queries and every hash
 
 
-def save_queries(folder: Path, g: dict[str, Any]) -> None:
-    """The audit's queries and the batch list, kept beside the stores (``--reuse``)."""
+def save_queries(folder: Path, g: dict[str, Any], name: str = QUERY_FILE) -> None:
+    """The audit's queries and the batch list, kept beside the stores (``--reuse``); with
+    ``GENERATED_FILE`` the corpus hashes too."""
     names = np.asarray([name for name, _ in g["refs"]])
     sizes = np.asarray([m for _, m in g["refs"]], np.int64)
-    arrays = {k: g[k] for k in ("vectors", "phash", "mirror")}
-    np.savez(folder / QUERY_FILE, names=names, sizes=sizes, n_leak=g["n_leak"], **arrays)
+    keys = ("vectors", "phash", "mirror") + (("hashes",) if name == GENERATED_FILE else ())
+    arrays = {k: g[k] for k in keys}
+    np.savez(folder / name, names=names, sizes=sizes, n_leak=g["n_leak"], **arrays)
 
 
-def load_queries(folder: Path, nq: int) -> dict[str, Any]:
+def load_queries(folder: Path, nq: int, name: str = QUERY_FILE) -> dict[str, Any]:
     """What ``save_queries`` kept; refuses a folder built for another query count."""
-    path = folder / QUERY_FILE
+    path = folder / name
     if not path.exists():
         sys.exit(f"--reuse: no {path}; build the size first (with --keep)")
     with np.load(path) as data:
-        g: dict[str, Any] = {k: data[k] for k in ("vectors", "phash", "mirror")}
+        g: dict[str, Any] = {k: data[k] for k in data.files if k not in ("names", "sizes")}
         g["refs"] = [(str(a), int(b)) for a, b in zip(data["names"], data["sizes"], strict=True)]
         g["n_leak"] = int(data["n_leak"])
     if len(g["vectors"]) != nq:
@@ -132,12 +135,8 @@ def run_one(
     opts: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Generate, build, reopen and audit one size (``reuse``: audit the stores an earlier
-    ``--keep`` run left); returns the figures."""
-    from splitaudit.indexer.store import corpus_index
-    from splitaudit.indexer.store.binary_index import BinaryStore
-    from splitaudit.indexer.store.float_build import build_ivf
-    from splitaudit.indexer.store.policy import IndexPolicy
-
+    ``--keep`` run left; ``opts["generate_only"]``: write the corpus and stop, the next run
+    builds on it); returns the figures."""
     folder = root / f"n{n}"
     opts = opts or {}
     out: dict[str, Any] = {"items": n, "queries": nq, "hashes_only": hashes_only}
@@ -145,6 +144,11 @@ def run_one(
         g = load_queries(folder, nq)
         out["reused"] = True
         return audit(out, folder, g, n, nq, opts)
+    staged = folder / GENERATED_FILE
+    if staged.exists() and not opts.get("generate_only"):  # a --generate-only run's corpus
+        g = load_queries(folder, nq, GENERATED_FILE)
+        out["generate"] = json.loads((folder / f"{GENERATED_FILE}.json").read_text())
+        return build_and_audit(out, folder, g, n, nq, hashes_only, ondisk_min, opts)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     c = Clock()
@@ -158,6 +162,29 @@ def run_one(
                 planted[j] ^= np.uint64(1) << np.uint64(int(bit))
         g["phash"][: g["n_leak"]] = planted
     out["generate"] = c.done()
+    if opts.get("generate_only"):
+        save_queries(folder, g, GENERATED_FILE)
+        (folder / f"{GENERATED_FILE}.json").write_text(json.dumps(out["generate"]))
+        return out
+    return build_and_audit(out, folder, g, n, nq, hashes_only, ondisk_min, opts)
+
+
+def build_and_audit(
+    out: dict[str, Any],
+    folder: Path,
+    g: dict[str, Any],
+    n: int,
+    nq: int,
+    hashes_only: bool,
+    ondisk_min: int | None,
+    opts: dict[str, bool],
+) -> dict[str, Any]:
+    """Build the stores over a generated corpus, save them, then ``audit``."""
+    from splitaudit.indexer.store import corpus_index
+    from splitaudit.indexer.store.binary_index import BinaryStore
+    from splitaudit.indexer.store.float_build import build_ivf
+    from splitaudit.indexer.store.policy import IndexPolicy
+
     policy = IndexPolicy() if ondisk_min is None else IndexPolicy(ondisk_min=ondisk_min)
     c = Clock()
     hashes = BinaryStore.create()
@@ -431,6 +458,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--chunks-1024", action="store_true", help="also the vector search in 1,024-query chunks"
     )
+    ap.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="write the corpus and stop (light: no lock needed); the next run builds on it",
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--report", type=Path, help="only print the figures of an earlier --json")
@@ -446,7 +478,11 @@ def main(argv: list[str] | None = None) -> None:
             args.hashes_only,
             args.ondisk_min,
             reuse=args.reuse,
-            opts={"baselines": not args.no_baselines, "chunks_1024": args.chunks_1024},
+            opts={
+                "baselines": not args.no_baselines,
+                "chunks_1024": args.chunks_1024,
+                "generate_only": args.generate_only,
+            },
         )
         print(json.dumps(figures, default=str))
         return
@@ -459,15 +495,17 @@ def main(argv: list[str] | None = None) -> None:
         cmd += ["--reuse"] if args.reuse else []
         cmd += ["--no-baselines"] if args.no_baselines else []
         cmd += ["--chunks-1024"] if args.chunks_1024 else []
+        cmd += ["--generate-only"] if args.generate_only else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.exit(f"size {n} failed:\n{proc.stderr[-4000:]}")
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         if args.json:
             args.json.write_text(json.dumps(results, indent=2, default=str))
-        if not (args.keep or args.reuse):
+        if not (args.keep or args.reuse or args.generate_only):
             shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
-    report(results)
+    if not args.generate_only:
+        report(results)
 
 
 if __name__ == "__main__":
