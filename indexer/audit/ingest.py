@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from itertools import islice
 
 import numpy as np
@@ -15,9 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Split, SplitItem
 from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import SplitauditError
 from splitaudit.indexer.features.hashes import Hash64
 from splitaudit.indexer.features.perceptual import oriented_phashes
-from splitaudit.indexer.match.inset_candidates import RegionVectors, region_crops
+from splitaudit.indexer.match.inset_candidates import RegionVectors, region_crops, region_decode
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.verify import verify_thumbnail
@@ -115,7 +117,13 @@ def ingest_split(
                         vec_parts[model_id].append(embedder.embed(images))  # type: ignore[arg-type]
                 # regions of the large images: a corpus image inset in one is nominated by them
                 sizes = [(e.features.width, e.features.height) for e, _ in good]  # type: ignore[union-attr]
-                crops, owners = region_crops(images, len(ids) - len(good), sizes)  # type: ignore[arg-type]
+                with phases.phase("decode regions"):
+                    crops, owners = region_crops(
+                        images,  # type: ignore[arg-type]
+                        len(ids) - len(good),
+                        sizes,
+                        larger=partial(_region_source, [e.record for e, _ in good]),
+                    )
                 if crops:
                     with phases.phase("embed regions"):
                         for model_id, embedder in embedders.items():
@@ -153,6 +161,18 @@ def ingest_split(
             else np.zeros((0, 8), np.uint64)
         ),
     )
+
+
+def _region_source(records: list[Record], n: int) -> Image.Image | None:
+    """The ``n``-th of a batch's test images decoded again for its region embeddings
+    (``region_decode``); None (its regions are cut from the ingestion's decode) when the file
+    can no longer be read."""
+    record = records[n]
+    try:
+        return region_decode(record.read_bytes())
+    except (OSError, SplitauditError) as exc:
+        log.info("regions of %s cut from the reduced decode: %s", record.key, exc)
+        return None
 
 
 def _batches(source: Source, n: int) -> Iterator[list[Record]]:

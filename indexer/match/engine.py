@@ -25,6 +25,7 @@ from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.match.found import DuplicatePair
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import GeometricMatch
+from splitaudit.indexer.match.inset_refit import needs_refit
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -168,7 +169,7 @@ def match_corpus(
         with phases.phase("vector search"):
             _vector_pairs(index.floats.search, vectors, thresholds, pair)
             if regions is not None:
-                _region_pairs(index.floats.search, regions, thresholds, pair)
+                _region_pairs(session, index.floats.search, regions, thresholds, pair)
             _fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
@@ -325,15 +326,28 @@ def _vector_pairs(
 
 
 def _region_pairs(
-    search: VectorSearch, regions: RegionVectors, th: Thresholds, pair: PairOf
+    session: Session, search: VectorSearch, regions: RegionVectors, th: Thresholds, pair: PairOf
 ) -> None:
     """Candidates nominated by regions of the large test images (a corpus image inset in a
-    screenshot, ``splitaudit.indexer.match.inset_candidates``), for the geometric step."""
-    from splitaudit.indexer.match.inset_candidates import region_candidates
+    screenshot, ``splitaudit.indexer.match.inset_candidates``), for the geometric step: corpus
+    images whose short side is ``small_side`` or more (the geometric step's)."""
+    from splitaudit.indexer.match.inset_candidates import REGION_COSINE_MARGIN, region_candidates
 
     if not len(regions):
         return
-    for (row, item_id), score in region_candidates(search, regions, th.candidate_cosine).items():
+
+    def large(ids: list[int]) -> set[int]:
+        out: set[int] = set()
+        for chunk in in_chunks(ids):
+            for item_id, w, h in session.execute(
+                select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
+            ):
+                if w and h and min(int(w), int(h)) >= th.small_side:
+                    out.add(int(item_id))
+        return out
+
+    floor = th.candidate_cosine - REGION_COSINE_MARGIN
+    for (row, item_id), score in region_candidates(search, regions, floor, eligible=large).items():
         p = pair(row, item_id)
         p.region_cosine = max(score, p.region_cosine if p.region_cosine is not None else -1.0)
 
@@ -394,15 +408,33 @@ def _verify_candidates(
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
     # geometric matches still running (the next test image is prepared meanwhile)
-    pending: deque[tuple[list[Pair], Callable[[], list[GeometricMatch]]]] = deque()
+    # (pairs, their matches to come, the test image's row, its corpus images' loader)
+    pending: deque[
+        tuple[
+            list[Pair],
+            Callable[[], list[GeometricMatch]],
+            int,
+            Callable[[int], Image.Image | None],
+        ]
+    ] = deque()
 
     def settle(in_flight: int) -> None:
         while len(pending) > in_flight:
-            chosen, result = pending.popleft()
+            chosen, result, row, load = pending.popleft()
             with phases.phase("verification: geometric"):
                 found = result()
             for p, match in zip(chosen, found, strict=True):
                 p.geometry = match
+            again = [
+                p
+                for p in chosen
+                if p.geometry is not None and needs_refit(p.geometry, th.geometry_inliers)
+            ]
+            if again:
+                with phases.phase("verification: inset refit"):
+                    _refit_insets(
+                        again, split_locators.get(int(state.ids[row])), geometric, load, digests
+                    )
 
     for done, (row, ps) in enumerate(todo.items()):
         if on_verify is not None:
@@ -449,12 +481,10 @@ def _verify_candidates(
                 _verified_orientation(p, turn, th)
             _align_small_pairs(query, kept, thumbs, th, phases)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
-            chosen = [
-                kept[i]
-                for i in shortlist(
-                    [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
-                )
-            ]
+            picked = shortlist(
+                [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
+            )
+            chosen = [kept[i] for i in picked] + _region_nominated(kept, settled, picked, th)
 
             def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
                 return seen.get(item_id) or _load(locators.get(item_id))
@@ -462,7 +492,12 @@ def _verify_candidates(
             geometric_started = time.perf_counter()
             decoding = phases.seconds.get("verification: decode", 0.0)
             pending.append(
-                (chosen, geometric.submit(query, [p.item_id for p in chosen], load, digests))
+                (
+                    chosen,
+                    geometric.submit(query, [p.item_id for p in chosen], load, digests),
+                    row,
+                    load,
+                )
             )
             decoded = phases.seconds.get("verification: decode", 0.0) - decoding
             phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
@@ -470,6 +505,46 @@ def _verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+
+
+def _refit_insets(
+    pairs: Sequence[Pair],
+    locator: dict[str, Any] | None,
+    geometric: GeometricTier,
+    load: Callable[[int], Image.Image | None],
+    digests: dict[int, str],
+) -> None:
+    """The inset fits ``needs_refit`` marks, fitted again on a crop of the test image decoded at
+    up to ``inset_refit.DECODE_SIDE`` px (``inset_refit.refit``)."""
+    from splitaudit.indexer.match.inset_refit import DECODE_SIDE, refit
+
+    full = _load_image(locator, DECODE_SIDE)
+    if full is None:
+        return
+    for p in pairs:
+        assert p.geometry is not None
+
+        def fit(crop: Image.Image, item_id: int = p.item_id) -> GeometricMatch:
+            return geometric.match(crop, [item_id], load, digests)[0]
+
+        p.geometry = refit(p.geometry, full, fit)
+
+
+def _region_nominated(
+    kept: Sequence[Pair], settled: Sequence[bool], picked: Sequence[int], th: Thresholds
+) -> list[Pair]:
+    """The open pairs a region of the test image nominated (an inset copy) that ``shortlist``
+    left out: their region cosine may lie up to ``REGION_COSINE_MARGIN`` under
+    ``candidate_cosine``; ``region_candidates`` caps them at ``REGION_TOP_K`` per test image."""
+    taken = set(picked)
+    return [
+        p
+        for i, (p, done) in enumerate(zip(kept, settled, strict=True))
+        if i not in taken
+        and not done
+        and p.region_cosine is not None
+        and (p.min_side is None or p.min_side >= th.small_side)
+    ]
 
 
 def _nominating_cosine(p: Pair) -> float | None:
@@ -533,12 +608,21 @@ def _column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int
     return out
 
 
-def _load_image(locator: dict[str, Any] | None) -> Image.Image | None:
-    """Decode an image from a stored locator; None when its bytes are gone or unreadable."""
+def _load_image(locator: dict[str, Any] | None, side: int | None = None) -> Image.Image | None:
+    """Decode an image from a stored locator (the ingestion's <=256 px decode; with ``side``,
+    the decode before that reduction, its long side reduced to ``side`` px at most); None
+    when its bytes are gone or unreadable."""
     if not locator:
         return None
     try:
-        return decode_image(Locator.from_dict(locator).read_bytes(), pixels_only=True).image
+        decoded = decode_image(Locator.from_dict(locator).read_bytes(), pixels_only=True)
+        if side is None:
+            return decoded.image
+        image = decoded.decoded
+        if max(image.size) > side:
+            image = image.copy()
+            image.thumbnail((side, side), Image.Resampling.BILINEAR)
+        return image
     except Exception as exc:  # missing source or undecodable: the pair keeps its other evidence
         log.info("cannot load %s for verification: %s", locator, exc)
         return None

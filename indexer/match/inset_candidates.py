@@ -2,18 +2,20 @@
 
 A corpus photo inset at 30% of a screenshot's side is a small part of it: the test image's
 global embedding and pHash describe the page around it, so neither nominates the photo (its
-cosine to the inset photo: 0.17-0.48 on ``bench.accuracy``'s screenshot canvas, below
+cosine to the inset photo: 0.17-0.48 on ``bench.recall``'s screenshot canvas, below
 ``candidate_cosine``). The split's ingestion therefore also embeds a few *regions* of every
-large test image (``region_boxes``: a 3 x 3 grid of windows 45% of the side, overlapping), and
-the audit searches the corpus index with them (``region_candidates``): a region holding the
-inset reaches cosine 0.67-0.87 against its source. A region only nominates a pair; the
+large test image (``region_boxes``: a 3 x 3 grid of windows 45% of the side, overlapping), cut
+from a decode of ``REGION_DECODE_SIDE`` px (``region_decode``: the ingestion's 256-px decode
+leaves a 30% inset some 77 px, too blurry for the model), and the audit searches the corpus
+index with them (``region_candidates``): a region holding a 30% inset reaches cosine 0.41-0.78
+against its source (0.27-0.70 cut from the 256-px decode). A region only nominates a pair; the
 geometric step (``splitaudit.indexer.match.geometric_tier``) decides, and it draws the inset's
 box on the test image (``test_box`` in the evidence).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,8 +28,19 @@ from PIL import Image
 INSET_MIN_SIDE = 400
 REGION_SIDE = 0.45  # of the test image's width and height
 REGION_STEPS = 3  # windows per axis (starts at 0, 0.275, 0.55 of the side)
-# Corpus items nominated per test image by its regions (best region cosine first).
-REGION_TOP_K = 3
+# Corpus items each region is searched for, and how many of them (best region cosine first,
+# corpus images the geometric step can match only) each large test image keeps: on a
+# screenshot every region of the page itself comes close to corpus pictures of text, so the
+# inset's source may rank below them.
+REGION_TOP_K = 8
+REGIONS_KEPT = 3
+# Long side (px) of the decode regions are cut from: each 45% region is then ~350 px, so the
+# model sees it from real pixels (its input is 224 px), not upscaled from the 256-px decode.
+REGION_DECODE_SIDE = 768
+# A region nominates corpus items down to this much under ``candidate_cosine``: the geometric
+# step decides, and at most ``REGION_TOP_K`` per test image are matched. On bench.recall a
+# 30% inset's best region reaches 0.41-0.78 against its source.
+REGION_COSINE_MARGIN = 0.1
 
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
@@ -73,17 +86,37 @@ def region_boxes(width: int, height: int, gate: bool = True) -> list[tuple[int, 
     ]
 
 
+def region_decode(data: bytes) -> Image.Image:
+    """A test image's file decoded for its regions: RGB, oriented like the ingestion's decode,
+    the long side reduced to ``REGION_DECODE_SIDE`` (a JPEG at most to its 256-px DCT scale).
+    Raises ``ImageDecodeError`` for bytes that are not a supported image."""
+    from splitaudit.indexer.features.decode import decode_image
+
+    image = decode_image(data, pixels_only=True).decoded
+    scale = REGION_DECODE_SIDE / max(image.size)
+    if scale < 1.0:
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    return image
+
+
 def region_crops(
-    images: Sequence[Image.Image], first_row: int, sizes: Sequence[tuple[int, int]]
+    images: Sequence[Image.Image],
+    first_row: int,
+    sizes: Sequence[tuple[int, int]],
+    larger: Callable[[int], Image.Image | None] | None = None,
 ) -> tuple[list[Image.Image], npt.NDArray[np.int64]]:
     """The regions to embed of a batch of split images (rows ``first_row``, ``first_row + 1``,
     ...), and the row each belongs to. ``sizes`` are the files' own (width, height): the
-    decodes in ``images`` may be reduced, the regions are the same fractions of them."""
+    decodes in ``images`` may be reduced, the regions are the same fractions of them.
+    ``larger(n)``: the batch's ``n``-th image decoded larger (``region_decode``), to cut its
+    regions from; where it is absent or returns None, they are cut from ``images[n]``."""
     crops: list[Image.Image] = []
     rows: list[int] = []
-    for n, (image, (width, height)) in enumerate(zip(images, sizes, strict=True)):
+    for n, (small, (width, height)) in enumerate(zip(images, sizes, strict=True)):
         if min(width, height) < INSET_MIN_SIDE:
             continue
+        image = (larger(n) if larger is not None else None) or small
         for box in region_boxes(image.width, image.height, gate=False):
             crops.append(image.crop(box))
             rows.append(first_row + n)
@@ -91,10 +124,18 @@ def region_crops(
 
 
 def region_candidates(
-    search: VectorSearch, regions: RegionVectors, floor: float, k: int = REGION_TOP_K
+    search: VectorSearch,
+    regions: RegionVectors,
+    floor: float,
+    k: int = REGION_TOP_K,
+    kept: int = REGIONS_KEPT,
+    eligible: Callable[[list[int]], Collection[int]] | None = None,
 ) -> dict[tuple[int, int], float]:
-    """(split row, corpus item id) -> the best region cosine, for the ``k`` corpus items each
-    large test image's regions come closest to, at ``floor`` or above."""
+    """(split row, corpus item id) -> the best region cosine, for the ``kept`` corpus items each
+    large test image's regions come closest to among the ``k`` nearest of each region, at
+    ``floor`` or above (the engine passes ``candidate_cosine - REGION_COSINE_MARGIN``).
+    ``eligible(ids)``: which of these corpus items may be nominated (the engine: those large
+    enough for the geometric step); all where None."""
     best: dict[tuple[int, int], float] = {}
     if not len(regions):
         return best
@@ -104,11 +145,13 @@ def region_candidates(
             if item_id >= 0 and score >= floor:
                 key = (int(row), int(item_id))
                 best[key] = max(best.get(key, -1.0), float(score))
+    allowed = None if eligible is None else set(eligible(sorted({i for _, i in best})))
     per_row: dict[int, list[tuple[float, int]]] = {}
     for (row, item_id), score in best.items():
-        per_row.setdefault(row, []).append((score, item_id))
-    kept: dict[tuple[int, int], float] = {}
+        if allowed is None or item_id in allowed:
+            per_row.setdefault(row, []).append((score, item_id))
+    out: dict[tuple[int, int], float] = {}
     for row, found in per_row.items():
-        for score, item_id in sorted(found, reverse=True)[:k]:
-            kept[(row, item_id)] = score
-    return kept
+        for score, item_id in sorted(found, reverse=True)[:kept]:
+            out[(row, item_id)] = score
+    return out

@@ -3,18 +3,23 @@ become (row, corpus item) candidates."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from PIL import Image
 
+from splitaudit.indexer.errors import ImageDecodeError
 from splitaudit.indexer.match.inset_candidates import (
     INSET_MIN_SIDE,
+    REGION_DECODE_SIDE,
     REGION_TOP_K,
     RegionVectors,
     region_candidates,
     region_crops,
+    region_decode,
 )
 
 
@@ -25,6 +30,40 @@ def test_only_large_files_get_regions_cut_from_their_reduced_decode() -> None:
     )
     assert rows.tolist() == [8] * 9  # the small file gets none; the reduced decode of a large one 9
     assert {c.size for c in crops} <= {(115, 72), (116, 72)}  # 45% of the 256 x 160 decode
+
+
+def test_regions_are_cut_from_the_larger_decode_where_one_is_given() -> None:
+    small, large = Image.new("RGB", (256, 160)), Image.new("RGB", (768, 480))
+    sizes = [(1280, 800), (1280, 800)]
+    crops, rows = region_crops([small, small], 0, sizes, larger=lambda n: large if n == 1 else None)
+    assert rows.tolist() == [0] * 9 + [1] * 9
+    # row 0: no larger decode, cut from the reduced one; row 1: 45% of the 768 x 480 decode
+    assert {c.size for c in crops[:9]} <= {(115, 72), (116, 72)}
+    assert {c.size for c in crops[9:]} <= {(345, 216), (346, 216)}
+
+
+def _png(image: Image.Image, fmt: str = "PNG") -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def test_region_decode_reduces_the_long_side_and_keeps_small_files_as_they_are() -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 255, (900, 1600, 3), dtype=np.uint8)
+    big = region_decode(_png(Image.fromarray(pixels)))
+    assert big.mode == "RGB" and big.size == (REGION_DECODE_SIDE, 432)
+    assert region_decode(_png(Image.fromarray(pixels[:500, :600]))).size == (600, 500)
+    # the decode follows the pixels: the left half bright, the right half dark
+    split = np.zeros((900, 1600, 3), np.uint8)
+    split[:, :800] = 255
+    out = np.asarray(region_decode(_png(Image.fromarray(split))))
+    assert out[:, :380].min() == 255 and out[:, -380:].max() == 0
+
+
+def test_region_decode_refuses_bytes_that_are_no_image() -> None:
+    with pytest.raises(ImageDecodeError):
+        region_decode(b"not an image at all")
 
 
 Search = Callable[
@@ -56,3 +95,24 @@ def test_each_rows_best_region_hits_above_the_floor_become_candidates() -> None:
     assert np.allclose([found[(0, 11)], found[(0, 12)], found[(0, 14)]], [0.9, 0.8, 0.75])
     assert len(found) <= REGION_TOP_K * 2
     assert region_candidates(search, RegionVectors.concat([], 4), floor=0.5) == {}
+
+
+def test_corpus_images_the_geometric_step_cannot_match_give_way_to_those_it_can() -> None:
+    # one large test image, its two regions: the page itself comes closest to small tiles
+    # (11, 12, 13: a text-like page), the inset's source (20) ranks under them
+    regions = RegionVectors(np.asarray([5, 5]), np.zeros((2, 4), np.float32))
+    search = _search_returning(
+        [[0.52, 0.505, 0.49, 0.47], [0.51, 0.5, 0.45, 0.41]],
+        [[11, 12, 13, 21], [11, 13, 20, 22]],
+    )
+    asked: list[list[int]] = []
+
+    def large(ids: list[int]) -> set[int]:
+        asked.append(ids)
+        return {i for i in ids if i >= 20}
+
+    found = region_candidates(search, regions, floor=0.4, kept=2, eligible=large)
+    assert asked == [[11, 12, 13, 20, 21, 22]]
+    assert found == pytest.approx({(5, 21): 0.47, (5, 20): 0.45})
+    # without the filter the small tiles fill the test image's slots
+    assert set(region_candidates(search, regions, floor=0.4, kept=2)) == {(5, 11), (5, 12)}

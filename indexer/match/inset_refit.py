@@ -1,0 +1,102 @@
+"""A second look at an inset found on the test image's reduced decode: the fit again on a crop
+of the test image at full resolution, around where the first fit put the corpus image.
+
+The audit matches a test image geometrically from its 256-px decode (at the geometric step's
+working size): a corpus photo shown at 30% of a 1280 x 800 screenshot's side is some 70 px
+there. SIFT finds few keypoints on it (5-9 inliers on ``bench.recall``'s insets, under
+``geometry_inliers``), and the content check compares it with the corpus image through a blur,
+so a real inset copy often stays open. The first fit still says *where* the corpus image lies
+on the test image (``GeometricMatch.test_box``). ``refit`` cuts that box (widened by
+``MARGIN``) out of the full-resolution test image and matches the crop again: the inset is now
+most of the crop, at about the corpus image's own scale (200-350 inliers on the same insets).
+The refit's box is mapped back onto the whole test image, so the evidence reads as if the
+whole test image had been matched. A crop of a test image is a test image: the refit passes
+the same rules (inliers, plausible transform, content check) as any geometric match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+from PIL import Image
+
+from splitaudit.indexer.match.geometry import WORK_SIDE, Box, GeometricMatch
+
+# A first fit is looked at again from this many inliers (fewer: no reliable box).
+MIN_INLIERS = 4
+MARGIN = 0.15  # of the box's width and height, added on each side of the crop
+# Long side (px) at most of the test image's decode the crop is cut from.
+DECODE_SIDE = 2048
+
+
+def needs_refit(match: GeometricMatch, min_inliers: int) -> bool:
+    """Whether a fit is a plausible inset (the corpus image inside a larger test image) with a
+    box to crop (``MIN_INLIERS`` or more inliers) that is not a copy yet (support under
+    ``min_inliers``) and was not refused as a shared overlay."""
+    return (
+        match.inset
+        and match.plausible
+        and match.inliers >= MIN_INLIERS
+        and 0 <= match.support < min_inliers
+        and not match.vetoes
+    )
+
+
+def crop_box(test_box: Box, margin: float = MARGIN) -> Box:
+    """``test_box`` (fractions of the test image) widened by ``margin`` of its sides, clipped."""
+    x0, y0, x1, y1 = test_box
+    if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
+        raise ValueError(
+            f"test box must be (x0, y0, x1, y1) fractions with x0 < x1, y0 < y1: {test_box}"
+        )
+    dx, dy = margin * (x1 - x0), margin * (y1 - y0)
+    return (max(0.0, x0 - dx), max(0.0, y0 - dy), min(1.0, x1 + dx), min(1.0, y1 + dy))
+
+
+def refit(
+    match: GeometricMatch, full: Image.Image, fit: Callable[[Image.Image], GeometricMatch]
+) -> GeometricMatch:
+    """The better of ``match`` and ``fit`` of the crop of ``full`` (the test image, as large as
+    it was decoded) around ``match.test_box``, the latter mapped back to the whole test image.
+    ``fit``: the geometric match of an image against the pair's corpus image."""
+    box = crop_box(match.test_box)
+    w, h = full.size
+    pixels = (round(box[0] * w), round(box[1] * h), round(box[2] * w), round(box[3] * h))
+    if pixels[2] - pixels[0] < 8 or pixels[3] - pixels[1] < 8:
+        return match
+    found = fit(full.crop(pixels))
+    if found.support <= match.support:
+        return match
+    return on_whole_image(found, box, full.size)
+
+
+def on_whole_image(found: GeometricMatch, box: Box, size: tuple[int, int]) -> GeometricMatch:
+    """A fit of the crop ``box`` (fractions) of a ``size`` test image, as a fit of the whole:
+    its test box, region scale and transform (from the whole image's working pixels)."""
+    x0, y0, x1, y1 = box
+    bw, bh = x1 - x0, y1 - y0
+    tx0, ty0, tx1, ty1 = found.test_box
+    test_box = (x0 + tx0 * bw, y0 + ty0 * bh, x0 + tx1 * bw, y0 + ty1 * bh)
+    transform = found.transform
+    if len(transform) == 6:
+        w, h = size
+        to_whole = WORK_SIDE / max(w, h)  # full px -> the whole image's working px
+        to_crop = WORK_SIDE / max(bw * w, bh * h)  # full px -> the crop's working px
+        # whole working px u -> full px u / to_whole -> crop px - origin -> crop working px
+        k = to_crop / to_whole
+        moved = np.array([[k, 0.0, -x0 * w * to_crop], [0.0, k, -y0 * h * to_crop], [0, 0, 1.0]])
+        matrix = np.asarray(transform, np.float64).reshape(2, 3) @ moved
+        transform = tuple(float(v) for v in matrix.ravel())
+    # keypoint indices of the crop's, where the fit keeps them, mean nothing on the whole image
+    whole = replace(
+        found,
+        test_box=test_box,
+        scale=found.scale / math.sqrt(bw * bh),  # the whole test image mapped into the corpus
+        transform=transform,
+    )
+    if getattr(whole, "inlier_queries", None) is not None:
+        object.__setattr__(whole, "inlier_queries", None)  # a fresh copy: not shared
+    return whole

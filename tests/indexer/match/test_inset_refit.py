@@ -1,0 +1,116 @@
+"""The inset refit (issue 23): a small inset fitted again on a full-resolution crop of the test
+image, and the crop's fit mapped back onto the whole test image."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.match.geometry import (
+    MIN_INLIERS,
+    WORK_SIDE,
+    GeometricMatch,
+    checked,
+    keypoints,
+    match_keypoints,
+)
+from splitaudit.indexer.match.inset_refit import (
+    MIN_INLIERS as REFIT_FROM,
+)
+from splitaudit.indexer.match.inset_refit import (
+    crop_box,
+    needs_refit,
+    on_whole_image,
+    refit,
+)
+
+CANVAS = (1280, 800)
+
+
+def _screenshot(
+    photo: Image.Image, fraction: float, at: tuple[int, int]
+) -> tuple[Image.Image, tuple[float, ...]]:
+    """``photo`` at ``fraction`` of a page-like canvas's height; the canvas and the photo's box."""
+    w, h = CANVAS
+    canvas = Image.new("RGB", CANVAS, (248, 248, 250))
+    draw = ImageDraw.Draw(canvas)
+    rng = np.random.default_rng(3)
+    for y in range(40, h - 20, 24):
+        draw.rectangle((20, y, 20 + int(rng.integers(200, w - 60)), y + 9), fill=(80, 80, 90))
+    side = round(fraction * h)
+    shown = photo.resize((side, side), Image.Resampling.LANCZOS)
+    canvas.paste(shown, at)
+    return canvas, (at[0] / w, at[1] / h, (at[0] + side) / w, (at[1] + side) / h)
+
+
+def _fit(image: Image.Image, corpus: Image.Image) -> GeometricMatch:
+    query, reference = keypoints(image, with_mirror=True), keypoints(corpus)
+    found = match_keypoints(query, reference)
+    return checked(found, query.mirrored if found.mirrored else query, reference)
+
+
+def test_a_small_inset_left_open_on_the_reduced_decode_is_a_copy_on_the_crop() -> None:
+    photo = sample_photo("astronaut").resize((384, 384))
+    shot, truth = _screenshot(photo, 0.3, (820, 420))
+    reduced = shot.resize((410, 256), Image.Resampling.LANCZOS)  # the ingestion's decode
+    first = _fit(reduced, photo)
+    assert first.inset and first.inliers >= REFIT_FROM
+    assert first.support < 3 * MIN_INLIERS  # few inliers on the 77-px inset
+    again = refit(first, shot, lambda crop: _fit(crop, photo))
+    assert again.is_copy() and again.support > 3 * first.support
+    assert np.allclose(again.test_box, truth, atol=0.01), (again.test_box, truth)
+    assert again.inset and 0.28 <= again.inset_side <= 0.32
+    # the region scale refers to the whole test image, as the first fit's did
+    assert again.scale == pytest.approx(first.scale, rel=0.1)
+
+
+def test_a_refit_that_finds_less_keeps_the_first_fit() -> None:
+    first = GeometricMatch(inliers=8, matches=20, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
+    worse = GeometricMatch(inliers=0, matches=3)
+    assert refit(first, Image.new("RGB", (640, 400)), lambda crop: worse) is first
+
+
+def test_only_open_plausible_inset_fits_with_a_box_are_looked_at_again() -> None:
+    inset = GeometricMatch(inliers=8, matches=20, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
+    assert needs_refit(inset, MIN_INLIERS)
+    assert not needs_refit(inset, 8)  # already a copy at that many inliers
+    few = GeometricMatch(inliers=REFIT_FROM - 1, matches=20, scale=3.0, test_box=inset.test_box)
+    assert not needs_refit(few, MIN_INLIERS)  # no box to trust
+    whole = GeometricMatch(inliers=8, matches=20, scale=1.0, test_box=(0.0, 0.0, 1.0, 1.0))
+    assert not needs_refit(whole, MIN_INLIERS)  # not an inset
+    turned = GeometricMatch(inliers=8, matches=20, scale=3.0, angle=45.0, test_box=inset.test_box)
+    assert not needs_refit(turned, MIN_INLIERS)  # no copy is turned that much
+
+
+def test_the_crop_widens_the_box_and_stays_on_the_image() -> None:
+    assert crop_box((0.2, 0.4, 0.6, 0.6), margin=0.25) == pytest.approx((0.1, 0.35, 0.7, 0.65))
+    assert crop_box((0.0, 0.9, 0.5, 1.0), margin=0.5) == pytest.approx((0.0, 0.85, 0.75, 1.0))
+    with pytest.raises(ValueError, match="test box"):
+        crop_box((0.5, 0.2, 0.4, 0.6))
+
+
+def test_a_crops_fit_maps_back_onto_the_whole_test_image() -> None:
+    size = (1000, 500)
+    box = (0.4, 0.2, 0.8, 0.8)  # 400 x 300 px of the test image
+    # the crop's fit: crop working px -> corpus working px, a plain scale by 2
+    found = GeometricMatch(
+        inliers=50,
+        matches=60,
+        scale=0.5,
+        test_box=(0.25, 0.0, 0.75, 1.0),
+        transform=(2.0, 0.0, 0.0, 0.0, 2.0, 0.0),
+    )
+    whole = on_whole_image(found, box, size)
+    assert whole.test_box == pytest.approx((0.5, 0.2, 0.7, 0.8))
+    assert whole.scale == pytest.approx(0.5 / math.sqrt(0.4 * 0.6))
+    # a test pixel, in the whole image's working px, lands where the crop's fit put it
+    x, y = 600.0, 250.0  # full px, inside the crop
+    whole_px = np.array([x, y, 1.0]) * [WORK_SIDE / 1000, WORK_SIDE / 1000, 1.0]
+    crop_px = np.array([x - 400, y - 100]) * (WORK_SIDE / 400)
+    mapped = np.asarray(whole.transform).reshape(2, 3) @ whole_px
+    assert np.allclose(mapped, 2.0 * crop_px)
+    assert getattr(whole, "inlier_queries", None) is None
