@@ -13,10 +13,11 @@ image) and B-photos in the same canvas (clean).
 
 Pairs are scored the way ``python -m bench.accuracy`` scores them (hashes, cosine, the pixel
 verifier, then the engine's geometric shortlist), once with this code and once with the
-geometric step as it was before (no content check, regions up to 1.6): the same images,
-features and shortlist, so the two columns differ only by the geometric decision. Also prints,
-side by side for the geometric fits, how the options the issue lists separate overlay fits
-from copies (content agreement, inlier coverage), and the geometric step's time per test image.
+geometric step as it was before query-time burstiness (``geometric_step_before``: the content
+check and the template veto, ``CAP_BEFORE`` open pairs per test image): the same images and
+features, so the two columns differ only by the geometric step. Also prints, side by side for
+the geometric fits, how the options the issue lists separate overlay fits from copies (content
+agreement, inlier coverage, shared keypoints), and the geometric step's time per test image.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from bench.accuracy.overlays import OVERLAYS, fit_photo, inset
 from bench.accuracy.photos import Photo, collect_photos
 from bench.accuracy.scores import PairScores, compute_pair_scores, compute_table, nominated_pairs
 from splitaudit.indexer.features.decode import decode_image
-from splitaudit.indexer.match import geometry
+from splitaudit.indexer.match import burstiness, geometric_tier
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist
 from splitaudit.indexer.match.geometry import GeometricMatch
 from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
@@ -52,6 +53,7 @@ RECALL_PER_KIND = 12  # A-photos with the overlay removed, and as many swapped, 
 INSET_FRACTIONS = (0.3, 0.5, 0.7)
 INSETS_PER_FRACTION = 15
 PLAIN = 24  # plain A-photos in the corpus (the insets' sources)
+CAP_BEFORE = 5  # geometric_tier.GEOMETRY_CAP before burstiness
 
 
 @dataclass(frozen=True)
@@ -179,14 +181,14 @@ def labels(queries: list[Item], corpus: list[Item]) -> npt.NDArray[np.int8]:
 
 @contextmanager
 def geometric_step_before() -> Iterator[None]:
-    """The geometric step as it was before this change: no content check, no insets, the
-    strongest keypoints wherever they are."""
-    saved = geometry.CHECK_FROM, geometry.MIN_INSET, geometry.SPREAD_GRID
-    geometry.CHECK_FROM, geometry.MIN_INSET, geometry.SPREAD_GRID = 10**9, 2.0, 0
+    """The geometric step as it was before query-time burstiness (``burstiness``): the content
+    check and the template veto only, the previous shortlist cap."""
+    saved = burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP
+    burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP = 10**9, CAP_BEFORE
     try:
         yield
     finally:
-        geometry.CHECK_FROM, geometry.MIN_INSET, geometry.SPREAD_GRID = saved
+        burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP = saved
 
 
 @dataclass
@@ -348,6 +350,7 @@ def _options_table(run: GeometryRun, truth: npt.NDArray[np.int8], t: Thresholds)
                     score,
                     m.coverage,
                     np.nan if outside is None else outside,
+                    m.own_inliers,
                 )
             )
     if not rows:
@@ -359,17 +362,18 @@ def _options_table(run: GeometryRun, truth: npt.NDArray[np.int8], t: Thresholds)
         f"\nplausible fits with >= {t.geometry_inliers} inliers: {len(copies)} copies, "
         f"{len(overlays)} unrelated (overlay) pairs"
     )
-    print(f"{'option':<34}{'copies kept':>12}{'overlay fits kept':>19}")
+    print(f"{'option':<38}{'copies kept':>12}{'overlay fits kept':>19}")
     for name, column, cuts in (
         ("content agreement >=", 2, (0.3, 0.4, 0.5, 0.6)),
         ("agreement away from inliers >=", 4, (0.3, 0.4, 0.5, 0.6)),
         ("inlier coverage (4x4 cells) >=", 3, (0.25, 0.375, 0.5, 0.625)),
+        ("inliers not shared (burstiness) >=", 5, (6, 12, 24)),
     ):
         for cut in cuts:
             kept_c = int((copies[:, column] >= cut).sum())
             kept_o = int((overlays[:, column] >= cut).sum())
             print(
-                f"{name + f' {cut:.3f}':<34}{kept_c:>6} / {len(copies):<5}{kept_o:>9} / {len(overlays):<5}"
+                f"{name + f' {cut:.3g}':<38}{kept_c:>6} / {len(copies):<5}{kept_o:>9} / {len(overlays):<5}"
             )
     for label, part in (("copies", copies), ("overlay fits", overlays)):
         if len(part):

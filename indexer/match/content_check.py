@@ -252,3 +252,78 @@ def _layout(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float | N
     if norm < (FLAT_STD**2) * len(a):
         return None
     return float((a * b).sum()) / norm
+
+
+FLAT_MEAN = 8.0  # gray levels: two flat patches agree when their means are this close
+
+
+@dataclass(frozen=True)
+class ThreeWay:
+    """A test image aligned with two corpus images A and B (``three_way``): the cells where A
+    and B differ, and how many of those the test image agrees with A, with B."""
+
+    differing: int
+    with_a: int
+    with_b: int
+
+    @property
+    def neither(self) -> float:
+        """Share of the differing cells where the test image agrees with neither (1.0: none)."""
+        if not self.differing:
+            return 0.0
+        return 1.0 - max(self.with_a, self.with_b) / self.differing
+
+
+def _agree(x: npt.NDArray[np.float32], y: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Per cell (rows, cols, CELL * CELL): both textured and correlated (``CELL_NCC``), or both
+    flat with close means (``FLAT_MEAN``): the cells' content is the same."""
+    mx, my = x.mean(axis=2), y.mean(axis=2)
+    dx, dy = x - mx[..., None], y - my[..., None]
+    sx, sy = np.sqrt((dx * dx).mean(axis=2)), np.sqrt((dy * dy).mean(axis=2))
+    textured = (sx >= FLAT_STD) & (sy >= FLAT_STD)
+    correlated = (dx * dy).mean(axis=2) >= CELL_NCC * sx * sy
+    flat = (sx < FLAT_STD) & (sy < FLAT_STD)
+    out: npt.NDArray[np.bool_] = (textured & correlated) | (flat & (np.abs(mx - my) <= FLAT_MEAN))
+    return out
+
+
+def three_way(
+    query_pixels: npt.NDArray[np.uint8],
+    query_size: tuple[int, int],
+    a_pixels: npt.NDArray[np.uint8],
+    a_size: tuple[int, int],
+    b_pixels: npt.NDArray[np.uint8],
+    b_size: tuple[int, int],
+    query_to_a: npt.NDArray[np.float64],
+    b_to_a: npt.NDArray[np.float64],
+) -> ThreeWay | None:
+    """The test image and corpus image B aligned onto corpus image A (2 x 3 transforms between
+    working px; ``*_size``: working sizes), on one grid over the test image's overlap with A:
+    the cells (covered by all three) where A and B differ, and those of them where the test
+    image agrees with A or with B (``_agree``: texture by correlation, flat cells by mean).
+    None when the test image leaves no overlap."""
+    box = _overlap(query_to_a, query_size, a_size)
+    if box is None:
+        return None
+    x0, y0, x1, y1 = box
+    k = GRID_SIDE / max(x1 - x0, y1 - y0)
+    gw, gh = max(CELL, round((x1 - x0) * k)), max(CELL, round((y1 - y0) * k))
+    grid_to_a = np.array([[1 / k, 0, x0], [0, 1 / k, y0]], np.float64)
+    a, _ = _sample(a_pixels, grid_to_a, a_size[0], (gw, gh))
+    grid = np.vstack([grid_to_a, [0.0, 0.0, 1.0]])
+    sampled = []
+    for pixels, size, to_a in ((query_pixels, query_size, query_to_a), (b_pixels, b_size, b_to_a)):
+        inverse = np.linalg.inv(np.vstack([to_a, [0.0, 0.0, 1.0]]))
+        sampled.append(_sample(pixels, (inverse @ grid)[:2], size[0], (gw, gh)))
+    (q, q_valid), (b, b_valid) = sampled
+    rows, cols = gh // CELL, gw // CELL
+    covered = (_cells(q_valid, rows, cols) >= 0.99).all(axis=2) & (
+        _cells(b_valid, rows, cols) >= 0.99
+    ).all(axis=2)
+    ca, cb, cq = _cells(a, rows, cols), _cells(b, rows, cols), _cells(q, rows, cols)
+    differing = covered & ~_agree(ca, cb)
+    return ThreeWay(
+        differing=int(differing.sum()),
+        with_a=int((differing & _agree(cq, ca)).sum()),
+        with_b=int((differing & _agree(cq, cb)).sum()),
+    )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
+from splitaudit.indexer.match.burstiness import discount_shared
 from splitaudit.indexer.match.geometry import (
     NO_MATCH,
     GeometricMatch,
@@ -56,12 +57,14 @@ def shortlist(
     settled: Sequence[bool],
     min_sides: Sequence[int | None],
     th: Thresholds,
-    cap: int = GEOMETRY_CAP,
+    cap: int | None = None,
 ) -> list[int]:
     """Indices of one test image's candidate pairs to match geometrically, best cosine first,
     then the large pairs already near by hash or verification (up to ``CONFIRM_CAP``, lowest
     cosine first): their fit's content check confirms they rest on content, or refuses them
-    as a shared overlay (a negative support: ``Thresholds.near_mask``)."""
+    as a shared overlay (a negative support: ``Thresholds.near_mask``). ``cap``: the open
+    pairs below ``near_cosine`` matched (default ``GEOMETRY_CAP``)."""
+    cap = GEOMETRY_CAP if cap is None else cap
     open_pairs = [
         i
         for i, (cos, done, side) in enumerate(zip(cosines, settled, min_sides, strict=True))
@@ -284,9 +287,12 @@ class GeometricTier:
     ) -> list[GeometricMatch]:
         """The matches, with the content check done where the corpus image's pixels were
         missing (keypoints read from the store): its image is loaded for it, on this thread.
-        Only fits that would otherwise count get there, so this is rare."""
+        Only fits that would otherwise count get there, so this is rare. Then the inliers the
+        fits share with fits to different corpus images are counted
+        (``burstiness.discount_shared``: a shared overlay)."""
         query, references, matches = found
         out = []
+        checked_refs: list[Keypoints | None] = []
         for item_id, reference, match in zip(item_ids, references, matches, strict=True):
             if reference is not None and reference.pixels is None and needs_check(match):
                 image = load(item_id)
@@ -297,7 +303,8 @@ class GeometricTier:
                     if side is not None:
                         match = checked(match, side, reference)
             out.append(match)
-        return out
+            checked_refs.append(reference)
+        return discount_shared(query, checked_refs, out)
 
     def log_cost(self, total_seconds: float) -> None:
         """Log how many pairs were matched and the share of the audit's time it took."""

@@ -130,9 +130,17 @@ class GeometricMatch:
     coverage: float = 0.0  # share of 4 x 4 cells of the overlap holding an inlier
     # the inliers' corpus-side points (corpus working px)
     inlier_points: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    # the inliers' test-image keypoint indices (the same index plain or mirrored)
+    inlier_queries: npt.NDArray[np.intp] | None = field(default=None, repr=False, compare=False)
     # agreement of the aligned images around the inliers (None: not checked); derived from the
     # pixels, not part of the fit, so two equal fits compare equal whether checked or not
     content: ContentAgreement | None = field(default=None, compare=False)
+    # inliers on test keypoints that fits to other, different corpus images of the same test
+    # image rest on too (a shared overlay: ``burstiness.discount_shared``), how many such
+    # images, and the content agreement over the cells holding none of those inliers
+    shared: int = field(default=0, compare=False)
+    shared_with: int = field(default=0, compare=False)
+    beside_shared: float | None = field(default=None, compare=False)
 
     @property
     def inset_side(self) -> float:
@@ -155,28 +163,54 @@ class GeometricMatch:
         return self.content is not None and not self.content.passed
 
     @property
-    def support(self) -> int:
-        """What ``Thresholds`` compares: the inliers of a plausible transform that rests on
-        content; minus the inliers of a refused fit on a *shared overlay* (``vetoes``: from
-        ``geometry_inliers`` of them no rule makes the pair near); 0 otherwise."""
-        if self.vetoes:
-            return -self.inliers
-        return self.inliers if self.plausible and not self.overlay_only else 0
+    def own_inliers(self) -> int:
+        """The inliers on keypoints no fit to a different corpus image rests on."""
+        return self.inliers - self.shared
 
     @property
-    def vetoes(self) -> bool:
-        """Whether this refused fit shows the pair shares only an overlay: the two images
-        aligned as they are (same frame, no turn: one template over both), the content check
-        refusing it as an overlay, and the inliers in a part of the image (a copy of a
-        darkened or emoji-covered photo has them everywhere)."""
-        if not self.overlay_only or self.content is None or not self.content.overlay:
-            return False
+    def aligned(self) -> bool:
+        """Whether the two images are aligned as they are: both boxes the whole image and no
+        turn (one template drawn over both)."""
         full = (0.03, 0.03, 0.97, 0.97)
         whole = all(
             box[0] <= full[0] and box[1] <= full[1] and box[2] >= full[2] and box[3] >= full[3]
             for box in (self.box, self.test_box)
         )
-        return whole and abs(self.angle) <= VETO_ANGLE and self.coverage < VETO_COVERAGE
+        return whole and abs(self.angle) <= VETO_ANGLE
+
+    @property
+    def on_shared(self) -> bool:
+        """Whether the fit stands on an overlay the test image shares with other, different
+        corpus images (``burstiness.discount_shared``: where this corpus image and such another
+        differ, the test image agrees with neither): the two images are aligned as they are
+        (one template over both), or fewer than ``MIN_INLIERS`` inliers are the fit's own (and
+        no more than it shares)."""
+        if not self.shared_with:
+            return False
+        return self.aligned or (self.own_inliers < MIN_INLIERS and self.shared >= self.own_inliers)
+
+    @property
+    def support(self) -> int:
+        """What ``Thresholds`` compares: the own inliers (``own_inliers``) of a plausible
+        transform that rests on content; minus the inliers of a fit on a *shared overlay*
+        (``vetoes``: from ``geometry_inliers`` of them no rule makes the pair near); 0
+        otherwise."""
+        if self.vetoes:
+            return -self.inliers
+        return self.own_inliers if self.plausible and not self.overlay_only else 0
+
+    @property
+    def vetoes(self) -> bool:
+        """Whether this fit shows the pair shares only an overlay: it stands on keypoints the
+        fits to other, different corpus images share (``on_shared``), or the content
+        check refused it with the two images aligned as they are (same frame, no turn: one
+        template over both) and the inliers in a part of the image (a copy of a darkened or
+        emoji-covered photo has them everywhere)."""
+        if self.plausible and self.on_shared:
+            return True
+        if not self.overlay_only or self.content is None or not self.content.overlay:
+            return False
+        return self.aligned and self.coverage < VETO_COVERAGE
 
     def is_copy(self, min_inliers: int = MIN_INLIERS) -> bool:
         """Whether enough matches agree on a plausible transform (scale, angle) to call it a copy."""
@@ -203,9 +237,23 @@ class GeometricMatch:
             ev["mirrored"] = True
         if self.content is not None:
             ev["content"] = self.content.evidence()
-            if self.overlay_only:
-                ev["discarded"] = {"inliers": self.inliers, "reason": self.content.reason()}
+        if self.shared:
+            ev["shared"] = {"inliers": self.shared, "corpus_images": self.shared_with}
+            if self.beside_shared is not None:
+                ev["shared"]["agreement_beside_overlay"] = round(self.beside_shared, 3)
+        if self.plausible and self.on_shared:
+            ev["discarded"] = {"inliers": self.inliers, "reason": self.shared_reason()}
+        elif self.content is not None and self.overlay_only:
+            ev["discarded"] = {"inliers": self.inliers, "reason": self.content.reason()}
         return ev
+
+    def shared_reason(self) -> str:
+        """Why a fit on shared keypoints was discarded, in words."""
+        other = "image" if self.shared_with == 1 else "images"
+        return (
+            f"overlay: {self.shared} of {self.inliers} inliers on keypoints shared with "
+            f"{self.shared_with} other corpus {other}"
+        )
 
 
 NO_MATCH = GeometricMatch(inliers=0, matches=0)
@@ -362,24 +410,42 @@ def _ratio_matches(
     query: Keypoints, reference: Keypoints
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """Matched point pairs (query, reference) that pass the ratio test, one per reference point."""
+    return _points(query, reference, *_ratio_indices(query, reference))
+
+
+def _ratio_indices(
+    query: Keypoints, reference: Keypoints
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``_ratio_matches`` as keypoint indices (query, reference)."""
     if len(query) < 2 or len(reference) < 2:
-        empty = np.zeros((0, 2), np.float32)
+        empty = np.zeros(0, np.intp)
         return empty, empty
     query_norms = query.exact_norms
     reference_norms = reference.exact_norms
     if query_norms is None or reference_norms is None:
-        return _ratio_matches_opencv(query, reference)
+        return _ratio_indices_opencv(query, reference)
     partial = _partial_distances(query.scaled_descriptors, reference.descriptors, reference_norms)
-    return _ratio_from_distances(partial, query_norms, query, reference)
+    return _ratio_from_distances(partial, query_norms)
+
+
+def _points(
+    query: Keypoints,
+    reference: Keypoints,
+    query_index: npt.NDArray[np.intp],
+    reference_index: npt.NDArray[np.intp],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """The matched keypoints' coordinates (query, reference)."""
+    q = query.points[query_index].astype(np.float32).reshape(-1, 2)
+    r = reference.points[reference_index].astype(np.float32).reshape(-1, 2)
+    return q, r
 
 
 def _ratio_from_distances(
     partial: npt.NDArray[np.float32],
     query_norms: npt.NDArray[np.float32],
-    query: Keypoints,
-    reference: Keypoints,
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """``_ratio_matches`` from the (query, reference) ``_partial_distances`` (overwritten).
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The (query, reference) keypoint indices of ``_ratio_matches`` from their
+    ``_partial_distances`` (overwritten).
 
     The ratio test and "the closest query point per reference point" exactly as the DMatch
     loop of ``_ratio_matches_opencv`` does them: the same float comparisons on the same float32
@@ -398,9 +464,7 @@ def _ratio_from_distances(
     best_query = passing[ranked[group_start]]
     unique_train, first_seen = np.unique(train, return_index=True)
     order = np.argsort(first_seen, kind="stable")
-    q = query.points[best_query[order]].astype(np.float32).reshape(-1, 2)
-    r = reference.points[unique_train[order]].astype(np.float32).reshape(-1, 2)
-    return q, r
+    return best_query[order].astype(np.intp), unique_train[order].astype(np.intp)
 
 
 # SIFT descriptors are small non-negative integers stored as float32: their squared
@@ -461,6 +525,13 @@ def _ratio_matches_opencv(
     query: Keypoints, reference: Keypoints
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """``_ratio_matches`` through OpenCV's brute-force matcher (any descriptor values)."""
+    return _points(query, reference, *_ratio_indices_opencv(query, reference))
+
+
+def _ratio_indices_opencv(
+    query: Keypoints, reference: Keypoints
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``_ratio_matches_opencv`` as keypoint indices (query, reference)."""
     cv2 = _cv2()
     knn = cv2.BFMatcher(cv2.NORM_L2).knnMatch(query.descriptors, reference.descriptors, k=2)
     best: dict[int, tuple[float, int]] = {}
@@ -469,15 +540,16 @@ def _ratio_matches_opencv(
             m = pair[0]
             if m.trainIdx not in best or m.distance < best[m.trainIdx][0]:
                 best[m.trainIdx] = (m.distance, m.queryIdx)
-    q = np.array([query.points[qi] for _, qi in best.values()], np.float32).reshape(-1, 2)
-    r = np.array([reference.points[ri] for ri in best], np.float32).reshape(-1, 2)
+    q = np.array([qi for _, qi in best.values()], np.intp)
+    r = np.array(list(best), np.intp)
     return q, r
 
 
 def _fit(query: Keypoints, reference: Keypoints, mirrored: bool) -> GeometricMatch:
     """RANSAC similarity transform from ``query`` to ``reference`` and the region it locates."""
-    q, r = _ratio_matches(query, reference)
-    return checked(_fit_matches(q, r, query, reference, mirrored), query, reference)
+    query_index, reference_index = _ratio_indices(query, reference)
+    q, r = _points(query, reference, query_index, reference_index)
+    return checked(_fit_matches(q, r, query, reference, mirrored, query_index), query, reference)
 
 
 def _fit_matches(
@@ -486,8 +558,10 @@ def _fit_matches(
     query: Keypoints,
     reference: Keypoints,
     mirrored: bool,
+    query_index: npt.NDArray[np.intp] | None = None,
 ) -> GeometricMatch:
-    """``_fit`` from the ratio-test matches ``q`` -> ``r``."""
+    """``_fit`` from the ratio-test matches ``q`` -> ``r`` (``query_index``: the query keypoint
+    of each, kept for the inliers)."""
     if len(q) < 3:
         return GeometricMatch(inliers=0, matches=len(q), mirrored=mirrored)
     cv2 = _cv2()
@@ -530,6 +604,7 @@ def _fit_matches(
         transform=tuple(float(v) for v in matrix.ravel()),
         coverage=_coverage(r[inliers], box, reference),
         inlier_points=r[inliers],
+        inlier_queries=None if query_index is None else query_index[inliers],
     )
 
 
@@ -661,8 +736,9 @@ def _match_from_distances(
         block = partial[:rows] if side == 0 else partial[rows:]
         norms = sides[side].exact_norms
         assert norms is not None  # match_many batches exact descriptors only
-        q, r = _ratio_from_distances(block.copy(), norms, sides[side], reference)
-        fitted = _fit_matches(q, r, sides[side], reference, mirrored=side == 1)
+        query_index, reference_index = _ratio_from_distances(block.copy(), norms)
+        q, r = _points(sides[side], reference, query_index, reference_index)
+        fitted = _fit_matches(q, r, sides[side], reference, side == 1, query_index)
         return checked(fitted, sides[side], reference)
 
     return _plain_or_mirrored(fit(0), (lambda: fit(1)) if len(sides) > 1 else None)
