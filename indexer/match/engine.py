@@ -173,6 +173,8 @@ def match_corpus(
             _fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         _fill_min_sides(session, state, pairs.values())
+    with phases.phase("orientations (db)"):
+        _turn_small_pairs(session, state, pairs.values(), thresholds)
     geometric = GeometricTier(store=store)
     # The geometric step's detection threads keep every core busy: BLAS threads of the
     # verification's small products (verifier correlations, descriptor distances) would only
@@ -235,6 +237,38 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
     for p in pairs:
         own = int(state.min_side[p.row])
         p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
+
+
+def _turn_small_pairs(
+    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds
+) -> None:
+    """Small candidate pairs the hash tier did not find turned: the orientation whose pHash of
+    the test image comes closest to the corpus image's, so the verifier tries the test image
+    turned back that way (a turned thumbnail nominated by its cosine or its plain pHash: a
+    brick wall turned 180 degrees is 14 bits from its source that way, 34 upright). The hash
+    tier looks for turned copies within the near radius only (``_hash_pairs``); this adds no
+    candidate, it only orients the ones there are."""
+    if state.phash_oriented is None or len(state.phash_oriented) != len(state):
+        return
+    todo = [
+        p
+        for p in pairs
+        if p.orientation in ("identity", "mirror")
+        and (p.hamming is None or p.hamming > th.phash_hamming)
+        and p.min_side is not None
+        and bool(th.small_mask(float(p.min_side)))
+        and not p.digest_equal
+    ]
+    if not todo:
+        return
+    from splitaudit.indexer.match.orientation import closest_turn
+
+    hashes = _column_by_id(session, Item.phash, sorted({p.item_id for p in todo}))
+    for p in todo:
+        if p.item_id in hashes:
+            turn = closest_turn(state.phash_oriented[p.row], int(hashes[p.item_id]), p.hamming)
+            if turn is not None:
+                p.hamming, p.orientation = turn
 
 
 def _exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: PairOf) -> None:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from splitaudit.indexer.features.perceptual import (
+    ORIENTATIONS,
     Orientation,
     inverse_orientation,
     orient,
@@ -24,6 +25,7 @@ from splitaudit.indexer.features.perceptual import (
 )
 from splitaudit.indexer.match.verify import References, prepare_references, verify_scores
 
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 # The verifier tries each query plain and mirrored, so o and (mirror, then o) need one call:
 # a transpose of the mirror image is a quarter turn counter-clockwise, a transverse one clockwise.
 _SAME_CALL: dict[Orientation, Orientation] = {
@@ -36,6 +38,26 @@ _SAME_CALL: dict[Orientation, Orientation] = {
     "rot270": "rot270",
     "transverse": "rot270",
 }
+
+
+def closest_turn(
+    oriented: npt.NDArray[np.uint64], corpus_phash: int, hamming: int | None
+) -> tuple[int, Orientation] | None:
+    """The turn or flip (not upright, not mirrored) whose pHash of the test image comes closest
+    to the corpus image's, with its distance, where it beats ``hamming`` (the pair's distance
+    so far; None: none); else None. ``oriented``: the test image's eight pHashes
+    (``oriented_phashes``); ``corpus_phash`` may be stored signed (64-bit)."""
+    if oriented.shape != (len(ORIENTATIONS),):
+        raise ValueError(
+            f"need one pHash per orientation ({len(ORIENTATIONS)}), got {oriented.shape}"
+        )
+    dists = np.bitwise_count(oriented.astype(np.uint64) ^ np.uint64(corpus_phash & _MASK64))
+    dists[[ORIENTATIONS.index("identity"), ORIENTATIONS.index("mirror")]] = 65
+    best = int(np.argmin(dists))
+    dist = int(dists[best])
+    if dist > 64 or (hamming is not None and dist >= hamming):
+        return None
+    return dist, ORIENTATIONS[best]
 
 
 def turned_back(

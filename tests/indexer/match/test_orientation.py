@@ -16,7 +16,7 @@ from splitaudit.indexer.features.perceptual import (
     perceptual_hashes,
     phash,
 )
-from splitaudit.indexer.match.orientation import oriented_verify_scores
+from splitaudit.indexer.match.orientation import closest_turn, oriented_verify_scores
 from splitaudit.indexer.match.verify import verify_thumbnail
 
 
@@ -81,3 +81,27 @@ def test_every_orientation_of_a_thumbnail_verifies_turned_back(name: str) -> Non
     scores, found = oriented_verify_scores(orient(source, name), [name], thumbs)  # type: ignore[arg-type]
     assert scores[0] > 0.9
     assert found[0] in (name, "identity" if name == "mirror" else name)
+
+
+def test_the_closest_turn_of_a_turned_copy_is_found_from_its_eight_phashes() -> None:
+    source = _photo(11)
+    corpus = int(phash(source))
+    signed = corpus - (1 << 64) if corpus >= 1 << 63 else corpus  # as the database stores it
+    for name in ("flip", "rot90", "rot180", "transverse"):
+        test = orient(source, name)
+        oriented = np.asarray(oriented_phashes(test), np.uint64)
+        upright = hamming(int(oriented[0]), corpus)
+        found = closest_turn(oriented, signed, upright)
+        assert found is not None and found[1] == name, (name, found)
+        assert found[0] < upright and found[0] <= 2
+        # a pair already as close as that keeps its orientation
+        assert closest_turn(oriented, signed, found[0]) is None
+
+
+def test_an_upright_copy_gets_no_turn() -> None:
+    source = _photo(12)
+    oriented = np.asarray(oriented_phashes(source.resize((100, 75))), np.uint64)
+    corpus = int(phash(source))
+    assert closest_turn(oriented, corpus, hamming(int(oriented[0]), corpus)) is None
+    with pytest.raises(ValueError, match="one pHash per orientation"):
+        closest_turn(oriented[:2], corpus, None)
