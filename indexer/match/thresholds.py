@@ -176,8 +176,9 @@ class Thresholds:
         ``geometry`` is the number of keypoint matches supporting a plausible transform
         (``GeometricMatch.support``; NaN / None = not run). A support of
         ``-geometry_inliers`` or below is a fit of that many inliers whose aligned images agree
-        only on a shared overlay (watermark, logo, caption bands, frame, window chrome): the
-        pair is not near, whatever its hash or verification score.
+        only on a shared overlay (watermark, logo, caption bands, frame, window chrome), or that
+        stands on test keypoints the fits to other, different corpus images share
+        (``burstiness``): the pair is not near, whatever its hash or verification score.
         """
         ham = np.asarray(hamming, dtype=np.float64)
         cos = np.asarray(cosine, dtype=np.float64)

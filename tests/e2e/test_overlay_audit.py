@@ -42,6 +42,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     patterned_frame(photo["retina"]).save(split / "frame_retina.png")
     patterned_frame(photo["tissue"]).save(split / "frame_tissue.png")
     fitted(photo["astronaut"]).save(split / "astronaut_clean.png")
+    tiled_watermark(photo["astronaut"]).save(split / "wm_astronaut_copy.jpg", quality=85)
     canvas, pasted = inset(photo["motorcycle"], 0.4, INSET_AT)
     canvas.save(split / "slide.png")
     (root / "pasted.json").write_text(json.dumps(pasted))
@@ -71,10 +72,25 @@ def test_same_photo_without_the_watermark_is_near_with_its_content_region(report
     near = _near(_item(report, "astronaut_clean.png"))
     assert [m["corpus_key"] for m in near] == ["wm_astronaut.png"]
     evidence = near[0]["evidence"]
-    if "geometry" in evidence.get("near_rules", []):
-        content = evidence["geometry"]["content"]
-        x0, y0, x1, y1 = content["region"]
-        assert content["agreement"] >= 0.55 and x1 - x0 > 0.7 and y1 - y0 > 0.7
+    assert "geometry" in evidence["near_rules"]
+    content = evidence["geometry"]["content"]
+    x0, y0, x1, y1 = content["region"]
+    assert content["agreement"] >= 0.55 and x1 - x0 > 0.7 and y1 - y0 > 0.7
+
+
+def test_a_watermarked_copy_stays_near_beside_other_photos_under_the_watermark(
+    report: dict,
+) -> None:
+    """The corpus holds another photo under the same tiled watermark: the copy's fit shares the
+    watermark's keypoints with the fit to it, but the copy agrees with its corpus photo where
+    the two corpus photos differ, so nothing is discarded."""
+    near = _near(_item(report, "wm_astronaut_copy.jpg"))
+    assert [m["corpus_key"] for m in near] == ["wm_astronaut.png"]
+    geometry = near[0]["evidence"]["geometry"]
+    assert "geometry" in near[0]["evidence"]["near_rules"]
+    assert "discarded" not in geometry and "shared" not in geometry
+    x0, y0, x1, y1 = geometry["content"]["region"]
+    assert x1 - x0 > 0.7 and y1 - y0 > 0.7
 
 
 def test_inset_copy_is_near_with_the_box_on_the_test_image(report: dict) -> None:

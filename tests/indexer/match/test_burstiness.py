@@ -17,6 +17,7 @@ from splitaudit.indexer.match import geometry
 from splitaudit.indexer.match.burstiness import discount_shared
 from splitaudit.indexer.match.geometry import GeometricMatch, Keypoints, keypoints, match_many
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
+from splitaudit.indexer.reporting.evidence_lines import evidence_lines
 
 TH = DEFAULT_THRESHOLDS
 
@@ -54,6 +55,10 @@ def test_unrelated_photos_under_one_overlay_are_refused_and_vetoed(
     # window chrome: every fit rests on 100+ chrome inliers, all of them shared
     if overlay is window_chrome:
         assert all(f.on_shared and f.support <= -TH.geometry_inliers for f in fits)
+    # the report's lines (HTML, pair view) say how many matches were discarded, and why
+    lines = evidence_lines({"near_rules": [], "geometry": vetoing[0].evidence()})
+    said = f"{vetoing[0].inliers} keypoint matches discarded: overlay: {vetoing[0].shared} of"
+    assert any(line.startswith(said) and "shared with" in line for line in lines), lines
 
 
 def test_three_copies_of_one_photo_stay_near(photos: dict[str, Image.Image]) -> None:
