@@ -11,8 +11,10 @@ process, same run:
   score, bit for bit), clusters and summary are compared;
 * **audit**: ``--queries`` synthetic test rows (a fifth of them edited copies of corpus items:
   a few pHash bits flipped, the embedding at cosine ~0.96, some byte-exact) matched against
-  the corpus by ``match_corpus`` here and by ``match_corpus_on_ray``; the classified pairs are
-  compared (row, item, kind, Hamming, cosine, verifier score).
+  the corpus by ``match_corpus`` here and by ``match_corpus_on_ray`` (the corpus's vector
+  index cut into one shard per actor); the classified pairs are compared (row, item, kind,
+  Hamming, cosine, verifier score), and the shards' layout, the bytes of the index each actor
+  maps and its resident memory at the end are reported.
 
 Wall is the run itself (the Ray instance is started before it and timed apart); CPU is this
 process's plus, for Ray, every process it started: the raylet, GCS and idle workers read from
@@ -74,12 +76,28 @@ class ActorCpu(logging.Handler):
         super().__init__(logging.INFO)
         self.seconds = 0.0
         self.pids: set[int] = set()
+        self.memory: dict[str, Any] = {}  # the last sharded audit's actors: bytes mapped, RSS
 
     def emit(self, record: logging.LogRecord) -> None:
-        found = re.search(r"actors used ([0-9.]+) CPU-s \(pids ([0-9,]*)\)", record.getMessage())
+        message = record.getMessage()
+        found = re.search(r"actors used ([0-9.]+) CPU-s \(pids ([0-9,]*)\)", message)
         if found:
             self.seconds += float(found.group(1))
             self.pids.update(int(p) for p in found.group(2).split(",") if p)
+        shards = re.search(
+            r"float index \((.*)\) in (\d+) shards; bytes mapped per actor: (.*)", message
+        )
+        if shards:
+            self.memory = {
+                "vector_index": shards.group(1),
+                "shards": int(shards.group(2)),
+                "mapped_mib_per_actor": [
+                    round(int(b) / 2**20, 1) for b in shards.group(3).split(",") if b
+                ],
+            }
+        rss = re.search(r"resident memory at the end: (.*) MiB", message)
+        if rss:
+            self.memory["rss_mib_per_actor"] = [int(m) for m in rss.group(1).split(",") if m]
 
 
 ACTORS = ActorCpu()
@@ -239,7 +257,7 @@ def audit_both(ws: Any, queries: int, workers: int) -> dict[str, Any]:
         thresholds=th,
         workers=workers,
     )
-    out["ray"] = {**_since(start), "pairs": len(remote)}
+    out["ray"] = {**_since(start), "pairs": len(remote), **ACTORS.memory}
     print(f"audit ray: {out['ray']}", flush=True)
     a, b = _pairs(local), _pairs(remote)
     out["identical_pairs"] = a == b

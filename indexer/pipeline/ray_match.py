@@ -1,19 +1,21 @@
-"""Matching on Ray: an audit's query rows fanned out to actors that hold the corpus index.
+"""Matching on Ray: an audit's query rows matched by actors that each hold a shard of the index.
 
 The driver (``splitaudit audit --executor ray``) reads and embeds the split as the local
-executor does; then actors, each holding the workspace, the corpus index (memory-mapped where
-the store allows it, like any ``open_corpus_index``) and the verification store, opened once,
-do the matching in two rounds:
+executor does, and cuts the corpus's float index into one shard per actor
+(``ray_shards.plan_shards``: a Flat index by 16,384-row database blocks, an IVF index by
+ranges of inverted lists). Each actor maps only its shard's bytes and holds the workspace, the
+corpus's hash index and the verification store, opened once. The matching runs in two rounds:
 
-1. the vector k-NN search, in blocks cut exactly as the local engine searches (its
-   ``VECTOR_CHUNK``-row chunks, starting at multiples of the exact search's query block, and
-   where a chunk takes the IVF list-by-list path every block of it takes it too) and on the
-   driver's BLAS thread count: the same BLAS products, hence the same scores to the last bit
-   (a product's rounding depends on how many rows it has and how they are split among
-   threads). One actor in ``threads`` searches, so the cluster's CPUs are not oversubscribed;
+1. the vector k-NN search, in the local engine's own query chunks (Flat: 4,096-row blocks of
+   them), each fanned out to every shard and merged on the driver into the global top-k
+   (``ray_shard_search.ShardedSearch``): the same BLAS products on the same thread counts
+   and the local search's merges replayed, hence the same scores to the last bit and the same
+   ids, ties included;
 2. the audit engine (``match.engine.match_corpus``) on small batches of rows, its vector
    search answered from round 1 (``AnsweredFloats``): hash candidates, pixel and geometric
-   verification all run on the workers, spread over every actor even for a small split.
+   verification all run on the workers, spread over every actor even for a small split; the
+   stored vector of a hash-only candidate (its cosine) is read from the shard holding it
+   (actors serve each other in a concurrency group of their own, ``PEER_GROUP``).
 
 The driver concatenates the classified pairs, rows numbered as in the split. The engine
 decides each query row on its own, so the result is the local executor's.
@@ -44,7 +46,14 @@ from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.pipeline.ray_shard_search import ShardedSearch
-from splitaudit.indexer.pipeline.ray_shards import FloatShard, Part, ShardSpec, plan_shards
+from splitaudit.indexer.pipeline.ray_shards import (
+    FloatShard,
+    ListPart,
+    Part,
+    ShardSpec,
+    plan_shards,
+    process_rss,
+)
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
 from splitaudit.indexer.store.float_index import FloatStore
@@ -57,7 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Answer = tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.int64]]
 VECTOR_CHUNK = 16_384  # the rows match.engine._vector_pairs searches together
-BATCHES_PER_ACTOR = 2  # a second batch queued per actor keeps it busy while one returns
+BATCHES_PER_ACTOR = 2  # dedup: a second chunk queued per actor keeps it busy while one returns
 MATCH_BATCHES_PER_ACTOR = 4  # round 2: verification time varies by row; small batches even it out
 MATCH_BATCH_MAX = 4096
 PEER_GROUP = "peer"  # the concurrency group of calls between actors
@@ -172,12 +181,16 @@ class MatchWorker(WorkspaceActor):
         """Bytes of the float index file this actor maps (its shard only)."""
         return self.shard.mapped_bytes() if self.shard is not None else 0
 
+    def memory(self) -> tuple[int, int]:
+        """Bytes of the float index this actor maps, and its process's resident set now."""
+        return self.mapped_bytes(), process_rss()
+
     def flat_parts(self, *args: Any) -> list[Part]:
         """``FloatShard.flat_parts``."""
         assert self.shard is not None
         return self.shard.flat_parts(*args)
 
-    def list_parts(self, *args: Any) -> list[Part]:
+    def list_parts(self, *args: Any) -> list[ListPart]:
         """``FloatShard.list_parts``."""
         assert self.shard is not None
         return self.shard.list_parts(*args)
@@ -501,6 +514,11 @@ def match_corpus_on_ray(
                         phases.add(f"ray actors: {name}", spent)
                     if on_batch is not None:
                         on_batch(done, len(matches))
+            memory = ray.get([a.memory.remote() for a in pool_actors])
+            log.info(
+                "ray: actors' resident memory at the end: %s MiB",
+                ",".join(f"{rss / 2**20:.0f}" for _mapped, rss in memory),
+            )
             log_actor_cpu(ray.get([a.close.remote() for a in pool_actors]))
         finally:
             for a in pool_actors:

@@ -31,13 +31,14 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from splitaudit.indexer.pipeline.ray_shards import Part, ShardSpec
+from splitaudit.indexer.pipeline.ray_shards import ListPart, ShardSpec, replay_part
 from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
 from splitaudit.indexer.store.float_index import (
     BATCHED_PER_LIST,
     SCAN_THREADS,
     FloatStore,
     merge_tops,
+    usable_cpus,
 )
 
 Result = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
@@ -46,32 +47,22 @@ Submit = Callable[..., Any]
 Gather = Callable[[list[Any]], list[Any]]
 
 
-def replay(top: TopK, rows: Any, part: Part) -> None:
-    """``TopK.update_rows(rows, ...)`` from the candidates it takes of a block (``take_part``)."""
-    scores, ids = part
-    if scores.shape[1] == 0 or scores.shape[0] == 0:
-        return
-    cand_s = np.concatenate([top.scores[rows], scores], axis=1)
-    cand_i = np.concatenate([top.ids[rows], ids], axis=1)
-    sel = np.argpartition(-cand_s, top.k - 1, axis=1)[:, : top.k]
-    top.scores[rows] = np.take_along_axis(cand_s, sel, 1)
-    top.ids[rows] = np.take_along_axis(cand_i, sel, 1)
-
-
-def scan_parts(n: int, spans: Sequence[tuple[npt.NDArray[np.int64], Part]], k: int) -> TopK:
-    """``FloatStore._scan_lists`` from each list's candidates: ``(query rows, part)`` per list.
-    Rows none of whose scores beats their ``k``-th best skip the merge, as there (a list's
-    best score of a row is in its part)."""
+def scan_parts(n: int, spans: Sequence[tuple[npt.NDArray[np.int64], ListPart]], k: int) -> TopK:
+    """``FloatStore._scan_lists`` from each list's candidates: ``(query rows, (rows sent,
+    part))`` per list. Rows none of whose scores beats their ``k``-th best skip the merge, as
+    there (a row's best score in a list is in its part; rows the shard did not send are such)."""
     top = TopK(n, k)
-    for qrows, (scores, ids) in spans:
-        if scores.shape[1] == 0:
-            continue
-        if scores.shape[1] >= k:  # the list holds at least k items
-            kth = top.scores[qrows].min(axis=1)
-            live = np.flatnonzero(scores.max(axis=1) > kth)
+    for qrows, (keep, (scores, ids)) in spans:
+        if scores.shape[1] == 0 and keep is None:
+            continue  # an empty list
+        if keep is not None:  # the list holds at least k items
+            qrows = qrows[keep]
+            live = np.flatnonzero(
+                scores.max(axis=1, initial=-np.inf) > top.scores[qrows].min(axis=1)
+            )
             if len(live) < len(qrows):
                 qrows, scores, ids = qrows[live], scores[live], ids[live]
-        replay(top, qrows, (scores, ids))
+        replay_part(top, qrows, (scores, ids))
     return top
 
 
@@ -138,7 +129,7 @@ class ShardedSearch:
             rows = slice(qs, qs + QUERY_BLOCK)
             top = TopK(len(q[rows]), k)
             for scores, ids in blocks:
-                replay(top, slice(None), (scores[rows], ids[rows]))
+                replay_part(top, slice(None), (scores[rows], ids[rows]))
             out_s[rows], out_i[rows] = top.result()
         return out_s, out_i
 
@@ -165,6 +156,8 @@ class ShardedSearch:
         starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
         bounds = np.r_[starts, len(by_list)]
         probed = by_list[starts]
+        # as FloatStore._search_by_list: every n-th list into one of n top-k, then merged
+        n_threads = max(1, min(SCAN_THREADS, usable_cpus(), len(probed) // 16))
         handles, spans = [], []
         for spec in self.specs:
             lo, hi = np.searchsorted(probed, [spec.start, spec.stop])
@@ -180,14 +173,14 @@ class ShardedSearch:
                         rows[a:b],
                         bounds[lo : hi + 1] - a,
                         k,
+                        int(lo),
+                        n_threads,
                     )
                 )
 
         def merge() -> Result:
             parts = [part for got in self.gather(handles) for part in got]  # list order
             spans = [(rows[bounds[j] : bounds[j + 1]], part) for j, part in enumerate(parts)]
-            # as FloatStore._search_by_list: every n-th list into one of n top-k, then merged
-            n_threads = max(1, min(SCAN_THREADS, len(spans) // 16))
             tops = [scan_parts(len(q), spans[t::n_threads], k) for t in range(n_threads)]
             return tops[0].result() if n_threads == 1 else merge_tops(tops, k)
 

@@ -25,10 +25,11 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store import float_index
-from splitaudit.indexer.store.exact import DB_BLOCK, QUERY_BLOCK
+from splitaudit.indexer.store.exact import DB_BLOCK, QUERY_BLOCK, TopK
 from splitaudit.indexer.store.float_index import FloatStore
 
 Part = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]  # a TopK merge's candidates
+ListPart = tuple[npt.NDArray[np.int32] | None, Part]  # (the query rows sent, their candidates)
 
 
 @dataclass(frozen=True)
@@ -256,20 +257,43 @@ class FloatShard:
         rows: npt.NDArray[np.int64],
         bounds: npt.NDArray[np.int64],
         k: int,
-    ) -> list[Part]:
-        """Per probed list ``lists[j]`` (queries ``rows[bounds[j]:bounds[j+1]]``), the candidates
-        ``TopK.update_rows`` takes from it (one BLAS thread, as the local list-by-list search)."""
-        out: list[Part] = []
+        first: int = 0,
+        groups: int = 1,
+    ) -> list[ListPart]:
+        """Per probed list ``lists[j]`` (queries ``rows[bounds[j]:bounds[j+1]]``), the
+        candidates ``TopK.update_rows`` takes from it (one BLAS thread, as the local
+        list-by-list search), for the rows that may still enter their top ``k``.
+
+        The local scan deals list ``first + j`` (its place among all probed lists) to top-k
+        number ``(first + j) % groups`` and skips a row none of whose scores beats that
+        top-k's ``k``-th best. This shard keeps such top-k of its own lists: their ``k``-th
+        best can only be lower than the whole scan's, so a row skipped here is skipped there
+        too and is not sent (``keep``: the rows sent, None for all)."""
+        out: list[ListPart] = []
+        tops = [TopK(len(queries), k) for _ in range(groups)]
         with threadpool_limits(limits=1, user_api="blas"):
             for j, list_no in enumerate(lists.tolist()):
                 ids, vecs = self.list_vectors(int(list_no))
                 qrows = rows[bounds[j] : bounds[j + 1]]
                 if len(ids) == 0:
-                    out.append(
-                        (np.empty((len(qrows), 0), np.float32), np.empty((len(qrows), 0), np.int64))
+                    empty = (
+                        np.empty((len(qrows), 0), np.float32),
+                        np.empty((len(qrows), 0), np.int64),
                     )
+                    out.append((None, empty))
                     continue
-                out.append(take_part(queries[qrows] @ vecs.T, ids, k))
+                scores = queries[qrows] @ vecs.T
+                top = tops[(first + j) % groups]
+                if len(ids) < k:  # every row is merged
+                    part = take_part(scores, ids, k)
+                    replay_part(top, qrows, part)
+                    out.append((None, part))
+                    continue
+                kth = top.scores[qrows].min(axis=1)
+                keep = np.flatnonzero((scores > kth[:, None]).any(axis=1))
+                part = take_part(scores[keep], ids, k)
+                replay_part(top, qrows[keep], part)
+                out.append((keep.astype(np.int32), part))
         return out
 
     def faiss_search(
@@ -351,6 +375,18 @@ class FloatShard:
             ids, _vecs = self.list_vectors(list_no)
             where.update({int(i): (list_no, n) for n, i in enumerate(ids.tolist())})
         return where
+
+
+def replay_part(top: TopK, rows: Any, part: Part) -> None:
+    """``TopK.update_rows(rows, ...)`` from the candidates it takes of a block (``take_part``)."""
+    scores, ids = part
+    if scores.shape[1] == 0 or scores.shape[0] == 0:
+        return
+    cand_s = np.concatenate([top.scores[rows], scores], axis=1)
+    cand_i = np.concatenate([top.ids[rows], ids], axis=1)
+    sel = np.argpartition(-cand_s, top.k - 1, axis=1)[:, : top.k]
+    top.scores[rows] = np.take_along_axis(cand_s, sel, 1)
+    top.ids[rows] = np.take_along_axis(cand_i, sel, 1)
 
 
 def take_part(scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64], k: int) -> Part:
