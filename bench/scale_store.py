@@ -260,6 +260,8 @@ def audit(
         out["semantic_1024_chunks"] = c.done()
         out["chunked_agreement"] = round(recall_at_k(chunked, found), 4)
     out["rss_after_audit_mb"] = round(peak_rss_mb())
+    # the figures so far, in case the (long) baselines do not get to finish
+    (folder / "figures.partial.json").write_text(json.dumps(out, default=str))
     if not opts.get("baselines", True):
         out["peak_rss_mb"] = round(peak_rss_mb())
         return out
