@@ -176,6 +176,7 @@ class FloatShard:
         self.spec = spec
         self._faiss: Any = None
         self._quantizer: Any = None
+        self._quantizer_sq: Any = None
         self._where: dict[int, tuple[int, int]] | None = None
         d = spec.dim
         if spec.kind == "flat":
@@ -224,12 +225,15 @@ class FloatShard:
         return ids, self._sq().decode(np.ascontiguousarray(codes).reshape(m, cs))
 
     def _sq(self) -> Any:
-        import faiss
+        """The trained scalar quantizer of an ``sq8`` index (built once)."""
+        if self._quantizer_sq is None:
+            import faiss
 
-        sq = faiss.ScalarQuantizer(self.spec.dim, self.spec.qtype)
-        assert self.spec.sq_trained is not None
-        faiss.copy_array_to_vector(self.spec.sq_trained, sq.trained)
-        return sq
+            sq = faiss.ScalarQuantizer(self.spec.dim, self.spec.qtype)
+            assert self.spec.sq_trained is not None
+            faiss.copy_array_to_vector(self.spec.sq_trained, sq.trained)
+            self._quantizer_sq = sq
+        return self._quantizer_sq
 
     def flat_parts(
         self, queries: npt.NDArray[np.float32], k: int, threads: int | None

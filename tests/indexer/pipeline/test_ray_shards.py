@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from splitaudit.indexer.errors import IndexMismatchError
-from splitaudit.indexer.pipeline.ray_match import blas_threads
+from splitaudit.indexer.pipeline.ray_match import IndexLayout, ShardedFloats, blas_threads
 from splitaudit.indexer.pipeline.ray_shard_search import ShardedSearch
 from splitaudit.indexer.pipeline.ray_shards import FloatShard, ShardSpec, plan_shards
 from splitaudit.indexer.store.exact import DB_BLOCK
@@ -138,3 +138,25 @@ def test_ivf_shards_by_list_merge_bit_identically(
     for shard in shards:
         got.update(shard.reconstruct(np.array([item])))
     assert np.array_equal(got[item], store.index.reconstruct(item))
+
+
+def test_actor_vector_store_reads_vectors_from_shards_and_refuses_unanswered_searches(
+    tmp_path: Path,
+) -> None:
+    layout = IndexLayout("c", 1, 1, tmp_path, True, "m", 4, 3, "Flat", {})
+    vectors = {7: np.array([1, 0, 0, 0], np.float32)}
+
+    def vector(item: int) -> np.ndarray:
+        if item not in vectors:
+            raise RuntimeError("in no shard")
+        return vectors[item]
+
+    floats = ShardedFloats(layout, vector)
+    assert floats.count == 3 and floats.index.reconstruct(7)[0] == 1.0
+    with pytest.raises(RuntimeError):
+        floats.index.reconstruct(8)  # the engine then leaves that pair without a cosine
+    with pytest.raises(RuntimeError, match="round 1 did not answer"):
+        floats.search(np.ones((2, 4), np.float32), 10)
+    empty = ShardedFloats(IndexLayout("c", 1, 1, tmp_path, True, "m", 4, 0, "Flat", {}), vector)
+    scores, ids = empty.search(np.ones((2, 4), np.float32), 10)
+    assert ids.shape == (2, 10) and (ids == -1).all() and not scores.any()
