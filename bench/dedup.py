@@ -349,6 +349,11 @@ def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
         def emit(self, record: logging.LogRecord) -> None:
             if "self-join" in record.getMessage():
                 joins.append(record.getMessage())
+            if isinstance(record.args, tuple) and record.args:
+                if "CPU by phase" in str(record.msg):
+                    out["phases"] = record.args[-1]
+                elif "self-joins" in str(record.msg):
+                    out["summary_joins"] = record.args[-1]
 
     for name in ("splitaudit.indexer.dedup.service", "splitaudit.indexer.store.vector_join"):
         logging.getLogger(name).addHandler(_Joins())
@@ -410,6 +415,34 @@ def report(results: list[dict[str, Any]]) -> None:
                 print(f"  {key}: {value}")
 
 
+def phase_cpu(result: dict[str, Any]) -> dict[str, float]:
+    """CPU seconds per dedup phase (the vector join split into its cells / calibrate / join steps)."""
+    phases = {name: float(v["cpu_s"]) for name, v in result.get("phases", {}).items()}
+    steps = result.get("summary_joins", {}).get("vector_join", {}).get("cpu_s", {})
+    if steps and "vector_join" in phases:
+        rest = phases.pop("vector_join") - sum(steps.values())
+        phases.update({f"vector_{k}": float(v) for k, v in steps.items()})
+        phases["vector_other"] = rest
+    return phases
+
+
+def report_phases(results: list[dict[str, Any]]) -> None:
+    """Print each phase's CPU seconds at every size and its growth against the smallest size."""
+    cpu = [phase_cpu(r) for r in results]
+    if not cpu[0]:
+        return
+    names = list(dict.fromkeys(k for c in cpu for k in c))
+    head = "".join(f" {r['items']:>12,}" for r in results)
+    grow = "".join(f" {'x ' + format(r['items'], ','):>12}" for r in results[1:])
+    print(f"\n{'phase (CPU s)':<20}{head}{grow}")
+    for name in [*names, "total"]:
+        vals = [sum(c.values()) if name == "total" else c.get(name, 0.0) for c in cpu]
+        ratios = "".join(
+            f" {v / vals[0]:>12.1f}" if vals[0] > 0.05 else f" {'-':>12}" for v in vals[1:]
+        )
+        print(f"{name:<20}" + "".join(f" {v:>12.2f}" for v in vals) + ratios)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Build and dedup each size in child processes, then run the photo comparison."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -419,13 +452,26 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--keep-corpora",
+        action="store_true",
+        help="keep each built corpus under --dir and reuse one built before (same size)",
+    )
+    ap.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the brute-force baseline at the smallest size",
+    )
     ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build:
-        shutil.rmtree(args.dir / f"n{args.build}", ignore_errors=True)
-        print(json.dumps(build(args.build, args.dir / f"n{args.build}")))
+        home = args.dir / f"n{args.build}"
+        shutil.rmtree(home, ignore_errors=True)
+        built = build(args.build, home)
+        (home / "built.json").write_text(json.dumps(built))
+        print(json.dumps(built))
         return
     if args.dedup:
         print(
@@ -437,13 +483,20 @@ def main(argv: list[str] | None = None) -> None:
     results: list[dict[str, Any]] = []
     sizes = [int(x) for x in args.sizes.split(",") if x]
     for n in sizes:
-        built = _child(["--build", str(n), "--dir", str(args.dir)])
-        extra = ["--baseline"] if n == min(sizes) else []  # brute force at the smallest size
+        marker = args.dir / f"n{n}" / "built.json"
+        if args.keep_corpora and marker.exists():
+            built = {**json.loads(marker.read_text()), "reused": True}
+        else:
+            built = _child(["--build", str(n), "--dir", str(args.dir)])
+        # brute force at the smallest size
+        extra = ["--baseline"] if n == min(sizes) and not args.no_baseline else []
         results.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra])})
         print(json.dumps(results[-1], default=str), flush=True)
-        shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
+        if not args.keep_corpora:
+            shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
     if results:
         report(results)
+        report_phases(results)
     photos: dict[str, Any] = {}
     if args.photos:
         from bench.dedup_photos import compare

@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Item, VectorBatch
 from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
 from splitaudit.indexer.match.engine import TOP_K, match_corpus
 from splitaudit.indexer.match.split_state import SplitState
@@ -218,11 +219,14 @@ def chunk_edges(
     semantic: bool,
     store: VerifyStore | None = None,
     grouped: set[int] | None = None,
+    clock: PhaseClock | None = None,
 ) -> list[Edge]:
     """The duplicate pairs between the items of ``chunk`` and the whole corpus (self pairs dropped);
     ``store`` keeps the candidates' verification features between runs; ``grouped``: see
-    ``chunk_state``."""
-    state, positions = chunk_state(session, chunk.ids.tolist(), skip, grouped)
+    ``chunk_state``; ``clock``: counts the DB read (``chunk_read``) and the engine (``engine``)."""
+    clock = clock or PhaseClock()
+    with clock.phase("chunk_read"):
+        state, positions = chunk_state(session, chunk.ids.tolist(), skip, grouped)
     if not len(state):
         return []
     vectors = chunk.vectors[positions] if chunk.vectors is not None else None
@@ -236,16 +240,17 @@ def chunk_edges(
             else np.ones(len(state), bool)
         )
         index.hashes.expect(state.ids, [state.phash, state.phash_mirror], knn_rows)
-    found = match_corpus(
-        session,
-        corpus_id=corpus_id,
-        index=index,
-        state=state,
-        vectors=vectors,
-        thresholds=thresholds,
-        query_model=Item,
-        store=store,
-    )
+    with clock.phase("engine"):
+        found = match_corpus(
+            session,
+            corpus_id=corpus_id,
+            index=index,
+            state=state,
+            vectors=vectors,
+            thresholds=thresholds,
+            query_model=Item,
+            store=store,
+        )
     witness = index.hashes.witness if isinstance(index.hashes, JoinedHashes) else {}
     out: list[Edge] = []
     for p in found.pairs:
@@ -359,13 +364,77 @@ def join_corpus(
     thresholds: Thresholds,
     skip: set[int],
     progress: Callable[[str], None] | None = None,
+    clock: PhaseClock | None = None,
 ) -> tuple[CorpusIndex, dict[str, Any]]:
     """The corpus index with its searches answered by one self-join of every queried item.
 
-    Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did.
+    Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did;
+    ``clock`` counts each join's CPU (``items_read``, ``hash_radius``, ``hash_knn``,
+    ``witness``, ``vector_join``).
     """
     say = progress or (lambda _m: None)
+    clock = clock or PhaseClock()
     has_vectors = index.floats is not None and index.floats.count > 0
+    with clock.phase("items_read"):
+        ids, hashes, knn, embedded = _join_items(
+            session, corpus_id, skip, has_vectors=has_vectors, small_side=thresholds.small_side
+        )
+    stats: dict[str, Any] = {"queried": len(ids)}
+    say(f"joining {len(ids)} hashes")
+    joiner = HammingJoin(index.hashes)
+    with clock.phase("hash_radius"):
+        within = joiner.radius(np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming)
+    nearest = None
+    if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
+        wanted = hashes[knn]
+        with clock.phase("hash_knn"):
+            nearest = joiner.knn(
+                np.r_[wanted, wanted ^ MIRROR_MASK], TOP_K, thresholds.candidate_hamming
+            )
+    stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
+    refs = vector_batches(session, corpus_id) if has_vectors else []
+    witness: dict[tuple[int, int], float] = {}
+    if has_vectors and thresholds.phash_hamming > WITNESS_HAMMING:
+        with clock.phase("witness"):
+            witness = witness_cosines(
+                ids, hashes, within, embedded, lambda: iter_chunks(corpus_dir, refs)
+            )
+        stats["witness_pairs"] = len(witness)
+    joined_hashes = JoinedHashes(
+        index.hashes,
+        radius=thresholds.phash_hamming,
+        within=within,
+        knn_k=TOP_K,
+        nearest=nearest,
+        witness=witness,
+    )
+    floats = index.floats
+    if floats is not None and has_vectors:
+        say(f"joining {floats.count} vectors")
+        floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
+        with clock.phase("vector_join"):
+            table, report = self_join(
+                floats,
+                lambda: iter_chunks(corpus_dir, refs),
+                k=TOP_K,
+                floor=floor,
+                cosine=thresholds.near_cosine,
+            )
+        stats["vector_join"] = report.to_dict()
+        floats = JoinedFloats(floats, table=table, k=TOP_K, floor=floor)
+    joined = CorpusIndex(
+        corpus=index.corpus, generation=index.generation, hashes=joined_hashes, floats=floats
+    )
+    return joined, stats
+
+
+def _join_items(
+    session: Session, corpus_id: int, skip: set[int], *, has_vectors: bool, small_side: int
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_], npt.NDArray[np.int64]
+]:
+    """The queried items' ids and pHashes (unsigned), which need hash k-NN candidates (no
+    vector, or small), and every embedded item's id (sorted), from one pass over the rows."""
     ids_l: list[int] = []
     hashes_l: list[int] = []
     knn_l: list[bool] = []
@@ -382,56 +451,13 @@ def join_corpus(
         ids_l.append(int(item_id))
         hashes_l.append(int(phash or 0))  # not None: filtered above
         side = min(w, h) if w and h else 10**6  # as chunk_state: unknown size is not small
-        knn_l.append(not (has_vectors and embedded) or side < thresholds.small_side)
-    hashes = signed_to_unsigned(np.asarray(hashes_l, np.int64))
-    knn = np.asarray(knn_l, bool)
-    stats: dict[str, Any] = {"queried": len(ids_l)}
-    say(f"joining {len(ids_l)} hashes")
-    joiner = HammingJoin(index.hashes)
-    within = joiner.radius(np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming)
-    nearest = None
-    if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
-        wanted = hashes[knn]
-        nearest = joiner.knn(
-            np.r_[wanted, wanted ^ MIRROR_MASK], TOP_K, thresholds.candidate_hamming
-        )
-    stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
-    refs = vector_batches(session, corpus_id) if has_vectors else []
-    witness: dict[tuple[int, int], float] = {}
-    if has_vectors and thresholds.phash_hamming > WITNESS_HAMMING:
-        witness = witness_cosines(
-            np.asarray(ids_l, np.int64),
-            hashes,
-            within,
-            np.unique(np.asarray(embedded_l, np.int64)),
-            lambda: iter_chunks(corpus_dir, refs),
-        )
-        stats["witness_pairs"] = len(witness)
-    joined_hashes = JoinedHashes(
-        index.hashes,
-        radius=thresholds.phash_hamming,
-        within=within,
-        knn_k=TOP_K,
-        nearest=nearest,
-        witness=witness,
+        knn_l.append(not (has_vectors and embedded) or side < small_side)
+    return (
+        np.asarray(ids_l, np.int64),
+        signed_to_unsigned(np.asarray(hashes_l, np.int64)),
+        np.asarray(knn_l, bool),
+        np.unique(np.asarray(embedded_l, np.int64)),
     )
-    floats = index.floats
-    if floats is not None and has_vectors:
-        say(f"joining {floats.count} vectors")
-        floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
-        table, report = self_join(
-            floats,
-            lambda: iter_chunks(corpus_dir, refs),
-            k=TOP_K,
-            floor=floor,
-            cosine=thresholds.near_cosine,
-        )
-        stats["vector_join"] = report.to_dict()
-        floats = JoinedFloats(floats, table=table, k=TOP_K, floor=floor)
-    joined = CorpusIndex(
-        corpus=index.corpus, generation=index.generation, hashes=joined_hashes, floats=floats
-    )
-    return joined, stats
 
 
 def merge_edges(edges: Iterable[Edge]) -> dict[tuple[int, int], Edge]:

@@ -33,6 +33,7 @@ from splitaudit.indexer.dedup.pairs import (
     join_corpus,
     merge_edges,
 )
+from splitaudit.indexer.dedup.phase_clock import PhaseClock, timed_iter
 from splitaudit.indexer.dedup.ray_run import ChunkJob
 from splitaudit.indexer.dedup.reviews import pair_verdicts
 from splitaudit.indexer.errors import NotFoundError
@@ -148,10 +149,12 @@ def _run(
             bool(run.params.get("semantic")),
         )
         items = int(s.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus_id)) or 0)
+    clock = PhaseClock()
     report(0.01, "opening the index")
-    index = open_corpus_index(ws, name)
+    with clock.phase("open_index"):
+        index = open_corpus_index(ws, name)
     has_vectors = index.floats is not None and index.floats.count > 0
-    with ws.sessions() as s:
+    with clock.phase("exact_groups"), ws.sessions() as s:
         groups = list(exact_groups(s, corpus_id))
     skip = {i for g in groups for i in g[1:]}
     grouped = {i for g in groups for i in g}
@@ -165,6 +168,7 @@ def _run(
             thresholds=th,
             skip=skip,
             progress=lambda m: report(0.02, m),
+            clock=clock,
         )
     log.info("dedup %d: self-joins %s", run_id, joins)
     seen = 0
@@ -183,8 +187,12 @@ def _run(
     # corpus images' verification features, kept between runs
     with open_verify_store(ws.home) as store, ws.sessions() as s:
         chunks = pending(
-            iter_item_chunks(
-                s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+            timed_iter(
+                iter_item_chunks(
+                    s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+                ),
+                clock,
+                "chunk_vectors",
             )
         )
         job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
@@ -204,13 +212,14 @@ def _run(
             )
         else:
             found = (
-                (n, _chunk_edges(s, index, chunk, job, store, skip, grouped)) for n, chunk in chunks
+                (n, _chunk_edges(s, index, chunk, job, store, skip, grouped, clock))
+                for n, chunk in chunks
             )
         # closed on any exit: a Ray run's actors (and a Ray instance it started) go at once
         with closing(found):
             for n, edges in found:
                 seen += sizes.pop(n)
-                with transaction(ws.sessions) as w:
+                with clock.phase("edges_write"), transaction(ws.sessions) as w:
                     w.bulk_insert_mappings(
                         DedupEdge,
                         [  # type: ignore[arg-type]
@@ -232,7 +241,10 @@ def _run(
                     f"searched {seen} of {items} items",
                 )
     report(0.9, "grouping clusters")
-    return _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
+    with clock.phase("clusters"):
+        summary = _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
+    log.info("dedup %d: CPU by phase %s", run_id, clock.to_dict())
+    return summary
 
 
 def _chunk_edges(
@@ -243,6 +255,7 @@ def _chunk_edges(
     store: VerifyStore | None,
     skip: set[int],
     grouped: set[int],
+    clock: PhaseClock,
 ) -> list[Edge]:
     """One chunk's edges, here (the local executor)."""
     return chunk_edges(
@@ -255,6 +268,7 @@ def _chunk_edges(
         semantic=job.semantic,
         store=store,
         grouped=grouped,
+        clock=clock,
     )
 
 
