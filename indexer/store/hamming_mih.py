@@ -54,9 +54,9 @@ class MultiIndexHash:
         # at random from the whole corpus, measured 5-10x faster at 10M) and the bucket offsets
         self._tables: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = []
         self._sorted_codes: list[npt.NDArray[np.uint64]] = []
-        # per block: which buckets are non-empty, one byte each (2 MiB: stays in cache, so
-        # most probes, which find nothing, cost one cached read)
-        self._occupied: list[npt.NDArray[np.bool_]] = []
+        # per block: each bucket's size, one byte each (255 = "255 or more": read the offsets),
+        # so a probe's one cached read says both whether and how much it finds (2-4 MiB)
+        self._sizes: list[npt.NDArray[np.uint8]] = []
         for shift, width in BLOCKS:
             keys = block_keys(self.codes, shift, width)
             order = np.argsort(keys, kind="stable").astype(pos_type)
@@ -65,7 +65,7 @@ class MultiIndexHash:
             offsets[1:] = np.cumsum(counts)
             self._tables.append((order, offsets))
             self._sorted_codes.append(self.codes[order])
-            self._occupied.append(counts > 0)
+            self._sizes.append(np.minimum(counts, 255).astype(np.uint8))
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -82,116 +82,95 @@ class MultiIndexHash:
 
     def search_radius(self, queries: npt.NDArray[np.uint64], radius: int) -> SearchResult:
         """For each query, the ids within Hamming ``radius`` (inclusive) and their distances."""
-        if radius > MAX_EXACT_RADIUS:
-            raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
-        q = np.ascontiguousarray(queries, dtype=np.uint64)
-        out: SearchResult = []
-        start = 0
-        while start < len(q):
-            chunk = q[start : start + _QUERY_CHUNK]
-            out.extend(self._search_chunk(chunk, radius))
-            start += len(chunk)
-        return out
-
-    def _probes(
-        self, q: npt.NDArray[np.uint64], radius: int, limit: int | None = None
-    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None:
-        """Per block, the non-empty buckets the queries probe as (query row, start, size) in the
-        block's sorted order; ``None`` when they hold more than ``limit`` candidates in all (the
-        caller splits the queries)."""
-        per_block = radius // len(BLOCKS)
-        found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-        total = 0
-        for (shift, width), (_order, offsets), occupied in zip(
-            BLOCKS, self._tables, self._occupied, strict=True
-        ):
-            masks = flip_masks(width, per_block)
-            probes = (block_keys(q, shift, width)[:, None] ^ masks[None, :]).ravel()
-            hit = np.flatnonzero(occupied[probes])
-            keys = probes[hit]
-            lo = offsets[keys].astype(np.int64)
-            cnt = offsets[keys + 1].astype(np.int64) - lo
-            found.append((hit // len(masks), lo, cnt))
-            total += int(cnt.sum())
-            if limit is not None and total > limit:
-                return None
-        return found
+        offsets, ids, dists = self.search_radius_csr(queries, radius)
+        return [
+            (ids[offsets[i] : offsets[i + 1]], dists[offsets[i] : offsets[i + 1]])
+            for i in range(len(offsets) - 1)
+        ]
 
     def search_radius_csr(
         self, queries: npt.NDArray[np.uint64], radius: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """``search_radius`` as flat arrays: (offsets, ids, distances); query ``i``'s hits are
-        ``ids[offsets[i]:offsets[i + 1]]``. No per-query objects: for joins of millions."""
+        ``ids[offsets[i]:offsets[i + 1]]`` (in corpus order). No per-query objects: for joins
+        of millions.
+
+        Each block is probed with the queries sorted by that block's key, so consecutive
+        queries probe neighbouring buckets and read neighbouring runs of codes: the tables
+        (tens of MB at 1M hashes) are then read almost sequentially instead of one cache miss
+        per probe (measured 2-3x less CPU for a 1M self-join).
+        """
         if radius > MAX_EXACT_RADIUS:
             raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
         q = np.ascontiguousarray(queries, dtype=np.uint64)
-        counts: list[npt.NDArray[np.int64]] = []
-        ids: list[npt.NDArray[np.int64]] = []
-        dists: list[npt.NDArray[np.int32]] = []
-        for start in range(0, len(q), _QUERY_CHUNK):
-            for c, i, d in self._search_chunk_csr(q[start : start + _QUERY_CHUNK], radius):
-                counts.append(c)
-                ids.append(i)
-                dists.append(d)
-        offsets = np.zeros(len(q) + 1, np.int64)
-        if counts:
-            np.cumsum(np.concatenate(counts), out=offsets[1:])
-        return (
-            offsets,
-            np.concatenate(ids) if ids else np.empty(0, np.int64),
-            np.concatenate(dists) if dists else np.empty(0, np.int32),
-        )
-
-    def _search_chunk(self, q: npt.NDArray[np.uint64], radius: int) -> SearchResult:
-        out: SearchResult = []
-        for counts, ids, dist in self._search_chunk_csr(q, radius):
-            bounds = np.r_[0, np.cumsum(counts)]
-            out.extend(
-                (ids[bounds[i] : bounds[i + 1]], dist[bounds[i] : bounds[i + 1]])
-                for i in range(len(counts))
-            )
-        return out
-
-    def _search_chunk_csr(
-        self, q: npt.NDArray[np.uint64], radius: int
-    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]:
-        """(hits per query, ids, distances) for consecutive parts of ``q`` (memory-bounded)."""
-        found = self._probes(q, radius, _MAX_CANDIDATES if len(q) > 1 else None)
-        if found is None:
-            half = len(q) // 2
-            return self._search_chunk_csr(q[:half], radius) + self._search_chunk_csr(
-                q[half:], radius
-            )
         hit_rows: list[npt.NDArray[np.int64]] = []
         hit_pos: list[npt.NDArray[np.int64]] = []
         hit_dist: list[npt.NDArray[np.int64]] = []
-        for (order, _offsets), sorted_codes, (qrow, lo, cnt) in zip(
-            self._tables, self._sorted_codes, found, strict=True
-        ):
-            n = int(cnt.sum())
-            if n == 0:
-                continue
-            ends = np.cumsum(cnt)
-            at = np.arange(n, dtype=np.int64) + np.repeat(lo - (ends - cnt), cnt)
-            dist = np.bitwise_count(sorted_codes[at] ^ np.repeat(q[qrow], cnt))
-            hit = np.flatnonzero(dist <= radius)
-            # the query row of a hit: the probe whose run holds it (few hits, many candidates)
-            hit_rows.append(qrow[np.searchsorted(ends, hit, side="right")])
-            hit_pos.append(order[at[hit]].astype(np.int64))
-            hit_dist.append(dist[hit].astype(np.int64))
+        for block in range(len(BLOCKS)):
+            keys = block_keys(q, *BLOCKS[block])
+            by_key = np.argsort(keys, kind="stable")
+            for start in range(0, len(q), _QUERY_CHUNK):
+                rows = by_key[start : start + _QUERY_CHUNK]
+                for r, p, d in self._block_hits(block, q[rows], keys[rows], radius):
+                    hit_rows.append(rows[r])
+                    hit_pos.append(p)
+                    hit_dist.append(d)
+        offsets = np.zeros(len(q) + 1, np.int64)
         if not hit_rows:
-            return [(np.zeros(len(q), np.int64), np.empty(0, np.int64), np.empty(0, np.int32))]
-        rows, pos, dist = (
+            return offsets, np.empty(0, np.int64), np.empty(0, np.int32)
+        rows_a, pos, dist = (
             np.concatenate(hit_rows),
             np.concatenate(hit_pos),
             np.concatenate(hit_dist),
         )
-        # the same item can be found through several blocks: keep it once
-        pair = rows * len(self.codes) + pos
-        pair, first = np.unique(pair, return_index=True)
-        rows, pos, dist = rows[first], pos[first], dist[first]
-        counts = np.bincount(rows, minlength=len(q)).astype(np.int64)
-        return [(counts, self.ids[pos], dist.astype(np.int32))]
+        # the same item can be found through several blocks: keep it once, in corpus order
+        _pair, first = np.unique(rows_a * len(self.codes) + pos, return_index=True)
+        rows_a, pos, dist = rows_a[first], pos[first], dist[first]
+        np.cumsum(np.bincount(rows_a, minlength=len(q)), out=offsets[1:])
+        return offsets, self.ids[pos], dist.astype(np.int32)
+
+    def _block_hits(
+        self,
+        block: int,
+        q: npt.NDArray[np.uint64],
+        keys: npt.NDArray[np.int64],
+        radius: int,
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """(query row in ``q``, corpus position, distance) of the hashes within ``radius``
+        found through one block's buckets (split in halves while the buckets hold more than
+        ``_MAX_CANDIDATES`` candidates, to bound memory)."""
+        order, offsets = self._tables[block]
+        masks = flip_masks(BLOCKS[block][1], radius // len(BLOCKS))
+        probes = (keys[:, None] ^ masks[None, :]).ravel()
+        sizes = self._sizes[block][probes]
+        hit = np.flatnonzero(sizes)
+        probes = probes[hit]
+        lo = offsets[probes].astype(np.int64)
+        cnt = sizes[hit].astype(np.int64)
+        big = np.flatnonzero(cnt == 255)
+        cnt[big] = offsets[probes[big] + 1] - lo[big]
+        ends = np.cumsum(cnt)
+        n = int(ends[-1]) if len(ends) else 0
+        if n == 0:
+            return []
+        if n > _MAX_CANDIDATES and len(q) > 1:
+            half = len(q) // 2
+            low = self._block_hits(block, q[:half], keys[:half], radius)
+            high = [
+                (r + half, p, d)
+                for r, p, d in self._block_hits(block, q[half:], keys[half:], radius)
+            ]
+            return low + high
+        qrow = hit // len(masks)
+        at = np.repeat(lo - (ends - cnt), cnt)
+        at += np.arange(n, dtype=np.int64)
+        diff = self._sorted_codes[block][at]
+        diff ^= np.repeat(q[qrow], cnt)
+        dist = np.bitwise_count(diff)
+        found = np.flatnonzero(dist <= radius)
+        # the query row of a hit: the probe whose run holds it (few hits, many candidates)
+        rows = qrow[np.searchsorted(ends, found, side="right")]
+        return [(rows, order[at[found]].astype(np.int64), dist[found].astype(np.int64))]
 
     def search_knn_within(
         self, queries: npt.NDArray[np.uint64], k: int, radius: int

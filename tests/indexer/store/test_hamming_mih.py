@@ -53,6 +53,33 @@ def test_matches_brute_force_on_skewed_hashes(
             assert len(set(got_ids.tolist())) == len(got_ids)
 
 
+def test_random_hashes_self_join_is_brute_force_with_full_buckets() -> None:
+    """Uniform hashes (the dedup bench's) and one bucket of 300 repeats (past the one-byte
+    bucket size), queried unsorted and repeated: same hits as brute force, in corpus order."""
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 2**64 - 1, 4000, dtype=np.uint64)
+    codes[100:400] = codes[7] ^ np.uint64(0b1011)  # 300 items within 3 bits of item 7
+    ids = rng.permutation(4000).astype(np.int64) + 1
+    mih = MultiIndexHash(codes, ids)
+    queries = np.r_[codes[::-1][:1500], codes[7], codes[7]]
+    for radius in (3, 8):
+        offsets, got_ids, got_d = mih.search_radius_csr(queries, radius)
+        assert len(offsets) == len(queries) + 1
+        for row, q in enumerate(queries.tolist()):
+            hits = got_ids[offsets[row] : offsets[row + 1]]
+            assert dict(
+                zip(hits.tolist(), got_d[offsets[row] : offsets[row + 1]].tolist(), strict=True)
+            ) == _brute(codes, ids, q, radius)
+            where = {int(i): p for p, i in enumerate(ids.tolist())}
+            assert [where[i] for i in hits.tolist()] == sorted(where[i] for i in hits.tolist())
+        assert offsets[-1] - offsets[-2] == 301  # item 7 and its 300 neighbours
+        listed = mih.search_radius(queries, radius)
+        assert all(
+            np.array_equal(a, got_ids[offsets[r] : offsets[r + 1]])
+            for r, (a, _d) in enumerate(listed)
+        )
+
+
 def test_refuses_radius_beyond_exact_range() -> None:
     mih = MultiIndexHash(np.array([1, 2], np.uint64), np.array([1, 2], np.int64))
     with pytest.raises(ValueError, match="exact only up to radius 11"):
