@@ -13,7 +13,10 @@ from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.vector_join import (
+    calibrate_gap,
     calibrate_nprobe,
+    cell_lookup,
+    cells_within,
     exact_join,
     ivf_cells,
     ivf_join,
@@ -145,8 +148,9 @@ def _ivf_store(ids: np.ndarray, x: np.ndarray, nlist: int, storage: str) -> Floa
     return store
 
 
+@pytest.mark.parametrize("probing", ["fixed", "gap"])
 @pytest.mark.parametrize("source", ["kmeans", "ivf-fp16", "ivf-fp16-split"])
-def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> None:
+def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str, probing: str) -> None:
     ids, x = _planted_vectors(4000)
     cells = (
         kmeans_cells(ids, x, 64)
@@ -156,9 +160,21 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> Non
     if source.endswith("split"):
         cells = split_cells(cells, 20)  # ~62 per list: 3 sub-cells each
         assert cells.nlist > 150
-    nprobe, recall = calibrate_nprobe(cells, 0.9)
+    gap = None
+    if probing == "fixed":
+        nprobe, recall = calibrate_nprobe(cells, 0.9)
+    else:
+        gap, nprobe, recall = calibrate_gap(cells, 0.9)
+        assert gap > 0
     assert 1 <= nprobe < cells.nlist and recall >= 0.999
-    found = _pairs(ivf_join(cells, _chunks(ids, x), k=10, floor=0.8, nprobe=nprobe))
+    stats: dict[str, int] = {}
+    own = cell_lookup(cells) if probing == "gap" else None
+    found = _pairs(
+        ivf_join(
+            cells, _chunks(ids, x), k=10, floor=0.8, nprobe=nprobe, gap=gap, stats=stats, own=own
+        )
+    )
+    assert stats["scored"] < len(ids) * cells.sizes.sum() / 4  # far from exhaustive
     truth = _brute(ids, x, 0.8, 10)
     planted = {p for p, s in truth.items() if s >= 0.9}
     assert len(planted) > 4000  # every item with itself, each copy both ways
@@ -168,6 +184,28 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str) -> Non
     for (a, b), score in found.items():
         assert (a, b) in truth
         assert abs(score - float(x[by_id[a]] @ x[by_id[b]])) < 2e-3  # fp16 codes
+
+
+def test_cells_within_gap_are_those_of_the_full_score_matrix() -> None:
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((700, 16)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    c = rng.standard_normal((90, 16)).astype(np.float32)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    scores = q @ c.T
+    want = scores >= scores.max(axis=1, keepdims=True) - 0.3
+    rows, cells = cells_within(q, c, 0.3, cap=90)
+    got = np.zeros_like(want)
+    got[rows, cells] = True
+    assert np.array_equal(got, want) and np.all(np.diff(rows) >= 0)
+    assert want.sum(axis=1).max() > 3  # the gap reaches several cells for some rows
+    # a cap keeps each row's best cells only
+    rows, cells = cells_within(q, c, 0.3, cap=2)
+    assert np.bincount(rows, minlength=len(q)).max() == 2
+    best2 = np.sort(np.argsort(-scores, axis=1)[:, :2], axis=1)
+    for r in range(len(q)):
+        mine = np.sort(cells[rows == r])
+        assert np.array_equal(mine, best2[r][: len(mine)]) or want[r].sum() < 2
 
 
 def test_split_cells_partition_each_cell_into_smaller_ones() -> None:
