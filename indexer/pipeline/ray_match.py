@@ -45,6 +45,12 @@ from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
+from splitaudit.indexer.pipeline.ray_hash_shards import (
+    HashShard,
+    HashSpec,
+    ShardedHashes,
+    plan_hash_shards,
+)
 from splitaudit.indexer.pipeline.ray_shard_search import ShardedSearch
 from splitaudit.indexer.pipeline.ray_shards import (
     FloatShard,
@@ -54,6 +60,7 @@ from splitaudit.indexer.pipeline.ray_shards import (
     plan_shards,
     process_rss,
 )
+from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
 from splitaudit.indexer.store.float_index import FloatStore
@@ -159,23 +166,61 @@ class MatchWorker(WorkspaceActor):
     hash-only candidates (their cosines) read from the shard that holds them.
     """
 
-    def __init__(self, ref: WorkspaceRef, layout: IndexLayout, spec: ShardSpec | None) -> None:
-        from splitaudit.indexer.store.binary_index import BinaryStore
-
+    def __init__(
+        self,
+        ref: WorkspaceRef,
+        layout: IndexLayout,
+        spec: ShardSpec | None,
+        hash_spec: HashSpec | None = None,
+    ) -> None:
         # the workspace is opened by ``set_peers``: on the thread every call but the peers'
-        # ``reconstruct`` (a concurrency group of its own, ``PEER_GROUP``) runs on
+        # (``reconstruct``, ``hash_search``: a concurrency group of their own, ``PEER_GROUP``)
         self.ref = ref
         self.layout = layout
         self.shard = FloatShard(spec) if spec is not None else None
-        self.hashes = BinaryStore.load(layout.folder)
+        self.hash_shard = HashShard(hash_spec) if hash_spec is not None else None
+        self.hashes: BinaryStore | None = (
+            BinaryStore.load(layout.folder) if hash_spec is None else None
+        )
         self.peers: list[Any] = []
+        self.hash_peers: list[Any] = []
 
-    def set_peers(self, peers: list[Any]) -> int:
-        """Open the workspace; note the shard-holding actors, in shard order (for vectors this
-        shard does not hold); returns the bytes of the float index this actor maps."""
+    def set_peers(self, peers: list[Any], hash_peers: list[Any] | None = None) -> int:
+        """Open the workspace; note the actors holding the vector shards and the hash shards,
+        in shard order (for what this actor does not hold); returns the bytes of the float
+        index this actor maps."""
         self.open_workspace(self.ref)
         self.peers = peers
+        self.hash_peers = hash_peers or []
         return self.mapped_bytes()
+
+    def hash_search(self, method: str, *args: Any) -> Any:
+        """``HashShard.search_radius`` or ``search_knn_within`` of this actor's hash shard."""
+        assert self.hash_shard is not None and method in ("search_radius", "search_knn_within")
+        return getattr(self.hash_shard, method)(*args)
+
+    def _ask_hash_shards(self, method: str, *args: Any) -> list[Any]:
+        """Every hash shard's answer, in shard order (this actor's own answered here)."""
+        import ray
+
+        assert self.hash_shard is not None
+        own = self.hash_shard.spec.shard
+        asked = {
+            n: p.hash_search.options(concurrency_group=PEER_GROUP).remote(method, *args)
+            for n, p in enumerate(self.hash_peers)
+            if n != own
+        }
+        mine = self.hash_search(method, *args)
+        got = dict(zip(asked, ray.get(list(asked.values())), strict=True))
+        return [mine if n == own else got[n] for n in range(len(self.hash_peers))]
+
+    def _hash_store(self) -> BinaryStore:
+        """The whole hash index, or its shards behind one stand-in."""
+        if self.hash_shard is None:
+            assert self.hashes is not None
+            return self.hashes
+        spec = self.hash_shard.spec
+        return ShardedHashes(spec.total, spec.params, self._ask_hash_shards)
 
     def mapped_bytes(self) -> int:
         """Bytes of the float index file this actor maps (its shard only)."""
@@ -245,7 +290,7 @@ class MatchWorker(WorkspaceActor):
             if self.layout.has_floats
             else None
         )
-        index = CorpusIndex(self.layout.corpus, self.layout.generation, self.hashes, floats)
+        index = CorpusIndex(self.layout.corpus, self.layout.generation, self._hash_store(), floats)
         with self.ws.sessions() as s:
             found = match_corpus(
                 s,
@@ -469,17 +514,30 @@ def match_corpus_on_ray(
             if index.floats is not None and index.floats.count
             else []
         )
+        hash_specs = plan_hash_shards(index.hashes, folder, n_actors)
         layout = IndexLayout.of(index, corpus_id, folder)
         ref = WorkspaceRef.of(ws)
         # other actors' requests for stored vectors are served while a batch is matched
         worker_cls = ray.remote(num_cpus=1, concurrency_groups={PEER_GROUP: 2})(MatchWorker)
         pool_actors = [
-            worker_cls.remote(ref, layout, specs[n] if n < len(specs) else None)
+            worker_cls.remote(
+                ref,
+                layout,
+                specs[n] if n < len(specs) else None,
+                hash_specs[n] if n < len(hash_specs) else None,
+            )
             for n in range(n_actors)
         ]
         holders = pool_actors[: len(specs)]
         try:
-            mapped = ray.get([a.set_peers.remote(holders) for a in pool_actors])
+            mapped = ray.get(
+                [a.set_peers.remote(holders, pool_actors[: len(hash_specs)]) for a in pool_actors]
+            )
+            log.info(
+                "ray: hash index (%d hashes) in %d shards",
+                index.hashes.count,
+                max(len(hash_specs), 1),
+            )
             log.info(
                 "ray: float index (%s) in %d shards; bytes mapped per actor: %s",
                 index.floats.index_type if index.floats is not None else "none",

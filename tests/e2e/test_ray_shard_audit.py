@@ -1,7 +1,8 @@
 """An audit on a local Ray cluster (two worker processes), its corpus index cut into one shard
 per actor, finds the local executor's pairs: same rows, items, kinds, Hamming distances and
 cosines to the bit; with a Flat index (two 16k-row block ranges) and an IVF one (two list
-ranges; list by list for a large split, FAISS's own search for a small one)."""
+ranges; list by list for a large split, FAISS's own search for a small one) whose hash index
+has multi-index tables (cut in two position ranges too)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ def test_sharded_flat_audit_equals_local(
     twins = {(r, i) for r, i, _k, h, c, _v in local if r >= 3000 - 40 and h == 0 and c is not None}
     assert len(twins) == 40 and {i <= 20 for _r, i in twins} == {True, False}  # both shards
     assert remote == local
+    assert f"hash index ({ITEMS} hashes) in 1 shards" in caplog.text  # exhaustive: whole
     mapped = _mapped(caplog)  # each actor maps its own rows: 64 fp32 + an int64 id each
     assert mapped == [16_384 * (4 * 64 + 8), (ITEMS - 16_384) * (4 * 64 + 8)]
 
@@ -130,3 +132,5 @@ def test_sharded_ivf_audit_equals_local(
     assert local and remote == local
     mapped = _mapped(caplog)
     assert len(mapped) == 2 and all(0 < b < 0.75 * sum(mapped) for b in mapped)
+    # beyond hash_flat_max the hash index has tables: cut in two as well
+    assert f"hash index ({ITEMS} hashes) in 2 shards" in caplog.text
