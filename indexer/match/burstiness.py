@@ -1,29 +1,29 @@
-"""Query-time burstiness: keypoints of the test image that fits to *different* corpus images
-all rest on are a shared overlay, not shared content.
+"""Query-time burstiness: keypoints of the test image that fits to several *different* corpus
+images rest on, where the test image shows neither photo, are a shared overlay.
 
 A watermark, a logo, caption bands, a frame or a window's chrome is drawn over many corpus
 images: its keypoints in the test image match every one of them at once (classic
 "burstiness" in image retrieval), while the test image's own content matches one photo and
 its copies. After the geometric fits of one test image against its candidates
-(``geometry.match_many``), ``discount_shared`` looks at which test keypoints are inliers of
-several fits:
+(``geometry.match_many``, then the content checks), ``discount_shared`` looks at the fits
+that share inlier test keypoints:
 
-1. two fits sharing at least ``SHARED_MIN`` inlier keypoints have their corpus images
-   compared with each other, aligned through the test image (the composed transform), over
-   the cells holding none of the shared inliers (``content_check.content_agreement``'s
-   ``outside``): corpus copies of one photo agree there, two photos under one overlay do
-   not (``different``);
-2. a test keypoint is *shared* in a fit when it is also an inlier of fits to at least
-   ``MIN_OTHERS`` corpus images different from that fit's;
-3. each fit is recounted without its shared inliers (``GeometricMatch.shared``), and the
-   aligned test and corpus images are compared once more over the cells holding none of
-   them (``GeometricMatch.beside_shared``): what the pair has beside the overlay.
+1. two fits sharing at least ``SHARED_MIN`` inlier keypoints get a three-way comparison
+   (``content_check.three_way``): the test image and the second corpus image aligned onto the
+   first through the fits, the cells where the two corpus images differ, and those of them
+   where the test image agrees with either. When the corpus images differ in at least
+   ``MIN_DIFFERING`` cells and the test image agrees with neither in at least ``NEITHER`` of
+   them, the two fits are an *overlay pair* (``overlay_pair``): what the test image shares
+   with them is what they share with each other. Copies of one photo agree with each other;
+   a copy of either agrees with it where they differ: neither is an overlay pair;
+2. each fit with overlay partners counts the inliers it shares with them
+   (``GeometricMatch.shared``, ``shared_with``) and the test image's agreement with its
+   corpus image where the two differ (``beside_shared``, the best over its partners).
 
-``GeometricMatch.support`` then counts only the fit's own inliers, and a fit that stands on
-shared keypoints (fewer than ``geometry.MIN_INLIERS`` of its own) and whose images disagree
-beside them vetoes the pair for every near rule (``GeometricMatch.vetoes``), with the reason
-in its evidence. A corpus holding several copies of one photo keeps them near: their fits
-share content keypoints, but the copies agree with each other.
+``GeometricMatch.on_shared`` then makes such a fit an overlay fit (aligned as they are, one
+template over both images, or fewer than ``geometry.MIN_INLIERS`` own inliers): its support
+is ``-inliers``, which vetoes the pair for every near rule, with the reason in its evidence;
+other fits count their own inliers only.
 """
 
 from __future__ import annotations
@@ -36,14 +36,16 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-from splitaudit.indexer.match.content_check import MIN_CELLS, ThreeWay, three_way
+from splitaudit.indexer.match.content_check import ThreeWay, three_way
 from splitaudit.indexer.match.geometry import CHECK_FROM, GeometricMatch, Keypoints
 
 SHARED_MIN = 3  # shared inliers from which two fits' corpus images are compared
-MIN_OTHERS = 1  # other, different corpus images a keypoint must also be an inlier of
+MIN_OTHERS = 1  # overlay partners a test keypoint must be an inlier of to count as shared
 # Share of the cells where two corpus images differ in which the test image agrees with
-# neither, from which the pair shares only an overlay with it (docs/thresholds.md).
+# neither, from which the pair shares only an overlay with it, and the fewest such differing
+# cells (of a 96 px grid's ~48) to judge on (docs/thresholds.md).
 NEITHER = 0.5
+MIN_DIFFERING = 12
 MAX_COMPARISONS = 64  # corpus-corpus comparisons per test image (the fits with most inliers first)
 
 
@@ -134,7 +136,7 @@ def overlay_pair(
 ) -> ThreeWay | None:
     """The three-way comparison of the test image with the corpus images of fits ``a`` and
     ``b`` (which share test keypoints) when it shows an overlay pair: the two corpus images
-    differ in at least ``MIN_CELLS`` cells and the test image agrees with neither in at least
+    differ in at least ``MIN_DIFFERING`` cells and the test image agrees with neither in at least
     ``NEITHER`` of them (what it shares with them is what they share with each other); None
     otherwise (copies of one photo agree with each other, and a copy of either agrees with it
     where they differ)."""
@@ -157,6 +159,6 @@ def overlay_pair(
         _matrix(a)[:2],
         b_to_a,
     )
-    if found is None or found.differing < MIN_CELLS or found.neither < NEITHER:
+    if found is None or found.differing < MIN_DIFFERING or found.neither < NEITHER:
         return None
     return found

@@ -260,18 +260,20 @@ FLAT_MEAN = 8.0  # gray levels: two flat patches agree when their means are this
 @dataclass(frozen=True)
 class ThreeWay:
     """A test image aligned with two corpus images A and B (``three_way``): the cells where A
-    and B differ, and how many of those the test image agrees with A, with B."""
+    and B differ, and how many of those the test image agrees with A, with B, with either."""
 
     differing: int
     with_a: int
     with_b: int
+    with_either: int
 
     @property
     def neither(self) -> float:
-        """Share of the differing cells where the test image agrees with neither (1.0: none)."""
+        """Share of the differing cells where the test image agrees with neither (0.0 when
+        there are none)."""
         if not self.differing:
             return 0.0
-        return 1.0 - max(self.with_a, self.with_b) / self.differing
+        return 1.0 - self.with_either / self.differing
 
 
 def _agree(x: npt.NDArray[np.float32], y: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
@@ -322,8 +324,10 @@ def three_way(
     ).all(axis=2)
     ca, cb, cq = _cells(a, rows, cols), _cells(b, rows, cols), _cells(q, rows, cols)
     differing = covered & ~_agree(ca, cb)
+    with_a, with_b = differing & _agree(cq, ca), differing & _agree(cq, cb)
     return ThreeWay(
         differing=int(differing.sum()),
-        with_a=int((differing & _agree(cq, ca)).sum()),
-        with_b=int((differing & _agree(cq, cb)).sum()),
+        with_a=int(with_a.sum()),
+        with_b=int(with_b.sum()),
+        with_either=int((with_a | with_b).sum()),
     )

@@ -164,3 +164,23 @@ def test_three_way_counts_where_the_corpus_images_differ(photos: dict[str, Image
     assert copy is not None and copy.with_a == copy.differing and copy.neither == 0.0
     far = np.array([[1.0, 0.0, 5000.0], [0.0, 1.0, 0.0]])
     assert three_way(a.pixels, size, a.pixels, size, b.pixels, size, far, identity) is None
+
+
+def test_a_plain_photo_agrees_with_one_overlay_or_the_other(
+    photos: dict[str, Image.Image],
+) -> None:
+    """Two copies of one photo under different overlays differ where either overlay is; the
+    plain photo agrees with the other copy in each such cell: not an overlay pair."""
+    from splitaudit.indexer.match.content_check import three_way
+
+    plain = keypoints(fitted(photos["chelsea"])).pixels
+    assert plain is not None
+    a, b = plain.copy(), plain.copy()
+    a[10:60, 10:80] = 255  # one overlay's patch
+    b[80:130, 100:180] = 0  # the other's
+    identity = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    size = (plain.shape[1] * 2, plain.shape[0] * 2)  # working size: twice the kept pixels
+    found = three_way(plain, size, a, size, b, size, identity, identity)
+    assert found is not None and found.differing >= 4
+    assert found.with_a and found.with_b and found.with_either == found.differing
+    assert found.neither == 0.0
