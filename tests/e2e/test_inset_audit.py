@@ -37,7 +37,7 @@ def screenshot(
 @pytest.fixture(scope="module")
 def audited(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[dict, tuple[float, ...], tuple[float, ...]]:
+) -> tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
     from click.testing import CliRunner
 
     from splitaudit.indexer.cli.main import cli
@@ -53,6 +53,10 @@ def audited(
     # at 30% the whole page's embedding no longer nominates the photo: a region's does
     small, small_box = screenshot(sample_photo("coffee"), 0.3, (0.08, 0.55))
     small.save(split / "screenshot_30.png")
+    # on the 256-px decode this one fits with 4 inliers: the refit on a full-resolution crop
+    # of the screenshot around that fit's box settles it
+    rocket, rocket_box = screenshot(sample_photo("rocket"), 0.3, (0.6, 0.12))
+    rocket.save(split / "screenshot_rocket_30.png")
     other, _ = screenshot(sample_photo("astronaut"), 0.4, (0.1, 0.2))
     other.save(split / "unrelated_screenshot.png")
     runner = CliRunner()
@@ -64,7 +68,7 @@ def audited(
     assert done.exit_code in (0, 1), done.output
     import json
 
-    return json.loads(out.read_text()), box, small_box
+    return json.loads(out.read_text()), box, small_box, rocket_box
 
 
 def _near(report: dict, key: str) -> dict[str, dict]:
@@ -73,9 +77,9 @@ def _near(report: dict, key: str) -> dict[str, dict]:
 
 
 def test_a_photo_inset_at_40_percent_is_near_with_its_box_on_the_test_image(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...]],
+    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
 ) -> None:
-    report, box, _ = audited
+    report, box, _, _ = audited
     near = _near(report, "screenshot.png")
     assert set(near) == {"chelsea.png"}
     geometry = near["chelsea.png"]["evidence"]["geometry"]
@@ -84,20 +88,31 @@ def test_a_photo_inset_at_40_percent_is_near_with_its_box_on_the_test_image(
 
 
 def test_a_screenshot_of_a_photo_not_in_the_corpus_is_not_near(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...]],
+    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
 ) -> None:
-    report, _, _ = audited
+    report, _, _, _ = audited
     assert _near(report, "unrelated_screenshot.png") == {}
 
 
 def test_a_photo_inset_at_30_percent_is_near_through_a_region_of_the_test_image(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...]],
+    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
 ) -> None:
-    report, _, box = audited
+    report, _, box, _ = audited
     near = _near(report, "screenshot_30.png")
     assert set(near) == {"coffee.png"}
     geometry = near["coffee.png"]["evidence"]["geometry"]
     assert np.allclose(geometry["test_box"], box, atol=0.03), (geometry["test_box"], box)
+
+
+def test_a_small_inset_with_few_keypoints_on_the_reduced_decode_is_near_after_the_refit(
+    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+) -> None:
+    report, _, _, box = audited
+    near = _near(report, "screenshot_rocket_30.png")
+    assert set(near) == {"rocket.png"}
+    geometry = near["rocket.png"]["evidence"]["geometry"]
+    assert geometry["inset"] is True and geometry["inliers"] >= 50
+    assert np.allclose(geometry["test_box"], box, atol=0.02), (geometry["test_box"], box)
 
 
 def test_only_large_test_images_get_regions() -> None:

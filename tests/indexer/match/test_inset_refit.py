@@ -53,19 +53,24 @@ def _fit(image: Image.Image, corpus: Image.Image) -> GeometricMatch:
     return checked(found, query.mirrored if found.mirrored else query, reference)
 
 
-def test_a_small_inset_left_open_on_the_reduced_decode_is_a_copy_on_the_crop() -> None:
-    photo = sample_photo("astronaut").resize((384, 384))
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("rocket", "too few inliers"), ("camera", "content check refuses it through the blur")],
+)
+def test_a_small_inset_left_open_on_the_reduced_decode_is_a_copy_on_the_crop(
+    name: str, why: str
+) -> None:
+    photo = sample_photo(name).resize((384, 384))
     shot, truth = _screenshot(photo, 0.3, (820, 420))
     reduced = shot.resize((410, 256), Image.Resampling.LANCZOS)  # the ingestion's decode
     first = _fit(reduced, photo)
-    assert first.inset and first.inliers >= REFIT_FROM
-    assert first.support < 3 * MIN_INLIERS  # few inliers on the 77-px inset
+    assert not first.is_copy() and needs_refit(first, MIN_INLIERS), why
     again = refit(first, shot, lambda crop: _fit(crop, photo))
-    assert again.is_copy() and again.support > 3 * first.support
+    assert again.is_copy() and again.support >= 5 * MIN_INLIERS
     assert np.allclose(again.test_box, truth, atol=0.01), (again.test_box, truth)
     assert again.inset and 0.28 <= again.inset_side <= 0.32
     # the region scale refers to the whole test image, as the first fit's did
-    assert again.scale == pytest.approx(first.scale, rel=0.1)
+    assert again.scale == pytest.approx(first.scale, rel=0.05)
 
 
 def test_a_refit_that_finds_less_keeps_the_first_fit() -> None:
