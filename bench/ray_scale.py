@@ -84,11 +84,14 @@ class ActorCpu(logging.Handler):
         if found:
             self.seconds += float(found.group(1))
             self.pids.update(int(p) for p in found.group(2).split(",") if p)
+        hashes = re.search(r"hash index \((\d+) hashes\) in (\d+) shards", message)
+        if hashes:
+            self.memory = {"hash_shards": int(hashes.group(2))}
         shards = re.search(
             r"float index \((.*)\) in (\d+) shards; bytes mapped per actor: (.*)", message
         )
         if shards:
-            self.memory = {
+            self.memory |= {
                 "vector_index": shards.group(1),
                 "shards": int(shards.group(2)),
                 "mapped_mib_per_actor": [
@@ -221,7 +224,9 @@ def _pairs(pairs: list[Any]) -> set[tuple[Any, ...]]:
     return {(p.row, p.item_id, p.kind, p.hamming, p.cosine, p.verify) for p in pairs}
 
 
-def audit_both(ws: Any, queries: int, workers: int) -> dict[str, Any]:
+def audit_both(
+    ws: Any, queries: int, workers: int, hash_shard_min: int | None = None
+) -> dict[str, Any]:
     """An audit's matching here, then on Ray; figures and whether the pairs are the same."""
     from splitaudit.indexer.match.engine import match_corpus
     from splitaudit.indexer.match.thresholds import thresholds_for_model
@@ -256,6 +261,7 @@ def audit_both(ws: Any, queries: int, workers: int) -> dict[str, Any]:
         vectors=vectors,
         thresholds=th,
         workers=workers,
+        **({} if hash_shard_min is None else {"hash_shard_min": hash_shard_min}),
     )
     out["ray"] = {**_since(start), "pairs": len(remote), **ACTORS.memory}
     print(f"audit ray: {out['ray']}", flush=True)
@@ -280,6 +286,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--only", choices=["dedup", "audit"], help="run one of the two comparisons")
+    ap.add_argument(
+        "--hash-shard-min",
+        type=int,
+        help="shard a hash index with tables from this many hashes (default: the product's)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -306,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.only != "audit":
             result["dedup"] = dedup_both(ws, args.workers)
         if args.only != "dedup":
-            result["audit"] = audit_both(ws, args.queries, args.workers)
+            result["audit"] = audit_both(ws, args.queries, args.workers, args.hash_shard_min)
     finally:
         ray.shutdown()
         ws.close()

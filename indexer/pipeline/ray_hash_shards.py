@@ -1,8 +1,8 @@
 """A corpus's hash index cut into shards for Ray actors, and its searches merged exactly.
 
-Only a hash index with multi-index tables is cut (``BinaryStore`` beyond
-``IndexPolicy.hash_flat_max`` hashes, its k-NN within the candidate radius answered by the
-tables): there both searches the audit engine makes merge exactly. A radius search is exact
+Only a large hash index with multi-index tables is cut (``HASH_SHARD_MIN`` hashes or more, its
+k-NN within the candidate radius answered by the tables): there both searches the audit engine
+makes merge exactly. A radius search is exact
 in every store and returns each row's hits in corpus order, so shards of consecutive corpus
 positions, concatenated in order, give the whole store's answer; the k nearest within a
 radius are ranked by (distance, id), so the best ``k`` of every shard's best ``k``, ranked the
@@ -33,6 +33,11 @@ from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, top_k_rows
 
 # ask(method, *args) -> every shard's answer, in shard order
 Ask = Callable[..., list[Any]]
+# Below this many hashes every actor holds the whole index (~0.2 KB per hash, 1 GB at 5M): a
+# table probe costs the same in a shard as in the whole index, so n shards probe n times as
+# much (measured at 150k hashes, 2 shards: +4 CPU-s on a 20,000-query audit) for memory that
+# does not matter yet.
+HASH_SHARD_MIN = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,12 @@ def shardable(store: BinaryStore) -> bool:
     return store.mih is not None and store.knn_exact_radius <= MAX_EXACT_RADIUS and store.count > 0
 
 
-def plan_hash_shards(store: BinaryStore, folder: Path, parts: int) -> list[HashSpec]:
+def plan_hash_shards(
+    store: BinaryStore, folder: Path, parts: int, least: int = HASH_SHARD_MIN
+) -> list[HashSpec]:
     """``parts`` shards of the hash index saved in ``folder`` (``store``: the driver's), or
-    none when it is not ``shardable``."""
-    if not shardable(store) or parts < 2:
+    none when it is not ``shardable`` or holds fewer than ``least`` hashes."""
+    if not shardable(store) or parts < 2 or store.count < least:
         return []
     path = folder / binary_index.INDEX_FILE
     n = store.count

@@ -46,6 +46,7 @@ from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.pipeline.ray_hash_shards import (
+    HASH_SHARD_MIN,
     HashShard,
     HashSpec,
     ShardedHashes,
@@ -487,6 +488,7 @@ def match_corpus_on_ray(
     actors: int | None = None,
     phases: PhaseTimes | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    hash_shard_min: int = HASH_SHARD_MIN,
 ) -> list[Pair]:
     """``match_corpus(...).pairs`` of ``state`` against ``corpus``, computed on Ray actors.
 
@@ -494,7 +496,9 @@ def match_corpus_on_ray(
     into one shard per actor (``ray_shards``), searched on the actors and merged here;
     ``workers``: CPUs of a local Ray instance started here (without ``address``); ``actors``:
     how many (default: one per cluster CPU). ``on_batch(done, total)`` hears each finished
-    batch of round 2. Pairs come back in batch order, rows numbered as in ``state``.
+    batch of round 2; a hash index of ``hash_shard_min`` hashes or more (with multi-index
+    tables) is sharded too (``ray_hash_shards``). Pairs come back in batch order, rows
+    numbered as in ``state``.
     """
     if not len(state):
         return []
@@ -514,7 +518,7 @@ def match_corpus_on_ray(
             if index.floats is not None and index.floats.count
             else []
         )
-        hash_specs = plan_hash_shards(index.hashes, folder, n_actors)
+        hash_specs = plan_hash_shards(index.hashes, folder, n_actors, hash_shard_min)
         layout = IndexLayout.of(index, corpus_id, folder)
         ref = WorkspaceRef.of(ws)
         # other actors' requests for stored vectors are served while a batch is matched

@@ -46,7 +46,9 @@ def _pairs(pairs: list[Any]) -> set[tuple[Any, ...]]:
     return {(p.row, p.item_id, p.kind, p.hamming, p.cosine, p.verify) for p in pairs}
 
 
-def _both(ws: Workspace, address: str, policy: IndexPolicy | None, queries: int) -> Any:
+def _both(
+    ws: Workspace, address: str, policy: IndexPolicy | None, queries: int, hash_shard_min: int = 0
+) -> Any:
     """(local pairs, Ray pairs, the index's info) of one synthetic split."""
     index = open_corpus_index(ws, "syn", policy)
     state, vectors = synthetic_split(ws, queries)
@@ -65,6 +67,7 @@ def _both(ws: Workspace, address: str, policy: IndexPolicy | None, queries: int)
         vectors=vectors,
         thresholds=th,
         address=address,
+        hash_shard_min=hash_shard_min,  # 0: a hash index with tables is cut at any size
     )
     return _pairs(local), _pairs(remote), index.info()
 

@@ -47,7 +47,8 @@ def _sharded(specs: list[Any]) -> ShardedHashes:
 def test_sharded_hash_searches_equal_the_whole_index(tmp_path: Path) -> None:
     store, codes = _store(tmp_path)
     assert shardable(store)
-    specs = plan_hash_shards(store, tmp_path, 3)
+    assert plan_hash_shards(store, tmp_path, 3) == []  # small: whole in every actor
+    specs = plan_hash_shards(store, tmp_path, 3, least=0)
     assert [(s.start, s.stop) for s in specs] == [(0, 1000), (1000, 2000), (2000, 3000)]
     sharded = _sharded(specs)
     queries = np.r_[codes[::37], np.uint64(12345)]
@@ -67,6 +68,6 @@ def test_sharded_hash_searches_equal_the_whole_index(tmp_path: Path) -> None:
 
 def test_small_or_flat_hash_index_stays_whole(tmp_path: Path) -> None:
     store, _codes = _store(tmp_path, 200)
-    assert len(plan_hash_shards(store, tmp_path, 1)) == 0
+    assert len(plan_hash_shards(store, tmp_path, 1, least=0)) == 0
     store.use_mih(False)
-    assert not shardable(store) and plan_hash_shards(store, tmp_path, 3) == []
+    assert not shardable(store) and plan_hash_shards(store, tmp_path, 3, least=0) == []
