@@ -13,7 +13,10 @@ Keypoints are detected on a few threads (one detection per core) while the image
 the caller goes on to the next test image while they run. Each image's keypoints carry its
 small grayscale pixels for the content check (``splitaudit.indexer.match.content_check``);
 keypoints read back from the verification store do not, so a fit that would count gets its
-corpus image loaded for the check (``GeometricTier._check_content``).
+corpus image loaded for the check (``GeometricTier._check_content``). Then the fits of one
+test image are looked at together (``splitaudit.indexer.match.burstiness``): a fit that stands
+on keypoints the test image shares with other, different corpus images (a shared overlay)
+vetoes its pair.
 """
 
 from __future__ import annotations
