@@ -28,7 +28,8 @@ from splitaudit.indexer.store import float_index
 from splitaudit.indexer.store.exact import DB_BLOCK, QUERY_BLOCK, TopK
 from splitaudit.indexer.store.float_index import FloatStore
 
-Part = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]  # a TopK merge's candidates
+# a TopK merge's candidates: scores and item ids (int32 where they fit)
+Part = tuple[npt.NDArray[np.float32], npt.NDArray[np.signedinteger[Any]]]
 ListPart = tuple[npt.NDArray[np.int32] | None, Part]  # (the query rows sent, their candidates)
 
 
@@ -395,11 +396,15 @@ def replay_part(top: TopK, rows: Any, part: Part) -> None:
 
 def take_part(scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64], k: int) -> Part:
     """What ``TopK.update_rows`` keeps of one ``(queries, items)`` score block: each row's
-    ``min(k, items)`` best, chosen by the same ``argpartition``."""
+    ``min(k, items)`` best, chosen by the same ``argpartition``. Ids below 2**31 travel as
+    int32 (a third less to send; the merge widens them back)."""
     m = scores.shape[1]
     kk = min(k, m)
     part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-    return np.take_along_axis(scores, part, 1), ids[part]
+    chosen: npt.NDArray[np.signedinteger[Any]] = ids[part]
+    if chosen.size and int(ids.min()) >= -(2**31) and int(ids.max()) < 2**31:
+        chosen = chosen.astype(np.int32)
+    return np.take_along_axis(scores, part, 1), chosen
 
 
 def process_rss() -> int:
