@@ -115,22 +115,32 @@ def _open_formats() -> tuple[str, ...]:
 
 
 def decode_image(
-    data: bytes, *, hashes_only: bool = False, pixels_only: bool = False
+    data: bytes,
+    *,
+    hashes_only: bool = False,
+    pixels_only: bool = False,
+    draft: tuple[int, int] = DRAFT_SIZE,
 ) -> DecodedImage:
     """Decode image bytes once; raise ``ImageDecodeError`` with a reason if they are unusable.
 
     ``hashes_only`` decodes a JPEG at the smallest scale the perceptual hashes need (see the
     module docstring): ``pixel_digest`` is then ``None`` unless that scale is the 256 request's.
     ``pixels_only`` is for re-decoding an indexed image (the audit's verification): the same
-    pixels, without the digests and text fields indexing records (``None`` and empty).
+    pixels, without the digests and text fields indexing records (``None`` and empty); with it,
+    ``draft`` may ask a JPEG for a larger DCT scale than the fixed 256 request (the audit's
+    looks at a large test image's regions and insets).
     """
     if not data:
         raise ImageDecodeError("empty file (0 bytes): not an image")
+    if draft != DRAFT_SIZE and not pixels_only:
+        raise ValueError(
+            "decode_image: another draft size than the fixed request needs pixels_only"
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            decoded = _decode(data, hashes_only=hashes_only, pixels_only=pixels_only)
+            decoded = _decode(data, hashes_only=hashes_only, pixels_only=pixels_only, draft=draft)
         except ImageDecodeError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -174,7 +184,13 @@ def draft_scale(width: int, height: int, request: tuple[int, int]) -> int:
     return next(s for s in _DCT_SCALES if fits >= s or s == 1)
 
 
-def _decode(data: bytes, *, hashes_only: bool, pixels_only: bool = False) -> DecodedImage:
+def _decode(
+    data: bytes,
+    *,
+    hashes_only: bool,
+    pixels_only: bool = False,
+    draft: tuple[int, int] = DRAFT_SIZE,
+) -> DecodedImage:
     opened = Image.open(io.BytesIO(data), formats=_open_formats())
     width, height = opened.size
     limit = Image.MAX_IMAGE_PIXELS
@@ -187,7 +203,7 @@ def _decode(data: bytes, *, hashes_only: bool, pixels_only: bool = False) -> Dec
     is_jpeg = opened.format in _JPEG_FORMATS
     digest_pixels = True
     if is_jpeg:
-        request = DRAFT_SIZE
+        request = draft
         if hashes_only and draft_scale(width, height, HASH_DRAFT_SIZE) != draft_scale(
             width, height, DRAFT_SIZE
         ):

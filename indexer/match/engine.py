@@ -644,19 +644,17 @@ def _column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int
 
 def _load_image(locator: dict[str, Any] | None, side: int | None = None) -> Image.Image | None:
     """Decode an image from a stored locator (the ingestion's <=256 px decode; with ``side``,
-    the decode before that reduction, its long side reduced to ``side`` px at most); None
-    when its bytes are gone or unreadable."""
+    its long side at ``side`` px at most: ``inset_candidates.region_decode``); None when its
+    bytes are gone or unreadable."""
     if not locator:
         return None
     try:
-        decoded = decode_image(Locator.from_dict(locator).read_bytes(), pixels_only=True)
-        if side is None:
-            return decoded.image
-        image = decoded.decoded
-        if max(image.size) > side:
-            image = image.copy()
-            image.thumbnail((side, side), Image.Resampling.BILINEAR)
-        return image
+        data = Locator.from_dict(locator).read_bytes()
+        if side is not None:
+            from splitaudit.indexer.match.inset_candidates import region_decode
+
+            return region_decode(data, side)
+        return decode_image(data, pixels_only=True).image
     except Exception as exc:  # missing source or undecodable: the pair keeps its other evidence
         log.info("cannot load %s for verification: %s", locator, exc)
         return None

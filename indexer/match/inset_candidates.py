@@ -86,14 +86,15 @@ def region_boxes(width: int, height: int, gate: bool = True) -> list[tuple[int, 
     ]
 
 
-def region_decode(data: bytes) -> Image.Image:
+def region_decode(data: bytes, side: int = REGION_DECODE_SIDE) -> Image.Image:
     """A test image's file decoded for its regions: RGB, oriented like the ingestion's decode,
-    the long side reduced to ``REGION_DECODE_SIDE`` (a JPEG at most to its 256-px DCT scale).
+    the long side reduced to ``side`` (default ``REGION_DECODE_SIDE``; a JPEG decoded at the
+    smallest DCT scale that keeps it).
     Raises ``ImageDecodeError`` for bytes that are not a supported image."""
     from splitaudit.indexer.features.decode import decode_image
 
-    image = decode_image(data, pixels_only=True).decoded
-    scale = REGION_DECODE_SIDE / max(image.size)
+    image = decode_image(data, pixels_only=True, draft=(side, side)).decoded
+    scale = side / max(image.size)
     if scale < 1.0:
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)

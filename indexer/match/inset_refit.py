@@ -28,8 +28,9 @@ from splitaudit.indexer.match.geometry import WORK_SIDE, Box, GeometricMatch
 # A first fit is looked at again from this many inliers (fewer: no reliable box).
 MIN_INLIERS = 4
 MARGIN = 0.15  # of the box's width and height, added on each side of the crop
-# Long side (px) at most of the test image's decode the crop is cut from.
-DECODE_SIDE = 2048
+# Long side (px) at most of the test image's decode the crop is cut from: a 30% inset's crop
+# (its box widened by MARGIN) is then ~500 px, more than the geometric step's working size.
+DECODE_SIDE = 1280
 
 
 def needs_refit(match: GeometricMatch, min_inliers: int) -> bool:

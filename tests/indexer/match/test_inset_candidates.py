@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from splitaudit.indexer.errors import ImageDecodeError
+from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match.inset_candidates import (
     INSET_MIN_SIDE,
     REGION_DECODE_SIDE,
@@ -116,3 +117,14 @@ def test_corpus_images_the_geometric_step_cannot_match_give_way_to_those_it_can(
     assert found == pytest.approx({(5, 21): 0.47, (5, 20): 0.45})
     # without the filter the small tiles fill the test image's slots
     assert set(region_candidates(search, regions, floor=0.4, kept=2)) == {(5, 11), (5, 12)}
+
+
+def test_a_large_jpeg_is_decoded_at_the_dct_scale_the_side_needs() -> None:
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 255, (900, 1600, 3), dtype=np.uint8)
+    data = _png(Image.fromarray(pixels), "JPEG")
+    # the ingestion's fixed 256 request would give 800 x 450 pixels to reduce from
+    assert region_decode(data, side=1280).size == (1280, 720)
+    assert region_decode(data).size == (REGION_DECODE_SIDE, 432)
+    with pytest.raises(ValueError, match="pixels_only"):
+        decode_image(data, draft=(1280, 1280))
