@@ -37,8 +37,10 @@ TEMPLATE_FILE = "embeddings.trained.faiss"  # an on-disk IVF's trained empty ind
 FLAT_TYPE = "Flat"
 # Batched IVF search pays off when each probed list is shared by this many queries (measured).
 BATCHED_PER_LIST = 64
-# Threads scanning the inverted lists of one batched search (each on one BLAS thread).
-SCAN_THREADS = 2
+# Threads scanning the inverted lists of one batched search (each on one BLAS thread). One:
+# two were slower on the shared 2-core machine (10k queries x 10M, 38.9-41.6 s wall and
+# 25-29 CPU-s against 32.8-35.2 s and 23.3-23.6 CPU-s); more may pay on idle cores.
+SCAN_THREADS = 1
 
 
 class FloatStore:
@@ -232,8 +234,8 @@ class FloatStore:
         ]
         # ~nlist small products: on BLAS's own threads they spend most of their time starting
         # and stopping threads (measured 8x slower: 4,096 queries x 1M, 26.6 s vs 3.3 s), so
-        # each of SCAN_THREADS threads scans every n-th list on one BLAS thread, into its own
-        # top-k (numpy releases the GIL in the decode, the product and the partition).
+        # they run on one BLAS thread; with SCAN_THREADS > 1 each thread scans every n-th list
+        # into its own top-k (numpy releases the GIL in the decode, the product and the partition).
         n_threads = max(1, min(SCAN_THREADS, usable_cpus(), len(spans) // 16))
         with threadpool_limits(limits=1, user_api="blas"):
             if n_threads == 1:
