@@ -37,6 +37,7 @@ from splitaudit.indexer.store.float_index import (
     BATCHED_PER_LIST,
     SCAN_THREADS,
     FloatStore,
+    list_probes,
     merge_tops,
     usable_cpus,
 )
@@ -136,25 +137,9 @@ class ShardedSearch:
     def _by_list(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
         """``FloatStore._search_by_list``'s coarse step here, its list products on the shards."""
         index = self.store.index
-        nprobe, nlist = int(index.nprobe), int(index.nlist)
-        centroids = self.store.centroids()
-        coarse = (
-            np.concatenate(
-                [
-                    np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[
-                        :, :nprobe
-                    ]
-                    for s in range(0, len(q), 4096)
-                ]
-            )
-            if nprobe < nlist
-            else np.tile(np.arange(nlist), (len(q), 1))
+        by_list, rows, starts, bounds = list_probes(
+            q, self.store.centroids(), int(index.nprobe), int(index.nlist)
         )
-        lists = coarse.ravel()
-        order = np.argsort(lists, kind="stable")
-        by_list, rows = lists[order], np.repeat(np.arange(len(q)), coarse.shape[1])[order]
-        starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
-        bounds = np.r_[starts, len(by_list)]
         probed = by_list[starts]
         # as FloatStore._search_by_list: every n-th list into one of n top-k, then merged
         n_threads = max(1, min(SCAN_THREADS, usable_cpus(), len(probed) // 16))

@@ -43,6 +43,34 @@ BATCHED_PER_LIST = 64
 SCAN_THREADS = 1
 
 
+def list_probes(
+    q: npt.NDArray[np.float32], centroids: npt.NDArray[np.float32], nprobe: int, nlist: int
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+]:
+    """The list-by-list search's plan: each query's ``nprobe`` nearest lists (by centroid
+    score, 4,096 queries at a time), grouped by list. Returns ``(by_list, rows, starts,
+    bounds)``: probes sorted by list number (stable, so query order within a list), the query
+    row of each probe, where each probed list's run starts, and the runs' bounds (``starts``
+    plus the end). The Ray shards' search replays the same plan (``pipeline.ray_shard_search``)."""
+    coarse = (
+        np.concatenate(
+            [
+                np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[:, :nprobe]
+                for s in range(0, len(q), 4096)
+            ]
+        )
+        if nprobe < nlist
+        else np.tile(np.arange(nlist), (len(q), 1))
+    )
+    lists = coarse.ravel()
+    order = np.argsort(lists, kind="stable")
+    by_list, rows = lists[order], np.repeat(np.arange(len(q)), coarse.shape[1])[order]
+    starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
+    bounds = np.r_[starts, len(by_list)]
+    return by_list, rows, starts, bounds
+
+
 class FloatStore:
     """A float index (Flat or IVF) plus its sidecar state."""
 
@@ -209,25 +237,9 @@ class FloatStore:
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """IVF search list by list: each probed list is decoded once and scored against all the
         queries probing it with one BLAS product (same candidates and scores as FAISS's search)."""
-        nprobe, nlist = int(self.index.nprobe), int(self.index.nlist)
-        centroids = self.centroids()
-        coarse = (
-            np.concatenate(
-                [
-                    np.argpartition(-(q[s : s + 4096] @ centroids.T), nprobe - 1, axis=1)[
-                        :, :nprobe
-                    ]
-                    for s in range(0, len(q), 4096)
-                ]
-            )
-            if nprobe < nlist
-            else np.tile(np.arange(nlist), (len(q), 1))
+        by_list, rows, starts, bounds = list_probes(
+            q, self.centroids(), int(self.index.nprobe), int(self.index.nlist)
         )
-        lists = coarse.ravel()
-        order = np.argsort(lists, kind="stable")
-        by_list, rows = lists[order], np.repeat(np.arange(len(q)), coarse.shape[1])[order]
-        starts = np.flatnonzero(np.r_[True, by_list[1:] != by_list[:-1]])
-        bounds = np.r_[starts, len(by_list)]
         spans = [
             (int(by_list[a]), rows[a:b])
             for a, b in zip(starts.tolist(), bounds[1:].tolist(), strict=True)
