@@ -240,10 +240,18 @@ def build(root: Path, seed: int) -> list[Query]:
 def _use_library(checkout: Path) -> None:
     """Import ``splitaudit`` from another checkout (an editable install's finder, remapped)."""
     import importlib
-    from importlib.metadata import version
+    import pkgutil
 
-    tag = version("splitaudit").replace(".", "_").replace("-", "_")
-    finder = importlib.import_module(f"__editable___splitaudit_{tag}_finder")
+    # setuptools names the finder after the version installed, which may not be the version
+    # the checkout now declares (a bump without a reinstall): find it by its prefix.
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules()
+        if m.name.startswith("__editable___splitaudit_") and m.name.endswith("_finder")
+    )
+    if not names:
+        raise SystemExit("--before / --after need splitaudit installed editable (pip install -e .)")
+    finder = importlib.import_module(names[-1])
     finder.MAPPING.update(
         {
             "splitaudit": str(checkout / "indexer" / "public"),
