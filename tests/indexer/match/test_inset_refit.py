@@ -10,6 +10,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
+from splitaudit.indexer.match.content_check import _query_beyond
 from splitaudit.indexer.match.geometry import (
     MIN_INLIERS,
     WORK_SIDE,
@@ -55,7 +56,7 @@ def _fit(image: Image.Image, corpus: Image.Image) -> GeometricMatch:
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("rocket", "too few inliers"), ("camera", "content check refuses it through the blur")],
+    [("rocket", "too few inliers"), ("cell", "content check refuses it through the blur")],
 )
 def test_a_small_inset_left_open_on_the_reduced_decode_is_a_copy_on_the_crop(
     name: str, why: str
@@ -71,6 +72,19 @@ def test_a_small_inset_left_open_on_the_reduced_decode_is_a_copy_on_the_crop(
     assert again.inset and 0.28 <= again.inset_side <= 0.32
     # the region scale refers to the whole test image, as the first fit's did
     assert again.scale == pytest.approx(first.scale, rel=0.05)
+
+
+def test_a_small_inset_is_a_copy_on_the_reduced_decode_when_only_its_border_disagreed() -> None:
+    # The outermost cells of an inset's footprint hold the step from the photo's border to the
+    # page on the test side only (content_check._query_beyond): they are left out, so this
+    # camera at 30% needs no refit (content agreement 0.49 of 59 cells with them, 0.65 of 34
+    # without; 0.55 decides).
+    photo = sample_photo("camera").resize((384, 384))
+    shot, truth = _screenshot(photo, 0.3, (820, 420))
+    first = _fit(shot.resize((410, 256), Image.Resampling.LANCZOS), photo)
+    assert first.inset and first.is_copy() and first.content is not None
+    assert first.content.passed and not needs_refit(first, MIN_INLIERS)
+    assert np.allclose(first.test_box, truth, atol=0.02), (first.test_box, truth)
 
 
 def test_a_refit_that_finds_less_keeps_the_first_fit() -> None:
@@ -119,3 +133,21 @@ def test_a_crops_fit_maps_back_onto_the_whole_test_image() -> None:
     mapped = np.asarray(whole.transform).reshape(2, 3) @ whole_px
     assert np.allclose(mapped, 2.0 * crop_px)
     assert getattr(whole, "inlier_queries", None) is None
+
+
+def test_only_sides_where_the_test_image_goes_on_past_the_corpus_image_lose_their_ring() -> None:
+    size = (192, 120)
+    identity = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    assert _query_beyond(identity, size, size, 6.0) == (False, False, False, False)
+    # the corpus image inset in a test image three times its size, a little right of centre
+    inset = np.array([[3.0, 0.0, -250.0], [0.0, 3.0, -120.0]])
+    assert _query_beyond(inset, size, size, 6.0) == (True, True, True, True)
+    # a crop of the corpus image: the test image ends inside it on every side
+    crop = np.array([[0.5, 0.0, 40.0], [0.0, 0.5, 30.0]])
+    assert _query_beyond(crop, size, size, 6.0) == (False, False, False, False)
+    # shifted 4 px left: within the margin, a fit's error, not a page around the photo
+    shifted = np.array([[1.0, 0.0, -4.0], [0.0, 1.0, 0.0]])
+    assert _query_beyond(shifted, size, size, 6.0) == (False, False, False, False)
+    # a test image with a page below the photo only
+    below = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    assert _query_beyond(below, (192, 200), size, 6.0) == (False, False, False, True)
