@@ -230,7 +230,8 @@ def _cell_agreement(
     rows, cols = gh // CELL, gw // CELL
     a = _cells(qry, rows, cols)
     b = _cells(ref, rows, cols)
-    covered = (_cells(valid, rows, cols) >= 0.99).all(axis=2)  # the query covers the whole cell
+    # the query covers the whole cell
+    covered: npt.NDArray[np.bool_] = np.asarray((_cells(valid, rows, cols) >= 0.99).all(axis=2))
     left, top, right, bottom = beyond
     if cols >= RING_FROM:
         covered[:, 0] &= not left
