@@ -138,20 +138,22 @@ class ShardedHashes(BinaryStore):
     def search_radius(
         self, hashes: npt.NDArray[np.uint64], radius: int, *, max_results: int | None = None
     ) -> SearchResult:
-        """Each row's hits within ``radius``, in corpus order (shard by shard)."""
-        if max_results is not None:
-            raise NotImplementedError("a sharded hash index answers whole radius searches only")
+        """Each row's hits within ``radius``, in corpus order (shard by shard); with
+        ``max_results``, the nearest ones of those, as the whole index's tables keep them."""
         q = np.asarray(hashes, dtype=np.uint64)
         if len(q) == 0 or self.count == 0:
             return [(np.empty(0, np.int64), np.empty(0, np.int32)) for _ in range(len(q))]
         answers = self.ask("search_radius", q, radius)
-        return [
+        hits = [
             (
                 np.concatenate([a[r][0] for a in answers]).astype(np.int64),
                 np.concatenate([a[r][1] for a in answers]).astype(np.int32),
             )
             for r in range(len(q))
         ]
+        if max_results is None:
+            return hits
+        return [binary_index.nearest_hits(i, d, max_results) for i, d in hits]
 
     def search_knn_within(
         self, hashes: npt.NDArray[np.uint64], k: int, radius: int

@@ -140,7 +140,11 @@ class BinaryStore:
             return [(np.empty(0, np.int64), np.empty(0, np.int32)) for _ in range(len(q))]
         if self.mih is not None and radius <= MAX_EXACT_RADIUS:
             found = self.mih.search_radius(q, radius)
-            return found if max_results is None else [_nearest(i, d, max_results) for i, d in found]
+            return (
+                found
+                if max_results is None
+                else [nearest_hits(i, d, max_results) for i, d in found]
+            )
         if max_results is not None:
             dists, ids = self.search_knn(q, max_results)
             return [
@@ -211,9 +215,10 @@ class BinaryStore:
         ).save(folder / SIDECAR_FILE)
 
 
-def _nearest(
+def nearest_hits(
     ids: npt.NDArray[np.int64], dists: npt.NDArray[np.int32], n: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """The ``n`` nearest of one query's radius hits (ties in hit order)."""
     if len(ids) <= n:
         return ids, dists
     keep = np.argsort(dists, kind="stable")[:n]

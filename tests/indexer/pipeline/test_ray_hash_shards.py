@@ -58,6 +58,11 @@ def test_sharded_hash_searches_equal_the_whole_index(tmp_path: Path) -> None:
         for (wi, wd), (pi, pd) in zip(whole, parts, strict=True):
             assert np.array_equal(wi, pi) and np.array_equal(wd, pd)
     assert sum(len(i) for i, _d in store.search_radius(queries, 8)) > 2 * len(queries)
+    for radius in (8, 11):  # the nearest few of each row's hits, as the whole index's tables
+        whole = store.search_radius(queries, radius, max_results=3)
+        parts = sharded.search_radius(queries, radius, max_results=3)
+        for (wi, wd), (pi, pd) in zip(whole, parts, strict=True):
+            assert len(wi) <= 3 and np.array_equal(wi, pi) and np.array_equal(wd, pd)
     for k, radius in ((10, 20), (3, 6), (10, 11)):
         want = store.search_knn_within(queries, k, radius)
         got = sharded.search_knn_within(queries, k, radius)
