@@ -34,11 +34,11 @@ from threadpoolctl import threadpool_limits
 from splitaudit.indexer.pipeline.ray_shards import ListPart, ShardSpec, replay_part
 from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
 from splitaudit.indexer.store.float_index import (
-    BATCHED_PER_LIST,
     SCAN_THREADS,
     FloatStore,
     list_probes,
     merge_tops,
+    padded,
     usable_cpus,
 )
 
@@ -102,21 +102,11 @@ class ShardedSearch:
         kk = min(k, store.count)
         if store.is_exact:
             merge = self._flat(q, kk)
-        elif len(q) * store.index.nprobe >= BATCHED_PER_LIST * store.index.nlist:
+        elif store.by_list(len(q)):
             merge = self._by_list(q, kk)
         else:
             merge = self._faiss(q, kk)
-
-        def finish() -> Result:
-            scores, ids = merge()
-            scores = np.where(ids >= 0, scores, 0).astype(np.float32)
-            if ids.shape[1] < k:
-                pad = k - ids.shape[1]
-                scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=0)
-                ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
-            return scores, ids
-
-        return finish
+        return lambda: padded(*merge(), k)
 
     def _flat(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
         handles = [self.submit(s.shard, "flat_parts", q, k, self.threads) for s in self.specs]

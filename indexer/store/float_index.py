@@ -43,6 +43,19 @@ BATCHED_PER_LIST = 64
 SCAN_THREADS = 1
 
 
+def padded(
+    scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """A search's answer as ``FloatStore.search`` returns it: scores 0 where no id (-1), and
+    ``k`` columns (an index of fewer than ``k`` vectors pads with id -1, score 0)."""
+    scores = np.where(ids >= 0, scores, 0).astype(np.float32)
+    if ids.shape[1] < k:
+        pad = k - ids.shape[1]
+        scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=0)
+        ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+    return scores, ids
+
+
 def list_probes(
     q: npt.NDArray[np.float32], centroids: npt.NDArray[np.float32], nprobe: int, nlist: int
 ) -> tuple[
@@ -221,16 +234,16 @@ class FloatStore:
         kk = min(k, self.count)
         if self.is_exact:
             scores, ids = exact_search(q, *self.vectors_view(), kk)
-        elif len(q) * self.index.nprobe >= BATCHED_PER_LIST * self.index.nlist:
+        elif self.by_list(len(q)):
             scores, ids = self._search_by_list(q, kk)
         else:
             scores, ids = self.index.search(q, kk)
-        scores = np.where(ids >= 0, scores, 0).astype(np.float32)
-        if ids.shape[1] < k:
-            pad = k - ids.shape[1]
-            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=0)
-            ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
-        return scores, ids
+        return padded(scores, ids, k)
+
+    def by_list(self, n_queries: int) -> bool:
+        """Whether an IVF search of ``n_queries`` goes list by list (``_search_by_list``) rather
+        than through FAISS's own search: enough queries per probed list to batch them."""
+        return bool(n_queries * self.index.nprobe >= BATCHED_PER_LIST * self.index.nlist)
 
     def _search_by_list(
         self, q: npt.NDArray[np.float32], k: int
