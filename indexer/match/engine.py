@@ -226,7 +226,14 @@ def _rows_by_value(values: Sequence[str | None]) -> dict[str, list[int]]:
 def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) -> None:
     """The smaller short side of the two images of each pair (small pairs need verification)."""
     pairs = list(pairs)
-    ids = sorted({p.item_id for p in pairs})
+    sides = _short_sides(session, sorted({p.item_id for p in pairs}))
+    for p in pairs:
+        own = int(state.min_side[p.row])
+        p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
+
+
+def _short_sides(session: Session, ids: Sequence[int]) -> dict[int, int]:
+    """The short side (px) of each corpus item in ``ids`` whose size is known."""
     sides: dict[int, int] = {}
     for chunk in in_chunks(ids):
         for item_id, w, h in session.execute(
@@ -234,9 +241,7 @@ def _fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) 
         ):
             if w and h:
                 sides[int(item_id)] = min(int(w), int(h))
-    for p in pairs:
-        own = int(state.min_side[p.row])
-        p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
+    return sides
 
 
 def _turn_small_pairs(
@@ -371,14 +376,7 @@ def _region_pairs(
         return
 
     def large(ids: list[int]) -> set[int]:
-        out: set[int] = set()
-        for chunk in in_chunks(ids):
-            for item_id, w, h in session.execute(
-                select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
-            ):
-                if w and h and min(int(w), int(h)) >= th.small_side:
-                    out.add(int(item_id))
-        return out
+        return {i for i, side in _short_sides(session, ids).items() if side >= th.small_side}
 
     floor = th.candidate_cosine - REGION_COSINE_MARGIN
     for (row, item_id), score in region_candidates(search, regions, floor, eligible=large).items():
