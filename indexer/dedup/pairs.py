@@ -45,6 +45,7 @@ from sqlalchemy.orm import Session
 from splitaudit.indexer.db.models import Item, VectorBatch
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.dedup.phase_clock import PhaseClock
+from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
 from splitaudit.indexer.match.engine import TOP_K, match_corpus
 from splitaudit.indexer.match.split_state import SplitState
@@ -52,10 +53,9 @@ from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import signed_to_unsigned
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import CorpusIndex
-from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
+from splitaudit.indexer.store.hamming_join import as_keys
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
-from splitaudit.indexer.store.vector_join import self_join
 
 if TYPE_CHECKING:
     from splitaudit.indexer.match.verify_store import VerifyStore
@@ -365,15 +365,18 @@ def join_corpus(
     skip: set[int],
     progress: Callable[[str], None] | None = None,
     clock: PhaseClock | None = None,
+    joins: LocalSelfJoins | None = None,
 ) -> tuple[CorpusIndex, dict[str, Any]]:
     """The corpus index with its searches answered by one self-join of every queried item.
 
     Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did;
     ``clock`` counts each join's CPU (``items_read``, ``hash_radius``, ``hash_knn``,
-    ``witness``, ``vector_join``).
+    ``witness``, ``vector_join``); ``joins``: who runs the joins (default: this process;
+    ``sharded_join.ShardedSelfJoins``: shards, e.g. on Ray, with the same tables).
     """
     say = progress or (lambda _m: None)
     clock = clock or PhaseClock()
+    joins = joins or LocalSelfJoins()
     has_vectors = index.floats is not None and index.floats.count > 0
     with clock.phase("items_read"):
         ids, hashes, knn, embedded = _join_items(
@@ -381,15 +384,19 @@ def join_corpus(
         )
     stats: dict[str, Any] = {"queried": len(ids)}
     say(f"joining {len(ids)} hashes")
-    joiner = HammingJoin(index.hashes)
     with clock.phase("hash_radius"):
-        within = joiner.radius(np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming)
+        within = joins.hash_radius(
+            index.hashes, np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming
+        )
     nearest = None
     if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
         wanted = hashes[knn]
         with clock.phase("hash_knn"):
-            nearest = joiner.knn(
-                np.r_[wanted, wanted ^ MIRROR_MASK], TOP_K, thresholds.candidate_hamming
+            nearest = joins.hash_knn(
+                index.hashes,
+                np.r_[wanted, wanted ^ MIRROR_MASK],
+                TOP_K,
+                thresholds.candidate_hamming,
             )
     stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
     refs = vector_batches(session, corpus_id) if has_vectors else []
@@ -413,12 +420,8 @@ def join_corpus(
         say(f"joining {floats.count} vectors")
         floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
         with clock.phase("vector_join"):
-            table, report = self_join(
-                floats,
-                lambda: iter_chunks(corpus_dir, refs),
-                k=TOP_K,
-                floor=floor,
-                cosine=thresholds.near_cosine,
+            table, report = joins.vectors(
+                floats, corpus_dir, refs, k=TOP_K, floor=floor, cosine=thresholds.near_cosine
             )
         stats["vector_join"] = report.to_dict()
         floats = JoinedFloats(floats, table=table, k=TOP_K, floor=floor)

@@ -1,0 +1,470 @@
+"""The corpus self-joins cut into shards and merged back into the whole join's tables.
+
+Dedup's joins (``pairs.join_corpus``) are split the way each one decomposes:
+
+* **vectors, exhaustive** (a Flat index up to ``vector_join.EXACT_JOIN_MAX``): each shard holds
+  a range of whole 16,384-row database blocks (``ray_shards.plan_shards``, only those bytes
+  mapped) and runs ``vector_join.exact_join`` of every query against them: the local join's
+  products, block for block. A query's ``k`` best of the corpus are the ``k`` best of the
+  shards' ``k`` best (ties: lower id, ``Neighbours.from_pairs``), so the merge is exact.
+* **vectors, cell by cell**: the driver builds the cells exactly as ``vector_join.self_join``
+  does (the IVF store's lists or a k-means partition of a Flat store, cut by ``split_cells``)
+  and calibrates the probing once; each shard owns a range of cells and runs
+  ``vector_join.ivf_join`` over every query with the same cells, the cells of other shards
+  empty. An IVF shard maps only its range of inverted lists (``ray_shards.FloatShard``) and
+  reads each cell's rows there; a k-means cell's vectors are sent to it (a Flat index is
+  small). A shard's table holds, per query, the best ``k`` of the pairs its cells gave and
+  the pairs found the other way (a query in its cells probing the query's cell). A pair found
+  both ways by two shards keeps the way the local join keeps (the shard holding the
+  neighbour's cell), then each query keeps its best ``k``.
+* **hashes** (radius and k nearest): every distinct query value's answer depends on it alone,
+  so the values are cut into ranges, each shard searches its range against the whole hash
+  index (``hamming_join.HammingJoin``) and the rows are concatenated.
+
+``JoinShard`` is the shard's side (no Ray: a Ray actor or a test calls it); ``ShardedSelfJoins``
+is the driver's, handing the pieces to a ``call`` function that runs them on the shards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import threadpool_limits
+
+from splitaudit.indexer.dedup.self_joins import BatchRefs, LocalSelfJoins
+from splitaudit.indexer.pipeline.ray_shards import FloatShard, ShardSpec, plan_shards
+from splitaudit.indexer.store import vector_join
+from splitaudit.indexer.store.binary_index import BinaryStore
+from splitaudit.indexer.store.calibrate import iter_chunks
+from splitaudit.indexer.store.float_index import FloatStore
+from splitaudit.indexer.store.hamming_join import BRUTE_PAIRS, HammingJoin, as_keys
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
+from splitaudit.indexer.store.neighbours import Neighbours
+from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_join's own
+    Cells,
+    JoinReport,
+    _above,
+    _Pairs,
+    _rebatch,
+    calibrate_gap,
+    cell_lookup,
+    cells_within,
+    exact_join,
+    gap_recall,
+    ivf_cells,
+    kmeans_cells,
+    split_cells,
+)
+
+# call(method, [args of shard 0, args of shard 1, ...]) -> each shard's answer, in order
+ShardCall = Callable[[str, list[tuple[Any, ...]]], list[Any]]
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """The driver's cells and probing: what every shard of a cell-by-cell join shares."""
+
+    centroids: npt.NDArray[np.float32]
+    sizes: npt.NDArray[np.int64]
+    source: str
+    gap: float
+    cap: int
+    k: int
+    floor: float
+
+
+@dataclass(frozen=True)
+class VectorShard:
+    """One shard of a vector self-join.
+
+    ``kind`` ``exact``: ``spec`` is a Flat row range. ``cells``: the shard owns cells
+    ``cells`` (ascending), cell ``cells[n]`` holding ids ``ids[offsets[n]:offsets[n+1]]`` in
+    the order ``split_cells`` keeps them; their rows are read from ``spec``'s inverted lists
+    (``parents``: each cell's list) or given in ``vectors`` (k-means cells of a Flat store).
+    """
+
+    kind: Literal["exact", "cells"]
+    shard: int
+    spec: ShardSpec | None = None
+    cells: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
+    offsets: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, np.int64))
+    ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
+    parents: npt.NDArray[np.int64] | None = None
+    vectors: npt.NDArray[np.float32] | None = None
+
+
+@dataclass(frozen=True)
+class ShardAnswer:
+    """A vector shard's table, the work its join did and the index bytes it mapped."""
+
+    table: Neighbours
+    probes: int = 0
+    scored: int = 0
+    mapped: int = 0
+    cpu_s: float = 0.0
+
+
+class JoinShard:
+    """The shard side of the self-joins: the whole hash index, and vector shards on request."""
+
+    def __init__(self, hashes: BinaryStore) -> None:
+        self.hashes = HammingJoin(hashes)
+        self.cells: dict[int, tuple[Cells, int]] = {}  # opened vector shards: cells, bytes mapped
+
+    def hash_radius(self, values: npt.NDArray[np.uint64], radius: int) -> Neighbours:
+        """``HammingJoin.radius`` of these query values."""
+        return self.hashes.radius(values, radius)
+
+    def hash_knn(
+        self, values: npt.NDArray[np.uint64], k: int, max_radius: int, whole: int
+    ) -> Neighbours:
+        """``HammingJoin.knn`` of these values as the whole join of ``whole`` values answers them:
+        exhaustively where it would be, else the ``k`` nearest within the exact radius (a
+        shard's fewer values must not switch it to the exhaustive search, whose ties differ)."""
+        if whole * self.hashes.store.count <= BRUTE_PAIRS:
+            return self.hashes.knn(values, k, max_radius)
+        within = self.hashes.radius(values, min(max_radius, MAX_EXACT_RADIUS))
+        query = np.repeat(within.keys, np.diff(within.offsets))
+        return Neighbours.from_pairs(
+            within.keys, query, within.ids, within.scores, k=k, descending=False
+        )
+
+    def exact_shard(
+        self, shard: VectorShard, corpus_dir: Path, refs: BatchRefs, k: int, floor: float
+    ) -> ShardAnswer:
+        """Every query's ``k`` best rows of this Flat row range (the batches streamed here)."""
+        cpu = time.process_time()
+        assert shard.spec is not None
+        rows = FloatShard(shard.spec)
+        queries = iter_chunks(corpus_dir, list(refs))
+        table = exact_join(rows.ids, rows.vectors, queries, k=k, floor=floor)
+        return ShardAnswer(table, mapped=rows.mapped_bytes(), cpu_s=time.process_time() - cpu)
+
+    def open_cells(self, plan: CellPlan, shard: VectorShard) -> int:
+        """Hold ``shard``'s cells for ``cell_pairs``; returns the index bytes it maps (or was sent)."""
+        lists = FloatShard(shard.spec) if shard.spec is not None else None
+        mapped = lists.mapped_bytes() if lists is not None else 0
+        mapped += shard.vectors.nbytes if shard.vectors is not None else 0
+        self.cells[shard.shard] = (shard_cells(plan, shard, lists), mapped)
+        return mapped
+
+    def cell_pairs(
+        self,
+        shard: int,
+        q: npt.NDArray[np.float32],
+        rows: npt.NDArray[np.int64],
+        cells: npt.NDArray[np.int64],
+        k: int,
+        floor: float,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The pairs of query rows ``rows`` with the cells ``cells`` they probe (sorted by cell,
+        rows ascending within a cell), as ``vector_join.ivf_join`` scores and keeps them:
+        (query row, neighbour id, cosine)."""
+        held = self.cells[shard][0]
+        return score_cells(held, q, rows, cells, k=k, floor=floor)
+
+    def close_cells(self, shard: int) -> None:
+        """Drop a vector shard's cells (its decoded rows)."""
+        self.cells.pop(shard, None)
+
+
+def score_cells(
+    cells: Cells,
+    q: npt.NDArray[np.float32],
+    rows: npt.NDArray[np.int64],
+    probed: npt.NDArray[np.int64],
+    *,
+    k: int,
+    floor: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """``ivf_join``'s scoring loop over probes sorted by cell: one product per cell and the
+    rows ``_above`` keeps, in cell order; (query row, neighbour id, cosine)."""
+    out_r: list[npt.NDArray[np.int64]] = []
+    out_i: list[npt.NDArray[np.int64]] = []
+    out_s: list[npt.NDArray[np.float32]] = []
+    starts = np.flatnonzero(np.r_[True, probed[1:] != probed[:-1]]) if len(probed) else probed
+    bounds = np.r_[starts, len(probed)]
+    # the same products on the same single BLAS thread as the local join: bit-identical scores
+    with threadpool_limits(limits=1, user_api="blas"):
+        for j, start in enumerate(starts.tolist()):
+            ids, vecs = cells.get(int(probed[start]))
+            if len(ids) == 0:
+                continue
+            qrows = rows[start : bounds[j + 1]]
+            scores = q[qrows] @ vecs.T
+            r, c = _above(scores, floor, k)
+            out_r.append(qrows[r])
+            out_i.append(ids[c])
+            out_s.append(scores[r, c].astype(np.float32))
+    if not out_r:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+    return np.concatenate(out_r), np.concatenate(out_i), np.concatenate(out_s)
+
+
+def shard_cells(plan: CellPlan, shard: VectorShard, lists: FloatShard | None) -> Cells:
+    """The driver's cells as one shard holds them: its own cells' rows (read from its inverted
+    lists, or sent), every other cell empty."""
+    owned = {int(c): n for n, c in enumerate(shard.cells.tolist())}
+    dim = plan.centroids.shape[1]
+    empty = (np.empty(0, np.int64), np.empty((0, dim), np.float32))
+    held = int(shard.offsets[-1]) * dim * 4
+    cache: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+    last: list[Any] = [None, None]  # the inverted list read last (a list's sub-cells are adjacent)
+
+    def fetch(cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        n = owned.get(int(cell))
+        if n is None:
+            return empty
+        hit = cache.get(n)
+        if hit is not None:
+            return hit
+        lo, hi = int(shard.offsets[n]), int(shard.offsets[n + 1])
+        ids = shard.ids[lo:hi]
+        if shard.vectors is not None:
+            got = (ids, shard.vectors[lo:hi])
+        else:
+            assert lists is not None and shard.parents is not None
+            parent = int(shard.parents[n])
+            if last[0] != parent:
+                last[0], last[1] = parent, lists.list_vectors(parent)
+            list_ids, list_vecs = last[1]
+            # the cell's rows in list order, as split_cells cuts them (a list's ids are unique)
+            rows = np.flatnonzero(np.isin(list_ids, ids))
+            got = (list_ids[rows], np.ascontiguousarray(list_vecs[rows], np.float32))
+        if held <= vector_join.DECODE_CACHE_BYTES:
+            cache[n] = got
+        return got
+
+    return Cells(plan.centroids, plan.sizes, fetch, source=plan.source, cache_limit=0)
+
+
+@dataclass
+class VectorPlan:
+    """The driver's plan of a sharded vector self-join."""
+
+    shards: list[VectorShard]
+    cells: CellPlan | None = None
+    lookup: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None  # id -> cell
+    bounds: npt.NDArray[np.int64] | None = None  # shard n owns cells bounds[n]:bounds[n+1]
+    recall: float | None = None
+    at_floor: float | None = None
+    cosine: float | None = None
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def plan_vector_join(
+    store: FloatStore,
+    folder: Path,
+    parts: int,
+    *,
+    k: int,
+    floor: float,
+    cosine: float,
+    exact_max: int | None = None,
+) -> VectorPlan:
+    """About ``parts`` shards of ``store``'s self-join (saved in ``folder``), chosen and
+    calibrated as ``vector_join.self_join`` chooses and calibrates the whole join; a shard
+    owns a contiguous range of cells (an IVF shard: the sub-cells of a range of lists)."""
+    exact_max = vector_join.EXACT_JOIN_MAX if exact_max is None else exact_max
+    if store.is_exact and store.count <= exact_max:
+        flat = plan_shards(store, folder, parts)
+        return VectorPlan([VectorShard("exact", n, spec) for n, spec in enumerate(flat)])
+    cpu = {"cells": -time.process_time()}
+    specs: list[ShardSpec] = []
+    parents: Cells | None = None
+    if store.is_exact:
+        from splitaudit.indexer.store.policy import IndexPolicy
+
+        base, ids = store.vectors_view()
+        cells = split_cells(kmeans_cells(ids.copy(), base, IndexPolicy().nlist_for(store.count)))
+    else:
+        parents = ivf_cells(store)
+        cells = split_cells(parents)
+        specs = plan_shards(store, folder, parts)
+    cell_ids = [cells.get(c)[0] for c in range(cells.nlist)]
+    cpu["calibrate"] = -time.process_time()
+    cpu["cells"] -= cpu["calibrate"]
+    gap, cap, recall = calibrate_gap(cells, cosine)
+    at_floor = gap_recall(cells, floor, gap)
+    cpu["calibrate"] += time.process_time()
+    plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor)
+    if parents is not None:
+        of_parent = cell_lookup(parents)
+        parent = np.array([int(of_parent(i[:1])[0]) if len(i) else -1 for i in cell_ids], np.int64)
+        # an empty sub-cell takes the list before it: sub-cells come list by list
+        parent = np.maximum.accumulate(np.maximum(parent, 0))
+        bounds = np.searchsorted(parent, [spec.start for spec in specs] + [specs[-1].stop])
+        bounds[0], bounds[-1] = 0, cells.nlist
+    else:
+        parent = np.full(cells.nlist, -1, np.int64)
+        cuts = np.searchsorted(
+            np.cumsum(cells.sizes), np.arange(1, parts) * cells.sizes.sum() / parts, side="right"
+        )
+        bounds = np.unique(np.r_[0, np.minimum(cuts, cells.nlist), cells.nlist])
+    shards: list[VectorShard] = []
+    for n, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+        owned = np.arange(lo, hi, dtype=np.int64)
+        owned = owned[cells.sizes[owned] > 0]
+        ids_parts = [cell_ids[c] for c in owned.tolist()]
+        offsets = np.r_[0, np.cumsum([len(p) for p in ids_parts])].astype(np.int64)
+        shards.append(
+            VectorShard(
+                "cells",
+                n,
+                specs[n] if parents is not None else None,
+                owned,
+                offsets,
+                np.concatenate(ids_parts) if ids_parts else np.empty(0, np.int64),
+                parent[owned] if parents is not None else None,
+                (
+                    np.concatenate([cells.get(c)[1] for c in owned.tolist()])
+                    if parents is None and len(owned)
+                    else None
+                ),
+            )
+        )
+    plan_out = VectorPlan(
+        shards, plan, cell_lookup(cells), np.asarray(bounds, np.int64), recall, at_floor, cosine
+    )
+    plan_out.cpu_s.update(cpu)
+    return plan_out
+
+
+def merge_exact(answers: Sequence[ShardAnswer], k: int) -> tuple[Neighbours, JoinReport]:
+    """The exhaustive join's table from its shards' (each query's best ``k`` of the best ``k``)."""
+    tables = [a.table for a in answers]
+    keys = np.unique(np.concatenate([t.keys for t in tables]))
+    q = np.concatenate([np.repeat(t.keys, np.diff(t.offsets)) for t in tables])
+    i = np.concatenate([t.ids for t in tables])
+    s = np.concatenate([np.asarray(t.scores, np.float32) for t in tables])
+    table = Neighbours.from_pairs(keys, q, i, s, k=k, descending=True)
+    return table, JoinReport("exact", pairs=table.pairs)
+
+
+def value_parts(queries: npt.NDArray[np.uint64], parts: int) -> list[npt.NDArray[np.uint64]]:
+    """The distinct query values in ``parts`` ranges of their table keys (``as_keys`` order)."""
+    values = np.unique(np.asarray(queries, np.uint64))
+    values = values[np.argsort(as_keys(values), kind="stable")]
+    return [p for p in np.array_split(values, max(1, parts)) if len(p)] or [values]
+
+
+def concat_rows(tables: Sequence[Neighbours]) -> Neighbours:
+    """Tables of consecutive key ranges (``value_parts``) as one table."""
+    keys = np.concatenate([t.keys for t in tables])
+    if len(keys) > 1 and not (np.diff(keys) > 0).all():
+        raise ValueError("the shards' key ranges overlap or are out of order")
+    sizes = np.concatenate([np.diff(t.offsets) for t in tables])
+    offsets = np.zeros(len(keys) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return Neighbours(
+        keys,
+        offsets,
+        np.concatenate([t.ids for t in tables]),
+        np.concatenate([t.scores for t in tables]),
+    )
+
+
+class ShardedSelfJoins(LocalSelfJoins):
+    """The self-joins cut into ``parts`` shards, run by ``call`` and merged here.
+
+    ``call(method, args)`` runs ``JoinShard.method(*args[n])`` on shard ``n`` for every ``n``
+    and returns the answers in order (Ray actors, or ``JoinShard`` objects in one process).
+    ``folder``: where the driver's float index is saved (the shards map its bytes).
+    """
+
+    def __init__(self, call: ShardCall, parts: int, folder: Path) -> None:
+        super().__init__()
+        self.call, self.parts, self.folder = call, max(1, parts), folder
+        self.mapped: list[int] = []  # bytes of the float index each vector shard mapped
+
+    def hash_radius(
+        self, store: BinaryStore, queries: npt.NDArray[np.uint64], radius: int
+    ) -> Neighbours:
+        """``HammingJoin.radius`` of ``queries``, the values cut among the shards."""
+        parts = value_parts(queries, self.parts)
+        return concat_rows(self.call("hash_radius", [(p, radius) for p in parts]))
+
+    def hash_knn(
+        self, store: BinaryStore, queries: npt.NDArray[np.uint64], k: int, max_radius: int
+    ) -> Neighbours:
+        """``HammingJoin.knn`` of ``queries``, the values cut among the shards."""
+        parts = value_parts(queries, self.parts)
+        whole = sum(len(p) for p in parts)
+        return concat_rows(self.call("hash_knn", [(p, k, max_radius, whole) for p in parts]))
+
+    def vectors(
+        self,
+        store: FloatStore,
+        corpus_dir: Path,
+        refs: BatchRefs,
+        *,
+        k: int,
+        floor: float,
+        cosine: float,
+    ) -> tuple[Neighbours, JoinReport]:
+        """``vector_join.self_join`` of the corpus's batches, cut among the shards: the
+        exhaustive join shard by shard, or the cell join batch by batch (the coarse step
+        here, each shard scoring the probes of its cells)."""
+        if store.count == 0:
+            return super().vectors(store, corpus_dir, refs, k=k, floor=floor, cosine=cosine)
+        plan = plan_vector_join(store, self.folder, self.parts, k=k, floor=floor, cosine=cosine)
+        if plan.cells is None:
+            answers: list[ShardAnswer] = self.call(
+                "exact_shard", [(shard, corpus_dir, list(refs), k, floor) for shard in plan.shards]
+            )
+            self.mapped = [a.mapped for a in answers]
+            return merge_exact(answers, k)
+        self.mapped = self.call("open_cells", [(plan.cells, shard) for shard in plan.shards])
+        try:
+            return self._cell_join(plan, iter_chunks(corpus_dir, list(refs)))
+        finally:
+            self.call("close_cells", [(shard.shard,) for shard in plan.shards])
+
+    def _cell_join(
+        self, plan: VectorPlan, queries: vector_join.Chunks
+    ) -> tuple[Neighbours, JoinReport]:
+        """``vector_join.ivf_join`` with each batch's scoring done by the shards."""
+        cells, lookup, bounds = plan.cells, plan.lookup, plan.bounds
+        assert cells is not None and lookup is not None and bounds is not None
+        out, keys = _Pairs(), []
+        probes = scored = 0
+        cpu = time.process_time()
+        for qids, q in _rebatch(queries, vector_join.QUERY_BATCH):
+            keys.append(qids)
+            rows, coarse = cells_within(q, cells.centroids, cells.gap, cells.cap, lookup(qids))
+            probes += len(coarse)
+            scored += int(cells.sizes[coarse].sum())
+            order = np.argsort(coarse, kind="stable")
+            by_cell, rows = coarse[order], rows[order]
+            cut = np.searchsorted(by_cell, bounds)
+            args = [
+                (shard.shard, q, rows[a:b], by_cell[a:b], cells.k, cells.floor)
+                for shard, a, b in zip(plan.shards, cut[:-1], cut[1:], strict=True)
+            ]
+            # shard by shard: the local join's cell order, so the same pairs in the same order
+            for r, i, s in self.call("cell_pairs", args):
+                out.add(qids[r], i, s)
+        table = out.table(keys, cells.k, symmetric=True)
+        queried = max(1, len(table.keys))
+        return table, JoinReport(
+            "ivf",
+            nlist=len(cells.centroids),
+            nprobe=cells.cap,
+            gap=round(cells.gap, 5),
+            probes_per_item=round(probes / queried, 1),
+            scored_per_item=round(scored / queried),
+            cosine=plan.cosine,
+            recall=plan.recall,
+            recall_at_floor=plan.at_floor,
+            pairs=table.pairs,
+            cpu_s={
+                **{n: round(v, 2) for n, v in plan.cpu_s.items()},
+                "join_driver": round(time.process_time() - cpu, 2),
+            },
+        )
