@@ -1,11 +1,13 @@
-"""Dedup chunks on Ray: the self-join tables shared through the object store, chunks on actors.
+"""Dedup on Ray: the self-joins cut into shards on the actors, then the chunks on the same actors.
 
-The driver joins the corpus once (``pairs.join_corpus``) and puts the join tables (numpy
-arrays) in Ray's object store, where every actor on a node reads the same copy. Each actor
-opens the workspace, the corpus index (memory-mapped where the store allows it) and the
-verification store once, wraps its index in the same stand-in stores the driver built, and
-runs ``pairs.chunk_edges`` (candidates, pixel and geometric verification) on the chunks it
-is given. The driver gets each chunk's edges back in chunk order, so ``service`` commits them
+Each actor opens the workspace, the corpus index (memory-mapped where the store allows it)
+and the verification store once. The driver's ``pairs.join_corpus`` runs its joins through
+``sharded_join.ShardedSelfJoins``: the hash joins' query values and the vector join's cells
+(or Flat blocks) are cut among the actors, each maps only its part of the vector index, and
+the driver merges the answers into the tables the local join builds. The merged tables go
+to Ray's object store, where every actor on a node reads the same copy; each actor wraps its
+index in the same stand-in stores the driver built and runs ``pairs.chunk_edges``
+(candidates, pixel and geometric verification) on the chunks it is given. The driver gets each chunk's edges back in chunk order, so ``service`` commits them
 with the run's progress counter exactly as the local executor does (a killed run resumes at
 the next chunk) and the edges, hence the clusters, are the local executor's.
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from splitaudit.indexer.dedup.pairs import Chunk, Edge, chunk_edges
+from splitaudit.indexer.dedup.sharded_join import JoinShard, ShardedSelfJoins
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.pipeline.ray_cluster import ray_cluster
 from splitaudit.indexer.pipeline.ray_match import (
@@ -27,6 +30,7 @@ from splitaudit.indexer.pipeline.ray_match import (
     actor_count,
     log_actor_cpu,
 )
+from splitaudit.indexer.pipeline.ray_shards import process_rss
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
@@ -103,18 +107,33 @@ class ChunkJob:
 
 
 class DedupWorker(WorkspaceActor):
-    """Ray actor body: the corpus index with the run's join tables, opened once; edges per chunk."""
+    """Ray actor body: the corpus index opened once; shards of the self-joins, then edges per chunk."""
 
-    def __init__(self, ref: WorkspaceRef, corpus: str, tables: JoinTables, job: ChunkJob) -> None:
+    def __init__(self, ref: WorkspaceRef, corpus: str) -> None:
         from splitaudit.indexer.pipeline.index import open_corpus_index
 
         super().__init__(ref)
+        self.base = open_corpus_index(self.ws, corpus)
+        self.joins = JoinShard(self.base.hashes)
+        self.index: CorpusIndex | None = None
+        self.job: ChunkJob | None = None
+
+    def join(self, method: str, *args: Any) -> Any:
+        """``JoinShard.method(*args)``: this actor's piece of one self-join."""
+        return getattr(self.joins, method)(*args)
+
+    def prepare(self, tables: JoinTables, job: ChunkJob) -> int:
+        """Take the run's join tables (the whole joins, merged on the driver); returns the
+        actor's resident bytes after the joins."""
+        self.joins.cells.clear()
+        self.index = tables.attach(self.base)
         self.job = job
         self.skip, self.grouped = set(job.skip), set(job.grouped)
-        self.index = tables.attach(open_corpus_index(self.ws, corpus))
+        return process_rss()
 
     def edges(self, n: int, chunk: Chunk) -> tuple[int, list[Edge]]:
         """Chunk ``n``'s duplicate pairs with the whole corpus (``pairs.chunk_edges``)."""
+        assert self.index is not None and self.job is not None
         with self.ws.sessions() as s:
             return n, chunk_edges(
                 s,
@@ -129,39 +148,73 @@ class DedupWorker(WorkspaceActor):
             )
 
 
-def edges_on_ray(
-    ws: Workspace,
-    *,
-    corpus: str,
-    joined: CorpusIndex,
-    chunks: Iterable[tuple[int, Chunk]],
-    job: ChunkJob,
-    address: str | None = None,
-    workers: int = 1,
-    actors: int | None = None,
-) -> Generator[tuple[int, list[Edge]], None, None]:
-    """``(n, chunk_edges(chunk n))`` for each numbered chunk, computed on Ray actors, in order.
+class RayDedup:
+    """A dedup's Ray actors (one per cluster CPU, or ``actors``): the self-joins' shards
+    (``joins``), then the chunks' edges (``edges``). ``close`` stops them (and a Ray
+    instance started here)."""
 
-    ``joined``: the driver's ``join_corpus`` index; ``workers``: CPUs of a local Ray instance
-    started here (without ``address``); ``actors``: how many (default: one per cluster CPU).
-    At most ``BATCHES_PER_ACTOR`` chunks per actor are in flight: the driver reads the next
-    chunks' vectors while the actors work, and memory stays bounded.
-    """
-    with ray_cluster(address, workers) as ray:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        corpus: str,
+        address: str | None = None,
+        workers: int = 1,
+        actors: int | None = None,
+    ) -> None:
+        self._cluster = ray_cluster(address, workers)
+        self.ray = self._cluster.__enter__()
+        self.actors: list[Any] = []
+        try:
+            n_actors = actor_count(self.ray, actors)
+            worker_cls = self.ray.remote(num_cpus=1)(DedupWorker)
+            ref = WorkspaceRef.of(ws)
+            self.actors = [worker_cls.remote(ref, corpus) for _ in range(n_actors)]
+            log.info("ray: dedup on %d actors", n_actors)
+            self.joins = ShardedSelfJoins(self._call, n_actors, ws.corpus_dir(corpus))
+            self.rss: list[int] = []  # each actor's resident bytes after the joins
+        except BaseException:
+            self.close()
+            raise
+
+    def _call(self, method: str, args: list[tuple[Any, ...]]) -> list[Any]:
+        """``JoinShard.method`` on shard ``n`` (actor ``n`` mod the actors) for each args ``n``."""
+        n_actors = len(self.actors)
+        return list(
+            self.ray.get(
+                [self.actors[n % n_actors].join.remote(method, *a) for n, a in enumerate(args)]
+            )
+        )
+
+    def edges(
+        self, joined: CorpusIndex, chunks: Iterable[tuple[int, Chunk]], job: ChunkJob
+    ) -> Generator[tuple[int, list[Edge]], None, None]:
+        """``(n, chunk_edges(chunk n))`` for each numbered chunk, on the actors, in order.
+
+        ``joined``: the driver's ``join_corpus`` index, whose tables every actor takes. At most
+        ``BATCHES_PER_ACTOR`` chunks per actor are in flight: the driver reads the next
+        chunks' vectors while the actors work, and memory stays bounded.
+        """
         from ray.util import ActorPool
 
-        n_actors = actor_count(ray, actors)
-        tables, shared = ray.put(JoinTables.of(joined)), ray.put(job)
-        worker_cls = ray.remote(num_cpus=1)(DedupWorker)
-        ref = WorkspaceRef.of(ws)
-        pool_actors = [worker_cls.remote(ref, corpus, tables, shared) for _ in range(n_actors)]
-        log.info("ray: dedup chunks on %d actors", n_actors)
+        tables, shared = self.ray.put(JoinTables.of(joined)), self.ray.put(job)
+        self.rss = list(self.ray.get([a.prepare.remote(tables, shared) for a in self.actors]))
+        log.info("ray: actors resident after the joins: %s MiB", [r >> 20 for r in self.rss])
+        pool = ActorPool(list(self.actors))
+        yield from _in_order(self.ray, pool, chunks, len(self.actors) * BATCHES_PER_ACTOR)
+
+    def close(self) -> None:
+        """Stop the actors (logging their CPU) and a Ray instance started for the run."""
         try:
-            yield from _in_order(ray, ActorPool(pool_actors), chunks, n_actors * BATCHES_PER_ACTOR)
-            log_actor_cpu(ray.get([a.close.remote() for a in pool_actors]))
+            if self.actors:
+                try:
+                    log_actor_cpu(self.ray.get([a.close.remote() for a in self.actors]))
+                finally:
+                    for a in self.actors:
+                        self.ray.kill(a)
+                    self.actors = []
         finally:
-            for a in pool_actors:
-                ray.kill(a)
+            self._cluster.__exit__(None, None, None)
 
 
 def _in_order(

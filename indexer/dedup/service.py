@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from contextlib import closing
+from contextlib import ExitStack, closing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -150,96 +150,102 @@ def _run(
         )
         items = int(s.scalar(select(func.count(Item.id)).where(Item.corpus_id == corpus_id)) or 0)
     clock = PhaseClock()
-    report(0.01, "opening the index")
-    with clock.phase("open_index"):
-        index = open_corpus_index(ws, name)
-    has_vectors = index.floats is not None and index.floats.count > 0
-    with clock.phase("exact_groups"), ws.sessions() as s:
-        groups = list(exact_groups(s, corpus_id))
-    skip = {i for g in groups for i in g[1:]}
-    grouped = {i for g in groups for i in g}
-    with ws.sessions() as s:
-        # every item's searches at once (near-linear), read back chunk by chunk below
-        index, joins = join_corpus(
-            s,
-            corpus_id=corpus_id,
-            corpus_dir=ws.corpus_dir(name),
-            index=index,
-            thresholds=th,
-            skip=skip,
-            progress=lambda m: report(0.02, m),
-            clock=clock,
-        )
-    log.info("dedup %d: self-joins %s", run_id, joins)
-    seen = 0
-    sizes: dict[int, int] = {}  # items of the chunks handed out and not yet committed
-
-    def pending(chunks: Iterable[Chunk]) -> Iterator[tuple[int, Chunk]]:
-        """The numbered chunks not committed by an earlier, interrupted attempt."""
-        nonlocal seen
-        for n, chunk in enumerate(chunks):
-            if n < done:
-                seen += len(chunk.ids)
-                continue
-            sizes[n] = len(chunk.ids)
-            yield n, chunk
-
-    # corpus images' verification features, kept between runs
-    with open_verify_store(ws.home) as store, ws.sessions() as s:
-        chunks = pending(
-            timed_iter(
-                iter_item_chunks(
-                    s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
-                ),
-                clock,
-                "chunk_vectors",
-            )
-        )
-        job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
-        found: Generator[tuple[int, list[Edge]], None, None]
+    with ExitStack() as stack:
+        ray_run = None
         if executor.kind == "ray":
-            from splitaudit.indexer.dedup.ray_run import edges_on_ray
+            from splitaudit.indexer.dedup.ray_run import RayDedup
 
-            found = edges_on_ray(
+            # started first: the actors open the index while the driver reads the exact groups
+            ray_run = RayDedup(
                 ws,
                 corpus=name,
-                joined=index,
-                chunks=chunks,
-                job=job,
                 address=executor.ray_address,
                 workers=executor.workers,
                 actors=executor.actors,
             )
-        else:
-            found = (
-                (n, _chunk_edges(s, index, chunk, job, store, skip, grouped, clock))
-                for n, chunk in chunks
+            stack.callback(ray_run.close)
+        report(0.01, "opening the index")
+        with clock.phase("open_index"):
+            index = open_corpus_index(ws, name)
+        has_vectors = index.floats is not None and index.floats.count > 0
+        with clock.phase("exact_groups"), ws.sessions() as s:
+            groups = list(exact_groups(s, corpus_id))
+        skip = {i for g in groups for i in g[1:]}
+        grouped = {i for g in groups for i in g}
+        with ws.sessions() as s:
+            # every item's searches at once (near-linear), read back chunk by chunk below
+            index, joins = join_corpus(
+                s,
+                corpus_id=corpus_id,
+                corpus_dir=ws.corpus_dir(name),
+                index=index,
+                thresholds=th,
+                skip=skip,
+                progress=lambda m: report(0.02, m),
+                clock=clock,
+                joins=ray_run.joins if ray_run is not None else None,
             )
-        # closed on any exit: a Ray run's actors (and a Ray instance it started) go at once
-        with closing(found):
-            for n, edges in found:
-                seen += sizes.pop(n)
-                with clock.phase("edges_write"), transaction(ws.sessions) as w:
-                    w.bulk_insert_mappings(
-                        DedupEdge,
-                        [  # type: ignore[arg-type]
-                            dict(
-                                run_id=run_id,
-                                a_id=e.a,
-                                b_id=e.b,
-                                kind=e.kind,
-                                hamming=e.hamming,
-                                cosine=e.cosine,
-                                verify=e.verify,
-                            )
-                            for e in edges
-                        ],
-                    )
-                    w.get_one(DedupRun, run_id).chunks_done = n + 1
-                report(
-                    0.05 + 0.85 * min(seen / items, 1.0) if items else 0.9,
-                    f"searched {seen} of {items} items",
+        if ray_run is not None:
+            joins["shard_bytes_mapped"] = ray_run.joins.mapped
+        log.info("dedup %d: self-joins %s", run_id, joins)
+        seen = 0
+        sizes: dict[int, int] = {}  # items of the chunks handed out and not yet committed
+
+        def pending(chunks: Iterable[Chunk]) -> Iterator[tuple[int, Chunk]]:
+            """The numbered chunks not committed by an earlier, interrupted attempt."""
+            nonlocal seen
+            for n, chunk in enumerate(chunks):
+                if n < done:
+                    seen += len(chunk.ids)
+                    continue
+                sizes[n] = len(chunk.ids)
+                yield n, chunk
+
+        # corpus images' verification features, kept between runs
+        with open_verify_store(ws.home) as store, ws.sessions() as s:
+            chunks = pending(
+                timed_iter(
+                    iter_item_chunks(
+                        s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
+                    ),
+                    clock,
+                    "chunk_vectors",
                 )
+            )
+            job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
+            found: Generator[tuple[int, list[Edge]], None, None]
+            if ray_run is not None:
+                found = ray_run.edges(index, chunks, job)
+            else:
+                found = (
+                    (n, _chunk_edges(s, index, chunk, job, store, skip, grouped, clock))
+                    for n, chunk in chunks
+                )
+            # closed on any exit: a Ray run's actors (and a Ray instance it started) go at once
+            with closing(found):
+                for n, edges in found:
+                    seen += sizes.pop(n)
+                    with clock.phase("edges_write"), transaction(ws.sessions) as w:
+                        w.bulk_insert_mappings(
+                            DedupEdge,
+                            [  # type: ignore[arg-type]
+                                dict(
+                                    run_id=run_id,
+                                    a_id=e.a,
+                                    b_id=e.b,
+                                    kind=e.kind,
+                                    hamming=e.hamming,
+                                    cosine=e.cosine,
+                                    verify=e.verify,
+                                )
+                                for e in edges
+                            ],
+                        )
+                        w.get_one(DedupRun, run_id).chunks_done = n + 1
+                    report(
+                        0.05 + 0.85 * min(seen / items, 1.0) if items else 0.9,
+                        f"searched {seen} of {items} items",
+                    )
     report(0.9, "grouping clusters")
     with clock.phase("clusters"):
         summary = _finish(ws, run_id, corpus_id, items, groups, keep, semantic)
