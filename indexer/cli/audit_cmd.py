@@ -23,6 +23,7 @@ from splitaudit.indexer.cli.common import (
     open_workspace,
 )
 from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
+from splitaudit.indexer.cli.executor_option import executor_of, executor_options
 from splitaudit.indexer.cli.progress import fraction_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option_with
 from splitaudit.indexer.errors import IndexUnavailableError, UsageError
@@ -456,19 +457,10 @@ def _exit_code(result: GateResult) -> int:
 )
 @device_option
 @backend_option
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="Local mode: where the split is matched against the corpus. local: this process; ray: "
+@executor_options(
+    "Local mode: where the split is matched against the corpus. local: this process; ray: "
     "query batches searched and verified on Ray actors, one per CPU of the cluster (pip install "
-    "'splitaudit[ray]'); the same matches either way.",
-)
-@click.option(
-    "--ray-address",
-    metavar="ADDRESS",
-    help="Ray cluster to join (e.g. auto); default: start a local Ray instance of --workers CPUs.",
+    "'splitaudit[ray]'); the same matches either way."
 )
 @progress_options
 @click.pass_context
@@ -548,12 +540,8 @@ def audit(
         resolved = functools.cache(functools.partial(resolve_cli_device, device))
         if device.strip().lower() not in ("auto", "cpu"):
             resolved()
-        from splitaudit.indexer.pipeline.ray_match import Executor
-
         n_workers = resolve_workers(workers)
-        run_on = Executor(
-            "ray" if executor == "ray" else "local", ray_address=ray_address, workers=n_workers
-        )
+        run_on = executor_of(executor, ray_address, workers=n_workers)
         report, thumbs = _local_report(
             split,
             corpora=corpora,

@@ -11,6 +11,7 @@ import click
 
 from splitaudit.indexer.cli.backend_option import backend_option, export_cache_dir
 from splitaudit.indexer.cli.common import handle_errors, home_option, open_workspace
+from splitaudit.indexer.cli.executor_option import executor_of, executor_options
 from splitaudit.indexer.cli.index_cmd import DEFAULT_MODEL_SPEC
 from splitaudit.indexer.cli.progress import counting_progress, fraction_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
@@ -194,19 +195,10 @@ def _summary_line(report: dict[str, Any]) -> str:
 @click.option("--no-embed", is_flag=True, help="Index SOURCE... with hashes only (no embeddings).")
 @backend_option
 @workers_option
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="local: this machine; ray: chunks searched and verified on Ray actors, one per CPU "
-    "of the cluster or --workers N (pip install 'splitaudit[ray]'); the same clusters either "
-    "way.",
-)
-@click.option(
-    "--ray-address",
-    metavar="ADDRESS",
-    help="Ray cluster to join (e.g. auto); default: start a local Ray instance of --workers CPUs.",
+@executor_options(
+    "local: this machine; ray: the self-joins cut into shards and the chunks verified on Ray "
+    "actors, one per CPU of the cluster or --workers N (pip install 'splitaudit[ray]'); the "
+    "same clusters either way."
 )
 @progress_options
 @handle_errors
@@ -238,7 +230,6 @@ def dedup(
     verified exactly as an audit finds matches (same tiers and thresholds).
     """
     from splitaudit.indexer.gate.policy import parse_threshold_options
-    from splitaudit.indexer.pipeline.ray_match import Executor
 
     if bool(sources) == bool(corpus):
         raise UsageError(
@@ -249,9 +240,9 @@ def dedup(
     if executor == "ray" and by == "caption":
         raise UsageError("--executor ray runs image dedup; caption dedup runs here (drop it)")
     th: dict[str, Any] = dict(parse_threshold_options(thresholds))
-    run_on = Executor(
-        "ray" if executor == "ray" else "local",
-        ray_address=ray_address,
+    run_on = executor_of(
+        executor,
+        ray_address,
         workers=resolve_workers(workers),
         # on a cluster: --workers N actors, else one per cluster CPU
         actors=None if workers == "auto" or not ray_address else int(workers),

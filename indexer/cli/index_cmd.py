@@ -20,6 +20,7 @@ from splitaudit.indexer.cli.common import (
     open_workspace,
 )
 from splitaudit.indexer.cli.device_option import device_option, resolve_cli_device
+from splitaudit.indexer.cli.executor_option import executor_options
 from splitaudit.indexer.cli.progress import counting_progress, progress_options
 from splitaudit.indexer.cli.workers_option import resolve_workers, workers_option
 from splitaudit.indexer.errors import ModelUnavailableError, UsageError
@@ -85,17 +86,9 @@ DEFAULT_MODEL_SPEC = "ViT-B-32:laion2b_s34b_b79k"
     "cuda 256]; forward passes take at most 4 per CPU thread (8-64) / 64 / 256 of them.",
 )
 @device_option
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').",
-)
-@click.option(
-    "--ray-address",
-    metavar="ADDRESS",
-    help="Ray cluster to join (e.g. auto); default: start a local Ray instance.",
+@executor_options(
+    "local: this machine; ray: shards run as Ray actors (pip install 'splitaudit[ray]').",
+    "Ray cluster to join (e.g. auto); default: start a local Ray instance.",
 )
 @click.option(
     "--ray-gpus-per-worker",
