@@ -77,6 +77,7 @@ class ActorCpu(logging.Handler):
         self.seconds = 0.0
         self.pids: set[int] = set()
         self.memory: dict[str, Any] = {}  # the last sharded audit's actors: bytes mapped, RSS
+        self.dedup_memory: dict[str, Any] = {}  # the last dedup's join shards and actors
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
@@ -97,6 +98,17 @@ class ActorCpu(logging.Handler):
                 "mapped_mib_per_actor": [
                     round(int(b) / 2**20, 1) for b in shards.group(3).split(",") if b
                 ],
+            }
+        joined = re.search(
+            r"dedup vector join shards mapped (.*) bytes; actors resident after the joins: (.*) MiB",
+            message,
+        )
+        if joined:
+            self.dedup_memory = {
+                "join_mapped_mib_per_shard": [
+                    round(int(b) / 2**20, 1) for b in joined.group(1).split(",") if b
+                ],
+                "rss_mib_per_actor_after_joins": [int(m) for m in joined.group(2).split(",") if m],
             }
         rss = re.search(r"resident memory at the end: (.*) MiB", message)
         if rss:
@@ -150,25 +162,63 @@ def _clusters(ws: Any, run_id: int) -> set[frozenset[int]]:
     return {frozenset(g) for g in groups.values()}
 
 
-def dedup_both(ws: Any, workers: int) -> dict[str, Any]:
-    """Dedup here, then on Ray; figures and whether the results are the same."""
+class DedupPhases(logging.Handler):
+    """The CPU by phase each dedup run logs (the driver's phases: ``dedup.phase_clock``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.last: dict[str, Any] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "dedup %d: CPU by phase %s" and isinstance(record.args, tuple):
+            self.last = dict(record.args[1])
+
+
+def dedup_both(ws: Any, workers: int, unsharded: bool = False) -> dict[str, Any]:
+    """Dedup here, then on Ray; figures and whether the results are the same. ``unsharded``:
+    also on Ray with the self-joins on the driver (the design before the joins were sharded:
+    the actors only verify), between the two."""
+    from unittest import mock
+
+    from splitaudit.indexer.dedup import ray_run
+    from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
     from splitaudit.indexer.dedup.service import create_dedup, run_dedup
     from splitaudit.indexer.pipeline.ray_match import Executor
 
+    class _DriverJoins(LocalSelfJoins):
+        mapped: tuple[int, ...] = ()  # nothing mapped by the actors for the joins
+
+    phases = DedupPhases()
+    logging.getLogger("splitaudit.indexer.dedup.service").addHandler(phases)
+    logging.getLogger("splitaudit.indexer.dedup.service").setLevel(logging.INFO)
     out: dict[str, Any] = {}
     runs: dict[str, int] = {}
-    for name, executor in (("local", Executor()), ("ray", Executor("ray", workers=workers))):
+    plan = [("local", Executor(), False), ("ray", Executor("ray", workers=workers), False)]
+    if unsharded:
+        plan.insert(1, ("ray_unsharded", Executor("ray", workers=workers), True))
+    for name, executor, on_driver in plan:
         runs[name] = create_dedup(ws, corpus="syn")
         start = _clock()
-        summary = run_dedup(ws, runs[name], executor=executor)
+        with mock.patch.object(
+            ray_run,
+            "ShardedSelfJoins",
+            (lambda *_a: _DriverJoins()) if on_driver else ray_run.ShardedSelfJoins,
+        ):
+            summary = run_dedup(ws, runs[name], executor=executor)
         out[name] = {**_since(start), "clusters": summary["clusters"]}
+        out[name]["driver_cpu_by_phase"] = {k: v["cpu_s"] for k, v in phases.last.items()}
         print(f"dedup {name}: {out[name]}", flush=True)
+    if unsharded:
+        out["unsharded_identical_edges"] = _edges(ws, runs["ray_unsharded"]) == _edges(
+            ws, runs["local"]
+        )
     local_edges, ray_edges = _edges(ws, runs["local"]), _edges(ws, runs["ray"])
     out["edges"] = len(local_edges)
     out["identical_edges"] = local_edges == ray_edges
     out["identical_clusters"] = _clusters(ws, runs["local"]) == _clusters(ws, runs["ray"])
     out["edges_only_local"] = len(local_edges - ray_edges)
     out["edges_only_ray"] = len(ray_edges - local_edges)
+    out["actors"] = ACTORS.dedup_memory
     return out
 
 
@@ -287,6 +337,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--only", choices=["dedup", "audit"], help="run one of the two comparisons")
     ap.add_argument(
+        "--unsharded",
+        action="store_true",
+        help="dedup: also run on Ray with the self-joins on the driver (the unsharded design)",
+    )
+    ap.add_argument(
         "--hash-shard-min",
         type=int,
         help="shard a hash index with tables from this many hashes (default: the product's)",
@@ -299,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     from splitaudit.indexer.pipeline.index import open_corpus_index
     from splitaudit.indexer.workspace import Workspace
 
-    for name in ("splitaudit.indexer.pipeline.ray_match",):
+    for name in ("splitaudit.indexer.pipeline.ray_match", "splitaudit.indexer.dedup.ray_run"):
         logging.getLogger(name).addHandler(ACTORS)
         logging.getLogger(name).setLevel(logging.INFO)
     home = args.dir / f"n{args.items}"
@@ -315,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     result["ray_start_s"] = round(time.perf_counter() - t, 1)
     try:
         if args.only != "audit":
-            result["dedup"] = dedup_both(ws, args.workers)
+            result["dedup"] = dedup_both(ws, args.workers, args.unsharded)
         if args.only != "dedup":
             result["audit"] = audit_both(ws, args.queries, args.workers, args.hash_shard_min)
     finally:
@@ -328,6 +383,11 @@ def main(argv: list[str] | None = None) -> None:
         r = result[part]
         r["ray_vs_local_wall"] = round(r["ray"]["wall_s"] / max(r["local"]["wall_s"], 1e-9), 2)
         r["ray_vs_local_cpu"] = round(r["ray"]["cpu_s"] / max(r["local"]["cpu_s"], 1e-9), 2)
+        if "ray_unsharded" in r:
+            for unit_ in ("wall_s", "cpu_s"):
+                r[f"unsharded_vs_local_{unit_[:-2]}"] = round(
+                    r["ray_unsharded"][unit_] / max(r["local"][unit_], 1e-9), 2
+                )
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -199,7 +199,12 @@ class RayDedup:
 
         tables, shared = self.ray.put(JoinTables.of(joined)), self.ray.put(job)
         self.rss = list(self.ray.get([a.prepare.remote(tables, shared) for a in self.actors]))
-        log.info("ray: actors resident after the joins: %s MiB", [r >> 20 for r in self.rss])
+        log.info(
+            "ray: dedup vector join shards mapped %s bytes; actors resident after the joins: "
+            "%s MiB",
+            ",".join(str(b) for b in self.joins.mapped),
+            ",".join(str(r >> 20) for r in self.rss),
+        )
         pool = ActorPool(list(self.actors))
         yield from _in_order(self.ray, pool, chunks, len(self.actors) * BATCHES_PER_ACTOR)
 
