@@ -21,6 +21,10 @@ connected components, each as its own process on the same files (wall, CPU, peak
 
 Runs over ~4 GB (3M items) belong under ``flock /tmp/heavy.lock`` on a shared machine.
 
+``--before PATH`` also deduplicates every size with another checkout of the library (e.g.
+``git archive HEAD | tar -x -C /tmp/before`` before a change), alternating with the current
+one on the same built corpus, and prints both and their ratio: a same-run before / after.
+
 Pair precision / recall: every pair of items inside a found cluster against every pair inside
 a planted cluster.
 """
@@ -377,6 +381,27 @@ def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
     return out
 
 
+def use_library(checkout: Path) -> None:
+    """Import ``splitaudit`` from another checkout (the editable install's finder, remapped)."""
+    import importlib
+    import pkgutil
+
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules()
+        if m.name.startswith("__editable___splitaudit_") and m.name.endswith("_finder")
+    )
+    if not names:
+        raise SystemExit("--before needs splitaudit installed editable (pip install -e .)")
+    importlib.import_module(names[-1]).MAPPING.update(
+        {
+            "splitaudit": str(checkout / "indexer" / "public"),
+            "splitaudit.app": str(checkout / "app"),
+            "splitaudit.indexer": str(checkout / "indexer"),
+        }
+    )
+
+
 def _child(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.dedup", *args],
@@ -462,10 +487,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="skip the brute-force baseline at the smallest size",
     )
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout: dedup each size with it too, alternating (same-run baseline)",
+    )
     ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--library", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.library:
+        use_library(args.library)
     if args.build:
         home = args.dir / f"n{args.build}"
         shutil.rmtree(home, ignore_errors=True)
@@ -481,6 +514,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         return
     results: list[dict[str, Any]] = []
+    before: list[dict[str, Any]] = []
     sizes = [int(x) for x in args.sizes.split(",") if x]
     for n in sizes:
         marker = args.dir / f"n{n}" / "built.json"
@@ -490,10 +524,26 @@ def main(argv: list[str] | None = None) -> None:
             built = _child(["--build", str(n), "--dir", str(args.dir)])
         # brute force at the smallest size
         extra = ["--baseline"] if n == min(sizes) and not args.no_baseline else []
+        if args.before:
+            old = _child(["--dedup", str(n), "--dir", str(args.dir), "--library", str(args.before)])
+            before.append({**built, **old})
+            print(json.dumps({"before": before[-1]}, default=str), flush=True)
         results.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra])})
         print(json.dumps(results[-1], default=str), flush=True)
         if not args.keep_corpora:
             shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
+    if before:
+        print(f"\nbefore ({args.before}):")
+        report(before)
+        report_phases(before)
+        print(
+            "\nafter / before, CPU s: "
+            + ", ".join(
+                f"{b['items']:,} {a['dedup_cpu_s'] / b['dedup_cpu_s']:.2f}"
+                for a, b in zip(results, before, strict=True)
+            )
+        )
+        print("\nafter:")
     if results:
         report(results)
         report_phases(results)
@@ -504,7 +554,9 @@ def main(argv: list[str] | None = None) -> None:
         photos = compare(args.photos, args.dir / "photos")
     if args.json:
         args.json.write_text(
-            json.dumps({"store": results, "photos": photos}, indent=2, default=str)
+            json.dumps(
+                {"store": results, "before": before, "photos": photos}, indent=2, default=str
+            )
         )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from splitaudit.indexer.store.binary_index import BinaryStore
-from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash, sorted_unique
 from splitaudit.indexer.store.neighbours import Neighbours
 
 log = logging.getLogger(__name__)
@@ -48,24 +48,71 @@ class HammingJoin:
             self._mih = MultiIndexHash(*self.store.codes_and_ids())
         return self._mih
 
-    def radius(self, queries: npt.NDArray[np.uint64], radius: int) -> Neighbours:
-        """Every stored hash within ``radius`` bits (inclusive) of each distinct query value."""
-        values = np.unique(np.asarray(queries, np.uint64))
+    def radius(
+        self, queries: npt.NDArray[np.uint64], radius: int, *, mirror: int | None = None
+    ) -> Neighbours:
+        """Every stored hash within ``radius`` bits (inclusive) of each distinct query value.
+
+        When the queries include most stored values (a dedup), those are answered by one
+        self-join of the store (``MultiIndexHash.self_join``: each pair of hashes checked once,
+        not once from each side); with ``mirror``, so are the queries that are a stored value
+        ``^ mirror`` (the mirrored stand-ins). Any other query is searched on its own. The
+        answer is the same either way.
+        """
+        values = sorted_unique(np.asarray(queries, np.uint64))
         if self.store.count == 0 or len(values) == 0:
             return _empty(values)
-        if radius <= MAX_EXACT_RADIUS:
-            offsets, ids, dists = self.mih().search_radius_csr(values, radius)
-        else:
+        if radius > MAX_EXACT_RADIUS:
             found = self.store.search_radius(values, radius)
             ids = np.concatenate([i for i, _ in found])
             dists = np.concatenate([d for _, d in found]).astype(np.int32)
             offsets = np.r_[0, np.cumsum([len(i) for i, _ in found])].astype(np.int64)
-        query = np.repeat(as_keys(values), np.diff(offsets))
-        return Neighbours.from_pairs(as_keys(values), query, ids, dists, k=None, descending=False)
+            query = np.repeat(as_keys(values), np.diff(offsets))
+            return Neighbours.from_pairs(
+                as_keys(values), query, ids, dists, k=None, descending=False
+            )
+        mih = self.mih()
+        parts: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]
+        parts = []
+        rest = np.ones(len(values), bool)
+        for m in (0,) if mirror is None else (0, int(mirror) & (2**64 - 1)):
+            stand_ins = sorted_unique(mih.codes ^ np.uint64(m))
+            asked = rest & _member(values, stand_ins)
+            if 2 * int(asked.sum()) < len(stand_ins):  # a self-join: ~half a search per hash
+                continue
+            a, b, dist = mih.self_join(radius, m)
+            query = np.r_[mih.codes[a], mih.codes[b]] ^ np.uint64(m)
+            ids = np.r_[mih.ids[b], mih.ids[a]]
+            keep = _member(query, values[asked])
+            parts.append((query[keep], ids[keep], np.r_[dist, dist][keep]))
+            rest &= ~asked
+        if rest.any():
+            offsets, ids, dists = mih.search_radius_csr(values[rest], radius)
+            parts.append((np.repeat(values[rest], np.diff(offsets)), ids, dists))
+        query: npt.NDArray[np.uint64] = np.concatenate([p[0] for p in parts])
+        ids = np.concatenate([p[1] for p in parts])
+        dists = np.concatenate([p[2] for p in parts]).astype(np.int32)
+        if len(parts) > 1 or not rest.all():
+            # a pair joined from both of its hashes, or from two copies of one value: once
+            order = np.lexsort((ids, query))
+            query, ids, dists = query[order], ids[order], dists[order]
+            new = np.r_[True, (query[1:] != query[:-1]) | (ids[1:] != ids[:-1])]
+            query, ids, dists = query[new], ids[new], dists[new]
+        return Neighbours.from_pairs(
+            as_keys(values), as_keys(query), ids, dists, k=None, descending=False
+        )
 
-    def knn(self, queries: npt.NDArray[np.uint64], k: int, max_radius: int) -> Neighbours:
-        """The ``k`` nearest stored hashes within ``max_radius`` bits of each distinct query value."""
-        values = np.unique(np.asarray(queries, np.uint64))
+    def knn(
+        self,
+        queries: npt.NDArray[np.uint64],
+        k: int,
+        max_radius: int,
+        *,
+        mirror: int | None = None,
+    ) -> Neighbours:
+        """The ``k`` nearest stored hashes within ``max_radius`` bits of each distinct query
+        value (``mirror``: as for ``radius``)."""
+        values = sorted_unique(np.asarray(queries, np.uint64))
         if self.store.count == 0 or len(values) == 0:
             return _empty(values)
         if len(values) * self.store.count <= BRUTE_PAIRS:
@@ -95,17 +142,27 @@ class HammingJoin:
                 radius,
                 max_radius,
             )
-        within = self.radius(values, radius)
+        within = self.radius(values, radius, mirror=mirror)
         query = np.repeat(within.keys, np.diff(within.offsets))
         return Neighbours.from_pairs(
             within.keys, query, within.ids, within.scores, k=k, descending=False
         )
 
 
+def _member(
+    values: npt.NDArray[np.uint64], sorted_set: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.bool_]:
+    """Whether each of ``values`` is in ``sorted_set`` (ascending, unique)."""
+    if not len(sorted_set):
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return np.asarray(sorted_set[pos] == values)
+
+
 def _empty(values: npt.NDArray[np.uint64]) -> Neighbours:
     return Neighbours(
-        np.unique(as_keys(values)),
-        np.zeros(len(np.unique(values)) + 1, np.int64),
+        sorted_unique(as_keys(values)),
+        np.zeros(len(sorted_unique(values)) + 1, np.int64),
         np.empty(0, np.int64),
         np.empty(0, np.int32),
     )

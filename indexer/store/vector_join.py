@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.store.float_build import spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
+from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.neighbours import Neighbours
 
 log = logging.getLogger(__name__)
@@ -388,7 +389,7 @@ class _Pairs:
         def cat(parts: list[Any], dtype: type) -> Any:
             return np.concatenate(parts) if parts else np.empty(0, dtype)
 
-        all_keys = np.unique(cat(keys, np.int64))
+        all_keys = sorted_unique(cat(keys, np.int64))
         q, i, s = cat(self.q, np.int64), cat(self.i, np.int64), cat(self.s, np.float32)
         if symmetric and len(q):
             back = np.isin(i, all_keys) & (i != q)

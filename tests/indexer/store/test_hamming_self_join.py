@@ -1,0 +1,96 @@
+"""The Hamming self-join (each pair of stored hashes checked once) against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from splitaudit.indexer.store import hamming_mih
+from splitaudit.indexer.store.binary_index import BinaryStore
+from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
+from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
+from splitaudit.indexer.store.neighbours import Neighbours
+
+MIRROR = 0x5555_5555_5555_5555
+
+
+def _codes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Near-duplicate families (0-12 bits flipped), mirrored copies, exact repeats and a
+    crowded bucket (hundreds of hashes sharing their top 22 bits) among random hashes."""
+    out = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    bases = rng.integers(0, 2**64 - 1, n // 25, dtype=np.uint64)
+    for i in range(0, n, 3):
+        value = int(bases[rng.integers(len(bases))])
+        for bit in rng.choice(64, int(rng.integers(0, 13)), replace=False):
+            value ^= 1 << int(bit)
+        out[i] = value
+    out[1:60:5] = out[0]
+    out[2:400:7] = out[3:401:7] ^ np.uint64(MIRROR)
+    crowd = np.uint64(0xABCDE) << np.uint64(42)
+    low = rng.integers(0, 2**42, 300, dtype=np.uint64)
+    out[-300:] = crowd | low
+    out[-300:-150] = crowd | (low[:150] & np.uint64(0xFFF))  # close to each other too
+    return out
+
+
+def _brute_pairs(codes: np.ndarray, radius: int, mirror: int) -> set[tuple[int, int, int]]:
+    dist = np.bitwise_count((codes ^ np.uint64(mirror))[:, None] ^ codes[None, :])
+    a, b = np.nonzero(np.triu(dist <= radius))
+    return set(zip(a.tolist(), b.tolist(), dist[a, b].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("mirror", [0, MIRROR, 0b111])
+@pytest.mark.parametrize("pairs_held", [1_000_000, 7])
+def test_self_join_is_every_pair_within_the_radius_once(
+    monkeypatch: pytest.MonkeyPatch, mirror: int, pairs_held: int
+) -> None:
+    monkeypatch.setattr(hamming_mih, "_MAX_BUCKET_PAIRS", pairs_held)  # 7: many small passes
+    rng = np.random.default_rng(3)
+    codes = _codes(rng, 2500)
+    mih = MultiIndexHash(codes, np.arange(len(codes), dtype=np.int64) * 5)
+    for radius in (0, 3, 8, MAX_EXACT_RADIUS):
+        a, b, d = mih.self_join(radius, mirror)
+        got = list(zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
+        assert len(got) == len(set(got))  # each pair once
+        want = _brute_pairs(codes, radius, mirror)
+        assert set(got) == want
+        if radius >= 8:
+            assert len(want) > (len(codes) if mirror == 0 else 100)  # the fixture has pairs
+
+
+def test_self_join_refuses_a_radius_it_cannot_answer_exactly() -> None:
+    mih = MultiIndexHash(np.arange(10, dtype=np.uint64), np.arange(10, dtype=np.int64))
+    with pytest.raises(ValueError, match="exact only up to"):
+        mih.self_join(MAX_EXACT_RADIUS + 1)
+
+
+def _table(table: Neighbours) -> list[tuple[int, int, int]]:
+    query = np.repeat(table.keys, np.diff(table.offsets))
+    return list(zip(query.tolist(), table.ids.tolist(), table.scores.tolist(), strict=True))
+
+
+def _searched(codes: np.ndarray, ids: np.ndarray, queries: np.ndarray, radius: int) -> list:  # type: ignore[type-arg]
+    """The radius table as one search per distinct query (the join's answer before)."""
+    values = np.unique(queries)
+    offsets, hit_ids, dists = MultiIndexHash(codes, ids).search_radius_csr(values, radius)
+    query = np.repeat(as_keys(values), np.diff(offsets))
+    return _table(
+        Neighbours.from_pairs(as_keys(values), query, hit_ids, dists, k=None, descending=False)
+    )
+
+
+@pytest.mark.parametrize("mirror", [None, MIRROR])
+@pytest.mark.parametrize("asked", ["all", "most", "few"])
+def test_radius_join_answers_as_one_search_per_value(mirror: int | None, asked: str) -> None:
+    rng = np.random.default_rng(4)
+    codes = _codes(rng, 3000)
+    ids = rng.permutation(10_000)[: len(codes)].astype(np.int64)
+    store = BinaryStore.create()
+    store.add(ids, codes)
+    queried = {"all": codes, "most": codes[: 2 * len(codes) // 3], "few": codes[:200]}[asked]
+    others = rng.integers(0, 2**64 - 1, 50, dtype=np.uint64)  # values stored nowhere
+    queries = np.r_[queried, queried ^ np.uint64(MIRROR), others, codes[:5] ^ np.uint64(1)]
+    for radius in (2, 8):
+        got = _table(HammingJoin(store).radius(queries, radius, mirror=mirror))
+        assert got == _searched(codes, ids, queries, radius)
+        assert len(got) > len(np.unique(queried))  # itself for each, and its family
