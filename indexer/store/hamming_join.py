@@ -67,9 +67,13 @@ class HammingJoin:
             ids = np.concatenate([i for i, _ in found])
             dists = np.concatenate([d for _, d in found]).astype(np.int32)
             offsets = np.r_[0, np.cumsum([len(i) for i, _ in found])].astype(np.int64)
-            query = np.repeat(as_keys(values), np.diff(offsets))
             return Neighbours.from_pairs(
-                as_keys(values), query, ids, dists, k=None, descending=False
+                as_keys(values),
+                np.repeat(as_keys(values), np.diff(offsets)),
+                ids,
+                dists,
+                k=None,
+                descending=False,
             )
         mih = self.mih()
         parts: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.int32]]]
@@ -81,15 +85,17 @@ class HammingJoin:
             if 2 * int(asked.sum()) < len(stand_ins):  # a self-join: ~half a search per hash
                 continue
             a, b, dist = mih.self_join(radius, m)
-            query = np.r_[mih.codes[a], mih.codes[b]] ^ np.uint64(m)
-            ids = np.r_[mih.ids[b], mih.ids[a]]
-            keep = _member(query, values[asked])
-            parts.append((query[keep], ids[keep], np.r_[dist, dist][keep]))
+            asker = np.r_[mih.codes[a], mih.codes[b]] ^ np.uint64(m)
+            ids, dist = np.r_[mih.ids[b], mih.ids[a]], np.r_[dist, dist]
+            if asked.sum() < len(stand_ins):  # answers only for the values asked
+                keep = _member(asker, values[asked])
+                asker, ids, dist = asker[keep], ids[keep], dist[keep]
+            parts.append((asker, ids, dist))
             rest &= ~asked
         if rest.any():
             offsets, ids, dists = mih.search_radius_csr(values[rest], radius)
             parts.append((np.repeat(values[rest], np.diff(offsets)), ids, dists))
-        query: npt.NDArray[np.uint64] = np.concatenate([p[0] for p in parts])
+        query = np.concatenate([p[0] for p in parts])
         ids = np.concatenate([p[1] for p in parts])
         dists = np.concatenate([p[2] for p in parts]).astype(np.int32)
         if len(parts) > 1 or not rest.all():

@@ -308,7 +308,7 @@ class _Runs:
     def add(
         self,
         pos: npt.NDArray[np.int64],
-        keys: npt.NDArray[np.int64],
+        keys: npt.NDArray[np.integer[Any]],
         codes: npt.NDArray[np.uint64],
         *,
         after: bool,
