@@ -15,7 +15,7 @@ the next chunk) and the edges, hence the clusters, are the local executor's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,7 +171,7 @@ class RayDedup:
             ref = WorkspaceRef.of(ws)
             self.actors = [worker_cls.remote(ref, corpus) for _ in range(n_actors)]
             log.info("ray: dedup on %d actors", n_actors)
-            self.joins = ShardedSelfJoins(self._call, n_actors, ws.corpus_dir(corpus))
+            self.joins = ShardedSelfJoins(self._call, n_actors, ws.corpus_dir(corpus), self._submit)
             self.rss: list[int] = []  # each actor's resident bytes after the joins
         except BaseException:
             self.close()
@@ -185,6 +185,12 @@ class RayDedup:
                 [self.actors[n % n_actors].join.remote(method, *a) for n, a in enumerate(args)]
             )
         )
+
+    def _submit(self, method: str, args: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
+        """``_call`` without waiting: returns the function that waits for the answers."""
+        n_actors = len(self.actors)
+        refs = [self.actors[n % n_actors].join.remote(method, *a) for n, a in enumerate(args)]
+        return lambda: list(self.ray.get(refs))
 
     def edges(
         self, joined: CorpusIndex, chunks: Iterable[tuple[int, Chunk]], job: ChunkJob

@@ -64,6 +64,8 @@ from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_j
 
 # call(method, [args of shard 0, args of shard 1, ...]) -> each shard's answer, in order
 ShardCall = Callable[[str, list[tuple[Any, ...]]], list[Any]]
+# the same, returning at once a function that waits for the answers
+ShardSubmit = Callable[[str, list[tuple[Any, ...]]], Callable[[], list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -378,9 +380,14 @@ class ShardedSelfJoins(LocalSelfJoins):
     ``folder``: where the driver's float index is saved (the shards map its bytes).
     """
 
-    def __init__(self, call: ShardCall, parts: int, folder: Path) -> None:
+    def __init__(
+        self, call: ShardCall, parts: int, folder: Path, submit: ShardSubmit | None = None
+    ) -> None:
         super().__init__()
         self.call, self.parts, self.folder = call, max(1, parts), folder
+        # submit(method, args) -> a function waiting for the answers: the next batch's coarse
+        # step runs while the shards score this one (default: ``call`` at once)
+        self.submit: ShardSubmit = submit or (lambda method, args: _ready(call(method, args)))
         self.mapped: list[int] = []  # bytes of the float index each vector shard mapped
 
     def hash_radius(
@@ -435,6 +442,7 @@ class ShardedSelfJoins(LocalSelfJoins):
         out, keys = _Pairs(), []
         probes = scored = 0
         cpu = time.process_time()
+        waiting: tuple[npt.NDArray[np.int64], Callable[[], list[Any]]] | None = None
         for qids, q in _rebatch(queries, vector_join.QUERY_BATCH):
             keys.append(qids)
             rows, coarse = cells_within(q, cells.centroids, cells.gap, cells.cap, lookup(qids))
@@ -447,9 +455,12 @@ class ShardedSelfJoins(LocalSelfJoins):
                 (shard.shard, q, rows[a:b], by_cell[a:b], cells.k, cells.floor)
                 for shard, a, b in zip(plan.shards, cut[:-1], cut[1:], strict=True)
             ]
-            # shard by shard: the local join's cell order, so the same pairs in the same order
-            for r, i, s in self.call("cell_pairs", args):
-                out.add(qids[r], i, s)
+            answers = self.submit("cell_pairs", args)
+            if waiting is not None:
+                _add_pairs(out, *waiting)
+            waiting = (qids, answers)
+        if waiting is not None:
+            _add_pairs(out, *waiting)
         table = out.table(keys, cells.k, symmetric=True)
         queried = max(1, len(table.keys))
         return table, JoinReport(
@@ -468,3 +479,14 @@ class ShardedSelfJoins(LocalSelfJoins):
                 "join_driver": round(time.process_time() - cpu, 2),
             },
         )
+
+
+def _ready(answers: list[Any]) -> Callable[[], list[Any]]:
+    return lambda: answers
+
+
+def _add_pairs(out: _Pairs, qids: npt.NDArray[np.int64], answers: Callable[[], list[Any]]) -> None:
+    """One batch's pairs, shard by shard: the local join's cell order, so the same pairs in
+    the same order (batches are added in order too)."""
+    for r, i, s in answers():
+        out.add(qids[r], i, s)

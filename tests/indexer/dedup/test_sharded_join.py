@@ -112,20 +112,33 @@ def test_kmeans_cells_of_a_flat_index(tmp_path: Path, monkeypatch: pytest.Monkey
     assert sum(mapped) == n * dim * 4 and max(mapped) < n * dim * 4
 
 
-@pytest.mark.parametrize("storage,few_lists", [("fp16", False), ("sq8", False), ("fp16", True)])
-def test_ivf_cells_by_list_range(tmp_path: Path, storage: str, few_lists: bool) -> None:
+@pytest.mark.parametrize(
+    "storage,few_lists,ondisk",
+    [("fp16", False, False), ("sq8", False, False), ("fp16", True, False), ("fp32", True, True)],
+)
+def test_ivf_cells_by_list_range(
+    tmp_path: Path, storage: str, few_lists: bool, ondisk: bool
+) -> None:
     n, dim = 6000, 8
     refs = _corpus(tmp_path, n, dim)
     cls = _FewLists if few_lists else IndexPolicy
-    policy = cls(flat_max=1000, calibration_queries=200, storage=storage)  # type: ignore[arg-type]
+    policy = cls(
+        flat_max=1000,
+        calibration_queries=200,
+        storage=storage,  # type: ignore[arg-type]
+        ondisk_min=1000 if ondisk else 2_000_000,
+        ondisk_shard_rows=2000,
+    )
     store = _saved(
         tmp_path, build_ivf(tmp_path, refs, model_id="m", dim=dim, storage=storage, policy=policy)
     )
+    assert store.is_ondisk == ondisk
     report, mapped = _check_vectors(tmp_path, store, refs, 2)
     assert report.method == "ivf"
     if few_lists:  # lists of ~750 vectors: cut into sub-cells, read from each shard's lists
         assert report.nlist > int(store.index.nlist)
-    whole = (tmp_path / "embeddings.faiss").stat().st_size
+    files = [tmp_path / "embeddings.faiss", *tmp_path.glob("embeddings.*.ivfdata")]
+    whole = sum(f.stat().st_size for f in files)  # the lists on disk too
     assert len(mapped) == 2 and all(0 < m < 0.7 * whole for m in mapped)
 
 
