@@ -39,11 +39,11 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.dedup.self_joins import BatchRefs, LocalSelfJoins
 from splitaudit.indexer.pipeline.ray_shards import FloatShard, ShardSpec, plan_shards
-from splitaudit.indexer.store import vector_join
+from splitaudit.indexer.store import hamming_join, vector_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.float_index import FloatStore
-from splitaudit.indexer.store.hamming_join import BRUTE_PAIRS, HammingJoin, as_keys
+from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_join's own
@@ -129,7 +129,7 @@ class JoinShard:
         """``HammingJoin.knn`` of these values as the whole join of ``whole`` values answers them:
         exhaustively where it would be, else the ``k`` nearest within the exact radius (a
         shard's fewer values must not switch it to the exhaustive search, whose ties differ)."""
-        if whole * self.hashes.store.count <= BRUTE_PAIRS:
+        if whole * self.hashes.store.count <= hamming_join.BRUTE_PAIRS:
             return self.hashes.knn(values, k, max_radius)
         within = self.hashes.radius(values, min(max_radius, MAX_EXACT_RADIUS))
         query = np.repeat(within.keys, np.diff(within.offsets))

@@ -13,7 +13,7 @@ import pytest
 
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.dedup.sharded_join import JoinShard, ShardedSelfJoins, value_parts
-from splitaudit.indexer.store import vector_join
+from splitaudit.indexer.store import hamming_join, vector_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.exact import DB_BLOCK
 from splitaudit.indexer.store.float_build import build_flat, build_ivf
@@ -142,7 +142,14 @@ def test_ivf_cells_by_list_range(
     assert len(mapped) == 2 and all(0 < m < 0.7 * whole for m in mapped)
 
 
-def test_hash_joins_cut_by_query_value(tmp_path: Path) -> None:
+@pytest.mark.parametrize("brute_pairs", [None, 1_000, 10_000_000])
+def test_hash_joins_cut_by_query_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, brute_pairs: int | None
+) -> None:
+    if brute_pairs is not None:
+        # k-NN by the tables here and in every shard; at 10M the whole join is over the
+        # exhaustive limit (~6,500 values x 3,000 hashes) while each shard's third is under it
+        monkeypatch.setattr(hamming_join, "BRUTE_PAIRS", brute_pairs)
     rng = np.random.default_rng(3)
     base = rng.integers(0, 2**63, 3000, dtype=np.uint64) * np.uint64(2)
     base[::7] ^= np.uint64(1) << np.uint64(63)  # values above 2^63: negative table keys
