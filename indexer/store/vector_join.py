@@ -68,6 +68,10 @@ class Cells:
         """Number of cells."""
         return len(self.centroids)
 
+    def drop(self, cell: int) -> None:
+        """Forget one cell's decoded vectors (a caller that keeps its own copy)."""
+        self._cache.pop(cell, None)
+
     def get(self, cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The ids and vectors of one cell (decoded once while the cache allows)."""
         hit = self._cache.get(cell)
@@ -126,12 +130,20 @@ def kmeans_cells(
     order = np.argsort(assign, kind="stable")
     sizes = np.bincount(assign, minlength=nlist).astype(np.int64)
     bounds = np.r_[0, np.cumsum(sizes)]
+    if vectors.nbytes > DECODE_CACHE_BYTES:  # too large to copy: each cell gathered per batch
 
-    def fetch(cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        rows = order[bounds[cell] : bounds[cell + 1]]
-        return ids[rows], vectors[rows]
+        def fetch(cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+            rows = order[bounds[cell] : bounds[cell + 1]]
+            return ids[rows], vectors[rows]
 
-    return Cells(centroids, sizes, fetch, source=f"kmeans{nlist}", cache_limit=0)
+        return Cells(centroids, sizes, fetch, source=f"kmeans{nlist}", cache_limit=0)
+    # one copy in cell order: each cell is a slice of it, read as it is by every query batch
+    cell_ids, cell_vecs = ids[order], np.ascontiguousarray(vectors[order], dtype=np.float32)
+
+    def fetch_slice(cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        return cell_ids[bounds[cell] : bounds[cell + 1]], cell_vecs[bounds[cell] : bounds[cell + 1]]
+
+    return Cells(centroids, sizes, fetch_slice, source=f"kmeans{nlist}", cache_limit=0)
 
 
 def split_cells(cells: Cells, target: int = JOIN_CELL, seed: int = 0) -> Cells:
@@ -144,6 +156,11 @@ def split_cells(cells: Cells, target: int = JOIN_CELL, seed: int = 0) -> Cells:
     rng = np.random.default_rng(seed)
     centroids: list[npt.NDArray[np.float32]] = []
     members: list[tuple[int, npt.NDArray[np.int64]]] = []  # (parent cell, its rows)
+    # while the parent cells' vectors fit their cache, a cut cell's sub-cells are kept as
+    # contiguous copies instead (the parent's cache entry dropped): each query batch then
+    # reads them as they are, not gathered from the parent again (16 batches at 1M)
+    keep = int(cells.sizes.sum()) * cells.centroids.shape[1] * 4 <= cells.cache_limit
+    kept: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
     for cell in range(cells.nlist):
         size = int(cells.sizes[cell])
         parts = max(1, round(size / target))
@@ -151,21 +168,30 @@ def split_cells(cells: Cells, target: int = JOIN_CELL, seed: int = 0) -> Cells:
             centroids.append(cells.centroids[cell][None])
             members.append((cell, np.arange(size, dtype=np.int64)))
             continue
-        _ids, vecs = cells.get(cell)
+        ids, vecs = cells.get(cell)
         sub = spherical_kmeans(np.ascontiguousarray(vecs), parts, iters=5, rng=rng)
         assign = np.argmax(vecs @ sub.T, axis=1)
         for j in range(parts):
             rows = np.flatnonzero(assign == j)
             if len(rows):
+                if keep:
+                    kept[len(members)] = (ids[rows], np.ascontiguousarray(vecs[rows]))
                 centroids.append(sub[j][None])
                 members.append((cell, rows.astype(np.int64)))
+        if keep:
+            cells.drop(cell)
     last: list[Any] = [None, None]  # the parent fetched last (sub-cells are probed in order)
 
     def fetch(sub_cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        hit = kept.get(sub_cell)
+        if hit is not None:
+            return hit
         parent, rows = members[sub_cell]
         if last[0] != parent:
             last[0], last[1] = parent, cells.get(parent)
         ids, vecs = last[1]
+        if len(rows) == len(ids):  # a cell left whole: no copy
+            return ids, vecs
         return ids[rows], vecs[rows]
 
     return Cells(
