@@ -13,9 +13,11 @@ image) and B-photos in the same canvas (clean).
 
 Pairs are scored the way ``python -m bench.accuracy`` scores them (hashes, cosine, the pixel
 verifier, then the engine's geometric shortlist), once with this code and once with the
-geometric step as it was before query-time burstiness (``geometric_step_before``: the content
-check and the template veto, ``CAP_BEFORE`` open pairs per test image): the same images and
-features, so the two columns differ only by the geometric step. Also prints, side by side for
+geometric step as it was before the template rules (``geometric_step_before``: the content
+check, the template veto and query-time burstiness only): the same images and features, so the
+two columns differ only by the geometric step. Also counts the true pairs near (every (test,
+corpus) pair of the same photo region, not only test images) and the unrelated test images
+reported *semantic* (an overlay must not make them so either), and prints, side by side for
 the geometric fits, how the options the issue lists separate overlay fits from copies (content
 agreement, inlier coverage, shared keypoints), and the geometric step's time per test image.
 """
@@ -40,7 +42,7 @@ from bench.accuracy.overlays import OVERLAYS, fit_photo, inset
 from bench.accuracy.photos import Photo, collect_photos
 from bench.accuracy.scores import PairScores, compute_pair_scores, compute_table, nominated_pairs
 from splitaudit.indexer.features.decode import decode_image
-from splitaudit.indexer.match import burstiness, geometric_tier
+from splitaudit.indexer.match import content_check, geometry
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist
 from splitaudit.indexer.match.geometry import GeometricMatch
 from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
@@ -53,7 +55,6 @@ RECALL_PER_KIND = 12  # A-photos with the overlay removed, and as many swapped, 
 INSET_FRACTIONS = (0.3, 0.5, 0.7)
 INSETS_PER_FRACTION = 15
 PLAIN = 24  # plain A-photos in the corpus (the insets' sources)
-CAP_BEFORE = 5  # geometric_tier.GEOMETRY_CAP before burstiness
 
 
 @dataclass(frozen=True)
@@ -181,14 +182,16 @@ def labels(queries: list[Item], corpus: list[Item]) -> npt.NDArray[np.int8]:
 
 @contextmanager
 def geometric_step_before() -> Iterator[None]:
-    """The geometric step as it was before query-time burstiness (``burstiness``): the content
-    check and the template veto only, the previous shortlist cap."""
-    saved = burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP
-    burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP = 10**9, CAP_BEFORE
+    """The geometric step as it was before the template rules (``GeometricMatch.on_template``:
+    the agreeing cells' brightness layouts, inliers in the middle): the content check, the
+    template veto and query-time burstiness only."""
+    saved = content_check.AGREEING_LAYOUT, content_check.TEXTURE_VETO, geometry.MIN_CENTRAL
+    content_check.AGREEING_LAYOUT = content_check.TEXTURE_VETO = -2.0
+    geometry.MIN_CENTRAL = 0
     try:
         yield
     finally:
-        burstiness.SHARED_MIN, geometric_tier.GEOMETRY_CAP = saved
+        content_check.AGREEING_LAYOUT, content_check.TEXTURE_VETO, geometry.MIN_CENTRAL = saved
 
 
 @dataclass
@@ -325,6 +328,18 @@ def main() -> None:
         if name.startswith("unrelated"):
             line += "   other rules after: " + ", ".join(f"{k} {v}" for k, v in others.items())
         print(line)
+    for when in ("before", "after"):
+        run = before if when == "before" else after
+        semantic = t.semantic_mask(
+            scores.phash_hamming, scores.cosine, scores.verify, scores.min_side, run.support
+        )
+        unrelated = np.array([q.transform.startswith("unrelated") for q in queries])
+        flagged = (semantic[unrelated] & (truth[unrelated] == 0)).any(axis=1).sum()
+        print(
+            f"{when}: true pairs near {int((near[when] & (truth == 1)).sum())} of "
+            f"{int((truth == 1).sum())}; unrelated test images reported semantic {flagged} of "
+            f"{int(unrelated.sum())}"
+        )
     _options_table(after, truth, t)
     _inset_boxes(queries, after, truth, t)
     for when, run in (("before", before), ("after", after)):

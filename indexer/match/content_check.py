@@ -20,6 +20,16 @@ names. A refused fit at the identity alignment whose inliers sit in a part of th
 by any rule (the hash and the verifier were fooled by the same overlay;
 ``Thresholds.near_mask``), unless the coarse layouts agree (``SAME_LAYOUT``: a darkened copy).
 
+A semi-transparent overlay tiled over two *smooth* photos (a stock watermark over sky, a cell
+culture, the moon) is most of their texture: its strokes agree cell by cell and the check
+passes. What differs is under the strokes: the photos' own brightness. ``agreeing_layout``
+is the rank correlation of the agreeing cells' means (Spearman: robust to a brightness or
+contrast change); a copy's agreeing cells keep its brightness layout (>= 0.92 for 98% of the
+copies in the overlay family), two photos under one watermark do not (<= 0.81).
+``GeometricMatch.on_template`` refuses a fit at the identity alignment whose agreeing cells
+disagree so (``AGREEING_LAYOUT``), and below ``TEXTURE_VETO`` the refusal vetoes the pair's
+other near rules too (the watermark also dominates the two thumbnails the verifier compares).
+
 Pixels are kept per image at ``CONTENT_SIDE`` px on the long side (``content_pixels``), from the
 grayscale working image the keypoints are detected on: a few KiB beside each image's keypoints.
 """
@@ -45,6 +55,12 @@ MIN_AGREEMENT = 0.55  # share of the textured cells that must agree
 # around two photos reaches 0.99 (it dominates the layout).
 SAME_LAYOUT = 0.999
 MIN_CELLS = 6  # fewer textured cells than this: too little to refuse a fit on
+# Spearman correlation of the agreeing cells' means below which their agreement is texture
+# drawn over different photos (a tiled watermark over two smooth photos), docs/thresholds.md.
+AGREEING_LAYOUT = 0.85
+# ... and below which the fit is evidence of the overlay, enough to overrule the thumbnail rules
+# (the pixel verifier, the hashes: on smooth photos the watermark dominates their thumbnails).
+TEXTURE_VETO = 0.5
 # Cells across (rows or columns) from which the outermost cells on a side where the test image
 # goes on past the corpus image (an inset) are left out: 7 of the 9 insets bench.recall still
 # missed (grayscale photos with dark borders on a bright page) were refused on that ring alone.
@@ -63,6 +79,8 @@ class ContentAgreement:
     region: Box  # agreeing cells' bounding box, fractions of the corpus image
     outside: float | None = None  # the same share among the cells holding no inlier
     layout: float | None = None  # correlation of the cell means (coarse brightness layout)
+    # rank correlation of the agreeing cells' means (None: fewer than MIN_CELLS or flat)
+    agreeing_layout: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -76,8 +94,27 @@ class ContentAgreement:
         call the pair near (``GeometricMatch.support``, ``Thresholds``)."""
         return not self.passed and (self.layout is None or self.layout < SAME_LAYOUT)
 
+    @property
+    def texture_only(self) -> bool:
+        """Whether the agreeing cells agree in texture only: their brightness layouts differ
+        (``AGREEING_LAYOUT``), as two photos under one semi-transparent overlay do."""
+        return self.agreeing_layout is not None and self.agreeing_layout < AGREEING_LAYOUT
+
+    @property
+    def texture_overlay(self) -> bool:
+        """Whether the agreeing cells' layouts are so unlike (``TEXTURE_VETO``) that the shared
+        texture is an overlay over different photos, whatever their thumbnails say."""
+        return self.agreeing_layout is not None and self.agreeing_layout < TEXTURE_VETO
+
     def reason(self) -> str:
         """Why a refused fit was refused, in words (the evidence's ``discarded.reason``)."""
+        if self.passed and self.texture_only:
+            assert self.agreeing_layout is not None
+            return (
+                f"overlay: the {self.agreeing} agreeing cells agree in texture only (their "
+                f"brightness layouts correlate {self.agreeing_layout:.2f} < {AGREEING_LAYOUT}): "
+                "a semi-transparent overlay over different photos"
+            )
         return (
             f"overlay: {self.agreeing} of {self.cells} textured cells of the aligned images "
             f"agree (< {MIN_AGREEMENT:.0%}); the matched keypoints sit on a shared overlay"
@@ -95,6 +132,8 @@ class ContentAgreement:
             ev["agreement_away_from_inliers"] = round(self.outside, 3)
         if self.layout is not None:
             ev["layout"] = round(self.layout, 3)
+        if self.agreeing_layout is not None:
+            ev["agreeing_layout"] = round(self.agreeing_layout, 3)
         return ev
 
 
@@ -239,7 +278,8 @@ def _cell_agreement(
     if rows >= RING_FROM:
         covered[0, :] &= not top
         covered[-1, :] &= not bottom
-    layout = _layout(a.mean(axis=2)[covered], b.mean(axis=2)[covered])
+    means_a, means_b = a.mean(axis=2), b.mean(axis=2)
+    layout = _layout(means_a[covered], means_b[covered])
     a = a - a.mean(axis=2, keepdims=True)
     b = b - b.mean(axis=2, keepdims=True)
     sa = np.sqrt((a * a).mean(axis=2))
@@ -278,6 +318,7 @@ def _cell_agreement(
         region=region,
         outside=outside,
         layout=layout,
+        agreeing_layout=_rank_correlation(means_a[agree], means_b[agree]),
     )
 
 
@@ -292,6 +333,29 @@ def _layout(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float | N
     if norm < (FLAT_STD**2) * len(a):
         return None
     return float((a * b).sum()) / norm
+
+
+def _rank_correlation(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float | None:
+    """Spearman's rank correlation of two series (ties: average ranks), None when shorter than
+    ``MIN_CELLS`` or either is constant."""
+    if len(a) < MIN_CELLS:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    ra -= ra.mean()
+    rb -= rb.mean()
+    norm = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
+    if norm == 0.0:
+        return None
+    return float((ra * rb).sum()) / norm
+
+
+def _ranks(values: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Ranks from 0, ties sharing their average rank."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    average = ends - (counts + 1) / 2.0
+    out: npt.NDArray[np.float64] = average[inverse.ravel()].astype(np.float64)
+    return out
 
 
 FLAT_MEAN = 8.0  # gray levels: two flat patches agree when their means are this close

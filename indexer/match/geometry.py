@@ -16,7 +16,10 @@ scales, so it cannot find a quarter of a picture inside the whole, nor a copy ro
 4. the content check (``splitaudit.indexer.match.content_check``): the test image aligned onto
    the corpus image by the fit must agree with it over most of the overlap, not only where the
    inliers are, or the fit rests on a shared overlay (a tiled watermark, a logo, caption
-   bands, a frame, window chrome) and is refused (``GeometricMatch.overlay_only``);
+   bands, a frame, window chrome) and is refused (``GeometricMatch.overlay_only``); so is a fit
+   of two images aligned as they are whose inliers all sit around the middle (caption bands,
+   a frame) or whose agreeing cells agree in texture only (a tiled semi-transparent watermark
+   over two smooth photos: ``GeometricMatch.on_template``);
 5. the pair *shares pixels* when at least ``MIN_INLIERS`` matches agree with one transform
    whose scale and angle are plausible for a copy and which passed the content check
    (``GeometricMatch.is_copy``).
@@ -68,6 +71,9 @@ CHECK_FROM = 3  # inliers from which a plausible fit gets the content check
 # by both images) with its inliers in under this share of the 4 x 4 cells (docs/thresholds.md).
 VETO_COVERAGE = 0.625
 VETO_ANGLE = 2.0
+# Inliers a fit of two images aligned as they are must have in the middle 2 x 2 of the 4 x 4
+# cells: without any, they sit on caption bands, a frame or chrome around the photos.
+MIN_CENTRAL = 1
 
 Box = tuple[float, float, float, float]
 
@@ -128,6 +134,8 @@ class GeometricMatch:
     # when ``mirrored``)
     transform: tuple[float, ...] = field(default=(), repr=False)
     coverage: float = 0.0  # share of 4 x 4 cells of the overlap holding an inlier
+    # inliers in the middle 2 x 2 of those cells (None: not counted)
+    central: int | None = None
     # the inliers' corpus-side points (corpus working px)
     inlier_points: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
     # the inliers' test-image keypoint indices (the same index plain or mirrored)
@@ -159,8 +167,23 @@ class GeometricMatch:
     @property
     def overlay_only(self) -> bool:
         """Whether the content check refused the fit: the aligned images agree only where the
-        inliers are (a shared watermark, logo, caption band, frame or window chrome)."""
-        return self.content is not None and not self.content.passed
+        inliers are (a shared watermark, logo, caption band, frame or window chrome), or, aligned
+        as they are, only on a template (``on_template``)."""
+        return self.content is not None and (not self.content.passed or self.on_template)
+
+    @property
+    def on_template(self) -> bool:
+        """Whether a fit that passed the content check, with the two images aligned as they are
+        (``aligned``: one template drawn over both), still rests on the template alone: no
+        inlier in the middle 2 x 2 of the 4 x 4 cells (the inliers sit on caption bands, a
+        frame, a window's chrome around the photo), or the agreeing cells agree in texture only
+        (``ContentAgreement.texture_only``: a semi-transparent watermark tiled over two smooth
+        photos, whose brightness under the strokes differs). Refused, not vetoing: a copy with
+        such an overlay removed keeps its hash and verifier rules (docs/thresholds.md)."""
+        if self.content is None or not self.content.passed or not self.aligned:
+            return False
+        around = self.central is not None and self.central < MIN_CENTRAL
+        return around or self.content.texture_only
 
     @property
     def own_inliers(self) -> int:
@@ -205,8 +228,12 @@ class GeometricMatch:
         fits to other, different corpus images share (``on_shared``), or the content
         check refused it with the two images aligned as they are (same frame, no turn: one
         template over both) and the inliers in a part of the image (a copy of a darkened or
-        emoji-covered photo has them everywhere)."""
+        emoji-covered photo has them everywhere), or, aligned so, the agreeing cells' brightness
+        layouts are unrelated (``ContentAgreement.texture_overlay``: a watermark over two smooth
+        photos)."""
         if self.plausible and self.on_shared:
+            return True
+        if self.on_template and self.content is not None and self.content.texture_overlay:
             return True
         if not self.overlay_only or self.content is None or not self.content.overlay:
             return False
@@ -244,8 +271,18 @@ class GeometricMatch:
         if self.plausible and self.on_shared:
             ev["discarded"] = {"inliers": self.inliers, "reason": self.shared_reason()}
         elif self.content is not None and self.overlay_only:
-            ev["discarded"] = {"inliers": self.inliers, "reason": self.content.reason()}
+            ev["discarded"] = {"inliers": self.inliers, "reason": self.refusal_reason()}
         return ev
+
+    def refusal_reason(self) -> str:
+        """Why the content check (or ``on_template``) refused the fit, in words."""
+        assert self.content is not None
+        if self.content.passed and not self.content.texture_only:
+            return (
+                f"overlay: {self.inliers} inliers, none in the middle of the image: they sit on "
+                "a template around it (caption bands, a frame)"
+            )
+        return self.content.reason()
 
     def shared_reason(self) -> str:
         """Why a fit on shared keypoints was discarded, in words."""
@@ -603,6 +640,7 @@ def _fit_matches(
         test_box=_test_box(matrix, query, reference),
         transform=tuple(float(v) for v in matrix.ravel()),
         coverage=_coverage(r[inliers], box, reference),
+        central=_central(r[inliers], box, reference),
         inlier_points=r[inliers],
         inlier_queries=None if query_index is None else query_index[inliers],
     )
@@ -634,6 +672,17 @@ def _coverage(inlier_points: npt.NDArray[np.float32], box: Box, reference: Keypo
     cx = np.clip(((inlier_points[:, 0] - x0) / (x1 - x0) * 4).astype(int), 0, 3)
     cy = np.clip(((inlier_points[:, 1] - y0) / (y1 - y0) * 4).astype(int), 0, 3)
     return len(set(zip(cx.tolist(), cy.tolist(), strict=True))) / 16.0
+
+
+def _central(inlier_points: npt.NDArray[np.float32], box: Box, reference: Keypoints) -> int:
+    """Inliers in the middle 2 x 2 of the 4 x 4 cells of the located region (corpus side)."""
+    x0, y0 = box[0] * reference.width, box[1] * reference.height
+    x1, y1 = box[2] * reference.width, box[3] * reference.height
+    if len(inlier_points) == 0 or x1 <= x0 or y1 <= y0:
+        return 0
+    u = (inlier_points[:, 0] - x0) / (x1 - x0)
+    v = (inlier_points[:, 1] - y0) / (y1 - y0)
+    return int(((u >= 0.25) & (u < 0.75) & (v >= 0.25) & (v < 0.75)).sum())
 
 
 def checked(match: GeometricMatch, query: Keypoints, reference: Keypoints) -> GeometricMatch:
