@@ -8,7 +8,7 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image, ImageEnhance
+from PIL import Image, ImageEnhance, ImageFilter
 
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match.low_res_align import ALIGNED_NEAR, aligned_scores, prepare_query
@@ -80,3 +80,43 @@ def test_flat_thumbnails_never_align() -> None:
     flat = Image.new("RGB", (32, 32), (120, 130, 200))
     other = verify_thumbnail(Image.new("RGB", (32, 32), (118, 131, 205)))
     assert aligned_scores(flat, other[None])[0] == -1.0
+
+
+def test_a_refinement_that_lands_off_the_copy_does_not_cost_it(
+    astronaut: Image.Image, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ECC fits the raw thumbnails, not the band the score correlates: where its fit is worse
+    for the score than the coarse search's (here: forced 2 px off), the coarse warp is kept."""
+    from splitaudit.indexer.match import low_res_align
+
+    source = verify_thumbnail(_cut(astronaut, 226.2, 383.3, 128))
+    copy = prepare_query(_rescraped(_cut(astronaut, 226.2 + 10.8, 383.3 - 8.0, 128 / 1.1)))
+
+    def off(reference: object, query: object, warp: np.ndarray) -> np.ndarray:
+        moved = warp.copy()
+        moved[:, 2] += 2.0
+        return moved
+
+    def kept(reference: object, query: object, warp: np.ndarray) -> np.ndarray:
+        return warp
+
+    assert aligned_scores(copy, source[None])[0] >= ALIGNED_NEAR  # ECC's own fit
+    monkeypatch.setattr(low_res_align, "_refined", kept)
+    coarse = aligned_scores(copy, source[None])[0]
+    monkeypatch.setattr(low_res_align, "_refined", off)
+    assert aligned_scores(copy, source[None])[0] == pytest.approx(coarse)
+    assert coarse > 0.5
+
+
+def test_a_copy_whose_finest_detail_the_rescrape_blurred_still_aligns(
+    astronaut: Image.Image,
+) -> None:
+    """Resampling and JPEG blur a copy's finest band; the pair is scored in a slightly coarser
+    band too (``SCORE_SIGMAS``), where the copy's detail survives."""
+    source = verify_thumbnail(_cut(astronaut, 307.2, 307.2, 128))
+    blurred = _cut(astronaut, 317.2, 302.2, 128 / 1.1).filter(ImageFilter.GaussianBlur(0.8))
+    buf = io.BytesIO()
+    ImageEnhance.Contrast(blurred).enhance(0.85).save(buf, format="JPEG", quality=50)
+    buf.seek(0)
+    copy = Image.open(buf).convert("RGB")
+    assert aligned_scores(copy, source[None])[0] >= ALIGNED_NEAR
