@@ -11,7 +11,9 @@ per-family recall, false positives and audit time per image:
 - ``orient-*``: the seven non-identity elements of the dihedral group (vertical flip, quarter
   turns, transposes, left-right mirror), on thumbnails and on 384-px photos;
 - tiles the verifier cannot tell apart from other pictures (``verify.verifiable``: flat, like
-  sky or a plain wall, or sparse, like a few stars on black) are left out as sources;
+  sky or a plain wall, or sparse, like a few stars on black) are left out as sources; copies
+  the edit itself left flat (a faint sky tile recoloured and re-encoded) are counted, and a
+  second table gives each thumbnail family's recall without them;
 - ``inset-30`` / ``-50`` / ``-70``: each corpus photo shown inside a screenshot-like canvas at
   that share of its side (``bench.accuracy.overlays.inset``);
 - negatives that must match nothing: ``unrelated`` (thumbnails and photos of photos that are
@@ -351,14 +353,18 @@ class Outcome:
 
     found: dict[str, list[int]]
     wrong: int
+    found_keys: frozenset[str] = frozenset()  # positives matched to their corpus image
 
 
 def score(queries: list[Query], flagged: dict[str, set[str]]) -> Outcome:
     """``flagged[key]``: the corpus keys a query was matched to as exact or near."""
     found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     wrong = 0
+    keys: set[str] = set()
     for q in queries:
         hits = flagged.get(q.key, set())
+        if q.target is not None and q.target in hits:
+            keys.add(q.key)
         groups = [q.family]
         if q.family in THUMB_FAMILIES:
             groups.append(f"{q.family}@{q.size}")
@@ -368,7 +374,7 @@ def score(queries: list[Query], flagged: dict[str, set[str]]) -> Outcome:
             found[g][1] += 1
             found[g][0] += bool(hits) if q.target is None else q.target in hits
         wrong += q.target is not None and bool(hits - {q.target})
-    return Outcome(dict(found), wrong)
+    return Outcome(dict(found), wrong, frozenset(keys))
 
 
 def _near_keys(report: dict[str, Any]) -> dict[str, set[str]]:
@@ -404,6 +410,40 @@ def _imagededup(root: Path, site: Path | None = None) -> dict[str, set[str]] | N
         dist = np.bitwise_count(values ^ np.uint64(value))
         out[key] = {keys[i] for i in np.flatnonzero(dist <= IMAGEDEDUP_THRESHOLD)}
     return out
+
+
+def _flat_copies(root: Path, queries: list[Query]) -> set[str]:
+    """Keys of thumbnail copies that the edit itself left flat or sparse (``verify.verifiable``
+    false on the *copy*: a sky tile recoloured and re-encoded down to noise). Their sources are
+    verifiable (flat sources are left out of the bench), but no pixel test tells these copies
+    from any other flat thumbnail; the bench counts them and prints recall without them beside."""
+    from splitaudit.indexer.match.verify import verifiable
+
+    return {
+        q.key
+        for q in queries
+        if q.family in THUMB_FAMILIES
+        and not verifiable(Image.open(root / "split" / q.key).convert("RGB"))
+    }
+
+
+def _flat_note(queries: list[Query], columns: dict[str, Outcome], flat: set[str]) -> str:
+    """Per thumbnail family: how many copies are flat, and recall over the others per column."""
+    kept = [q for q in queries if q.key not in flat]
+    lines = [
+        "| family, verifiable copies only | n (flat left out) | " + " | ".join(columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
+    for family in THUMB_FAMILIES:
+        total = sum(q.family == family for q in kept)
+        left_out = sum(q.family == family for q in queries) - total
+        cells = []
+        for outcome in columns.values():
+            found = outcome.found_keys
+            hit = sum(q.family == family and q.key in found for q in kept)
+            cells.append(f"{hit / max(total, 1):.3f}")
+        lines.append(f"| {family} | {total} ({left_out}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _table(queries: list[Query], columns: dict[str, Outcome]) -> str:
@@ -481,6 +521,8 @@ def main() -> None:
     n = len(queries)
     print(f"\nrecall bench (seed {args.seed}): {n} split images against {root / 'corpus'}\n")
     print(_table(queries, columns) + "\n")
+    flat = _flat_copies(root, queries)
+    print(_flat_note(queries, columns, flat) + "\n")
     for name, (wall, cpu) in times.items():
         print(
             f"audit {name}: {1000 * wall / n:.1f} ms wall, {1000 * cpu / n:.1f} ms CPU per image; "
