@@ -56,9 +56,13 @@ class HammingJoin:
         When the queries include most stored values (a dedup), those are answered by one
         self-join of the store (``MultiIndexHash.self_join``: each pair of hashes checked once,
         not once from each side); with ``mirror``, so are the queries that are a stored value
-        ``^ mirror`` (the mirrored stand-ins). Any other query is searched on its own. The
-        answer is the same either way.
+        ``^ mirror`` (the mirrored stand-ins). Queries given as values followed by the same
+        values ``^`` one constant (dedup's ``np.r_[hashes, hashes ^ MIRROR_MASK]``) name their
+        ``mirror`` themselves. Any other query is searched on its own. The answer is the same
+        either way.
         """
+        if mirror is None:
+            mirror = stand_in_mask(queries)
         values = sorted_unique(np.asarray(queries, np.uint64))
         if self.store.count == 0 or len(values) == 0:
             return _empty(values)
@@ -118,6 +122,8 @@ class HammingJoin:
     ) -> Neighbours:
         """The ``k`` nearest stored hashes within ``max_radius`` bits of each distinct query
         value (``mirror``: as for ``radius``)."""
+        if mirror is None:
+            mirror = stand_in_mask(queries)
         values = sorted_unique(np.asarray(queries, np.uint64))
         if self.store.count == 0 or len(values) == 0:
             return _empty(values)
@@ -153,6 +159,17 @@ class HammingJoin:
         return Neighbours.from_pairs(
             within.keys, query, within.ids, within.scores, k=k, descending=False
         )
+
+
+def stand_in_mask(queries: npt.NDArray[np.uint64]) -> int | None:
+    """The constant ``c`` when ``queries`` are values followed by the same values ``^ c``
+    (``np.r_[hashes, hashes ^ c]``: a dedup's hashes and their mirrored stand-ins), else None."""
+    q = np.asarray(queries, np.uint64)
+    half = len(q) // 2
+    if half == 0 or len(q) % 2:
+        return None
+    x = q[:half] ^ q[half:]
+    return int(x[0]) if x[0] != 0 and bool(np.all(x == x[0])) else None
 
 
 def _member(

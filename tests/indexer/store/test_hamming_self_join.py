@@ -7,7 +7,7 @@ import pytest
 
 from splitaudit.indexer.store import hamming_mih
 from splitaudit.indexer.store.binary_index import BinaryStore
-from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
+from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys, stand_in_mask
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
 from splitaudit.indexer.store.neighbours import Neighbours
 
@@ -94,3 +94,26 @@ def test_radius_join_answers_as_one_search_per_value(mirror: int | None, asked: 
         got = _table(HammingJoin(store).radius(queries, radius, mirror=mirror))
         assert got == _searched(codes, ids, queries, radius)
         assert len(got) > len(np.unique(queried))  # itself for each, and its family
+
+
+def test_stand_in_mask_is_read_from_values_followed_by_their_stand_ins() -> None:
+    codes = np.array([5, 9, 1 << 63, 77], np.uint64)
+    assert stand_in_mask(np.r_[codes, codes ^ np.uint64(MIRROR)]) == MIRROR
+    assert stand_in_mask(codes) is None  # 5 ^ (1 << 63) and 9 ^ 77 differ
+    assert stand_in_mask(np.r_[codes, codes]) is None  # no stand-ins
+    assert stand_in_mask(np.r_[codes, codes[:3]]) is None
+    assert stand_in_mask(np.empty(0, np.uint64)) is None
+
+
+def test_radius_join_reads_the_mirror_from_the_queries() -> None:
+    rng = np.random.default_rng(5)
+    codes = _codes(rng, 2000)
+    ids = np.arange(len(codes), dtype=np.int64) + 7
+    store = BinaryStore.create()
+    store.add(ids, codes)
+    queries = np.r_[codes, codes ^ np.uint64(MIRROR)]
+    got = _table(HammingJoin(store).radius(queries, 8))
+    assert got == _table(HammingJoin(store).radius(queries, 8, mirror=MIRROR))
+    assert got == _searched(codes, ids, queries, 8)
+    knn = HammingJoin(store).knn(queries, 3, 8)
+    assert _table(knn) == _table(HammingJoin(store).knn(queries, 3, 8, mirror=MIRROR))
