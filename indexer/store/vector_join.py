@@ -237,7 +237,7 @@ def cells_within(
         for s in range(0, len(q), _COARSE_BLOCK):
             scores = q[s : s + _COARSE_BLOCK] @ centroids.T
             keep = scores >= (scores.max(axis=1) - gap)[:, None]
-            over = np.flatnonzero(keep.sum(axis=1) > cap)
+            over = np.flatnonzero(np.count_nonzero(keep, axis=1) > cap)
             if len(over):  # rare: a row with more than cap cells within the gap keeps its best
                 top = np.argpartition(-scores[over], cap - 1, axis=1)[:, :cap]
                 keep[over] = False
@@ -246,9 +246,10 @@ def cells_within(
                 mine = own[s : s + _COARSE_BLOCK]
                 inside = np.flatnonzero(mine >= 0)
                 keep[inside, mine[inside]] = True
-            r, c = np.nonzero(keep)
-            rows_l.append(r.astype(np.int64) + s)
-            cells_l.append(c.astype(np.int64))
+            # flat positions, then divmod: ~5x less CPU than a 2-D np.nonzero (same order)
+            r, c = np.divmod(np.flatnonzero(keep), keep.shape[1])
+            rows_l.append(r + s)
+            cells_l.append(c)
     if not rows_l:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(rows_l), np.concatenate(cells_l)
