@@ -386,7 +386,10 @@ def join_corpus(
     say(f"joining {len(ids)} hashes")
     with clock.phase("hash_radius"):
         within = joins.hash_radius(
-            index.hashes, np.r_[hashes, hashes ^ MIRROR_MASK], thresholds.phash_hamming
+            index.hashes,
+            np.r_[hashes, hashes ^ MIRROR_MASK],
+            thresholds.phash_hamming,
+            mirror=int(MIRROR_MASK),  # both halves answered by self-joins of the store
         )
     nearest = None
     if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
@@ -397,6 +400,7 @@ def join_corpus(
                 np.r_[wanted, wanted ^ MIRROR_MASK],
                 TOP_K,
                 thresholds.candidate_hamming,
+                mirror=int(MIRROR_MASK),
             )
     stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
     refs = vector_batches(session, corpus_id) if has_vectors else []

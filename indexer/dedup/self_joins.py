@@ -35,16 +35,28 @@ class LocalSelfJoins:
         return self._joiner
 
     def hash_radius(
-        self, store: BinaryStore, queries: npt.NDArray[np.uint64], radius: int
+        self,
+        store: BinaryStore,
+        queries: npt.NDArray[np.uint64],
+        radius: int,
+        *,
+        mirror: int | None = None,
     ) -> Neighbours:
-        """Every hash of ``store`` within ``radius`` bits of each distinct query value."""
-        return self._hashes(store).radius(queries, radius)
+        """Every hash of ``store`` within ``radius`` bits of each distinct query value
+        (``mirror``: the queries include the stored values ``^ mirror``, see ``HammingJoin``)."""
+        return self._hashes(store).radius(queries, radius, mirror=mirror)
 
     def hash_knn(
-        self, store: BinaryStore, queries: npt.NDArray[np.uint64], k: int, max_radius: int
+        self,
+        store: BinaryStore,
+        queries: npt.NDArray[np.uint64],
+        k: int,
+        max_radius: int,
+        *,
+        mirror: int | None = None,
     ) -> Neighbours:
         """The ``k`` nearest hashes of ``store`` within ``max_radius`` bits of each query value."""
-        return self._hashes(store).knn(queries, k, max_radius)
+        return self._hashes(store).knn(queries, k, max_radius, mirror=mirror)
 
     def vectors(
         self,

@@ -143,7 +143,7 @@ def test_ivf_cells_by_list_range(
 
 
 @pytest.mark.parametrize("brute_pairs", [None, 1_000, 10_000_000])
-def test_hash_joins_cut_by_query_value(
+def test_hash_knn_cut_by_query_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, brute_pairs: int | None
 ) -> None:
     if brute_pairs is not None:
@@ -157,16 +157,18 @@ def test_hash_joins_cut_by_query_value(
     base[2::50] = base[0::50]  # repeated hashes (tied distances)
     store = BinaryStore.create()
     store.add(np.arange(1, len(base) + 1, dtype=np.int64) * 2, base)
-    queries = np.r_[base, base ^ np.uint64(0x00FF), rng.integers(0, 2**63, 500, dtype=np.uint64)]
+    mask = np.uint64(0x00FF)
+    queries = np.r_[base, base ^ mask, rng.integers(0, 2**63, 500, dtype=np.uint64)]
     local = LocalSelfJoins()
     joins = _sharded(3, store, tmp_path)
-    for radius in (0, 4, 10):
-        _same(joins.hash_radius(store, queries, radius), local.hash_radius(store, queries, radius))
     for max_radius in (6, 20):
-        _same(
-            joins.hash_knn(store, queries, 10, max_radius),
-            local.hash_knn(store, queries, 10, max_radius),
-        )
+        for mirror in (None, int(mask)):
+            _same(
+                joins.hash_knn(store, queries, 10, max_radius, mirror=mirror),
+                local.hash_knn(store, queries, 10, max_radius, mirror=mirror),
+            )
+    # the radius join stays whole (a self-join of the store): the local one
+    _same(joins.hash_radius(store, queries, 8), local.hash_radius(store, queries, 8))
     parts = value_parts(queries, 3)
     assert len(parts) == 3 and sum(len(p) for p in parts) == len(np.unique(queries))
     assert all(as_keys(a).max() < as_keys(b).min() for a, b in itertools.pairwise(parts))
