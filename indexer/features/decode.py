@@ -105,7 +105,7 @@ class DecodedImage:
     @cached_property
     def image(self) -> Image.Image:
         """The RGB working copy, short side at most 256 px (what the embedder consumes)."""
-        return _fit_short_side(self.decoded, MAX_SHORT_SIDE)
+        return fit_short_side(self.decoded, MAX_SHORT_SIDE)
 
 
 @lru_cache(maxsize=1)
@@ -285,12 +285,26 @@ def _composite_on_white(rgba: Image.Image) -> Image.Image:
     return background
 
 
-def _fit_short_side(image: Image.Image, short_side: int) -> Image.Image:
-    """Downscale so the short side is ``short_side`` (keeps aspect); smaller images pass through."""
-    width, height = image.size
+def fit_size(width: int, height: int, short_side: int = MAX_SHORT_SIDE) -> tuple[int, int]:
+    """The working copy's size: short side ``short_side`` (aspect kept); smaller sizes unchanged."""
     current = min(width, height)
     if current <= short_side:
-        return image
+        return width, height
     scale = short_side / current
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def fit_is_one_pass(width: int, height: int, fit_w: int, fit_h: int) -> bool:
+    """Whether the fit from ``width x height`` to ``fit_w x fit_h`` is a plain resample (Pillow
+    box-reduces first where the scale reaches twice ``_REDUCING_GAP``)."""
+    factor_x = int(width / fit_w / _REDUCING_GAP) or 1
+    factor_y = int(height / fit_h / _REDUCING_GAP) or 1
+    return factor_x == 1 and factor_y == 1
+
+
+def fit_short_side(image: Image.Image, short_side: int = MAX_SHORT_SIDE) -> Image.Image:
+    """Downscale so the short side is ``short_side`` (keeps aspect); smaller images pass through."""
+    size = fit_size(image.width, image.height, short_side)
+    if size == image.size:
+        return image
     return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)

@@ -5,13 +5,18 @@ from __future__ import annotations
 from PIL import Image
 
 from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.features.embed_input import ResizeCrop
 from splitaudit.indexer.features.exact import sha256_bytes
 from splitaudit.indexer.features.perceptual import perceptual_hashes
 from splitaudit.indexer.features.types import ImageFeatures
 
 
 def extract_features(
-    data: bytes, *, keep_image: bool = False, hashes_only: bool = False
+    data: bytes,
+    *,
+    keep_image: bool = False,
+    hashes_only: bool = False,
+    embed_input: ResizeCrop | None = None,
 ) -> tuple[ImageFeatures, Image.Image | None]:
     """Exact, pixel and perceptual features of image bytes, plus the <=256 px RGB image if asked.
 
@@ -19,6 +24,9 @@ def extract_features(
     The returned image is what the embedder should consume, so embedding needs no second decode.
     ``hashes_only`` (runs that embed nothing) decodes a JPEG at the smallest scale the hashes
     need; its ``pixel_digest`` may then be ``None`` (see ``splitaudit.indexer.features.decode``).
+    With ``embed_input`` (the embedder's eval geometry) the image returned is that geometry's
+    crop of the working copy, made from the decode directly (``ResizeCrop.apply``): what the
+    embedder would cut out of the <=256 px image, for runs that use it for nothing else.
     """
     if keep_image and hashes_only:
         raise ValueError("keep_image needs the embedding decode, not hashes_only")
@@ -36,4 +44,8 @@ def extract_features(
         stream_digest=decoded.stream_digest,
         text_fields=decoded.text_fields,
     )
-    return features, decoded.image if keep_image else None
+    if not keep_image:
+        return features, None
+    if embed_input is not None:
+        return features, embed_input.apply(decoded.decoded)
+    return features, decoded.image

@@ -8,12 +8,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.pool import AsyncResult, Pool
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from PIL import Image
 
+from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.errors import ImageDecodeError
 from splitaudit.indexer.features.decode import scrub_reprs
+from splitaudit.indexer.features.embed_input import ResizeCrop
 from splitaudit.indexer.features.extract import extract_features
 from splitaudit.indexer.features.types import ImageFeatures
 from splitaudit.indexer.sources.record import Record
@@ -31,11 +33,14 @@ class Extracted:
     error: str | None = None
 
 
-def extract_record(record: Record, *, keep_image: bool) -> Extracted:
+def extract_record(
+    record: Record, *, keep_image: bool, embed_input: ResizeCrop | None = None
+) -> Extracted:
     """Read and decode one record; every problem becomes ``error``, never an exception.
 
     Without ``keep_image`` nothing is embedded, so the decode is at need: JPEGs are decoded at
-    the smallest scale the hashes use (``extract_features(hashes_only=True)``).
+    the smallest scale the hashes use (``extract_features(hashes_only=True)``). With
+    ``embed_input`` the kept image is the embedder's crop, not the <=256 px working copy.
     """
     if record.error:
         return Extracted(record, error=record.error)
@@ -45,7 +50,9 @@ def extract_record(record: Record, *, keep_image: bool) -> Extracted:
         reason = scrub_reprs(str(exc.strerror or exc))
         return Extracted(record, error=f"cannot read {record.locator.uri()}: {reason}")
     try:
-        features, image = extract_features(data, keep_image=keep_image, hashes_only=not keep_image)
+        features, image = extract_features(
+            data, keep_image=keep_image, hashes_only=not keep_image, embed_input=embed_input
+        )
     except ImageDecodeError as exc:
         return Extracted(record, error=str(exc))
     except Exception as exc:  # a decoder bug must not kill a million-image run
@@ -54,9 +61,46 @@ def extract_record(record: Record, *, keep_image: bool) -> Extracted:
     return Extracted(record, features=features, image=image)
 
 
-def extract_records(records: Sequence[Record], *, keep_image: bool) -> list[Extracted]:
+def extract_records(
+    records: Sequence[Record], *, keep_image: bool, embed_input: ResizeCrop | None = None
+) -> list[Extracted]:
     """``extract_record`` over a run of records: one pool task, one round trip per run."""
-    return [extract_record(r, keep_image=keep_image) for r in records]
+    return [extract_record(r, keep_image=keep_image, embed_input=embed_input) for r in records]
+
+
+def embed_input_of(embedder: Embedder | None) -> ResizeCrop | None:
+    """The embedder's eval geometry as a ``ResizeCrop`` (short-side resize, then a centre crop
+    no larger than it), or None when it has another one (or none that can be read).
+
+    The workers then cut the embedder's input out of each decode themselves
+    (``ResizeCrop.apply``), so the embedder's own resize and crop find nothing left to do.
+    """
+    preprocess: Any = getattr(embedder, "preprocess", None)
+    description = getattr(preprocess, "description", None)  # ArrayPreprocess (cached export)
+    if description is None and getattr(preprocess, "transform", None) is not None:
+        from splitaudit.indexer.embed.backends.array_preprocess import describe
+
+        try:  # BatchPreprocess: the torch-loaded model's transform (torchvision is loaded)
+            description = describe(preprocess.transform)
+        except Exception:  # a transform describe() cannot read: keep the working copy
+            return None
+    if not description:
+        return None
+    steps = description.get("geometry", [])
+    if len(steps) != 2 or [s.get("op") for s in steps] != ["resize", "center_crop"]:
+        return None
+    resize, crop = steps
+    if len(resize["size"]) != 1 or resize.get("max_size") is not None:
+        return None
+    try:
+        return ResizeCrop(
+            size=int(resize["size"][0]),
+            crop_height=int(crop["size"][0]),
+            crop_width=int(crop["size"][1]),
+            resample=int(resize["resample"]),
+        )
+    except ValueError:  # a crop larger than the resize (padding) or an unfiltered resample
+        return None
 
 
 def split_evenly(items: Sequence[T], parts: int) -> list[Sequence[T]]:
@@ -77,16 +121,20 @@ class Extractor:
     In a pool each batch becomes one contiguous run of records per worker (one task and one
     result message per worker, instead of a task per few images), and ``PREFETCH`` batches are
     kept in flight ahead of the consumer, so the workers keep decoding while this process embeds
-    and commits. Memory stays bounded to ``PREFETCH + 1`` batches.
+    and commits. Memory stays bounded to ``PREFETCH + 1`` batches. ``embed_input``
+    (``embed_input_of(embedder)``) has the workers hand over the embedder's crop instead of the
+    <=256 px working copy, for runs that only embed it (indexing).
     """
 
     PREFETCH = 2
 
-    def __init__(self, *, workers: int, keep_image: bool) -> None:
+    def __init__(
+        self, *, workers: int, keep_image: bool, embed_input: ResizeCrop | None = None
+    ) -> None:
         self.keep_image = keep_image
         self.workers = workers
-        self._fn = partial(extract_record, keep_image=keep_image)
-        self._runs = partial(extract_records, keep_image=keep_image)
+        self._fn = partial(extract_record, keep_image=keep_image, embed_input=embed_input)
+        self._runs = partial(extract_records, keep_image=keep_image, embed_input=embed_input)
         self._pool: Pool | None = None
         if workers > 1:
             self._pool = mp.get_context("fork").Pool(workers)

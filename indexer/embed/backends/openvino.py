@@ -91,15 +91,17 @@ class OpenVinoRunner:
     def __call__(self, batch: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Raw (not normalised) features of ``batch``."""
         batch = np.ascontiguousarray(batch, dtype=np.float32)
+        # share_inputs: the requests read the batch in place (it outlives them) instead of
+        # copying it into their own input tensors first
         if len(self._requests) == 1 or len(batch) < 2:
-            self._requests[0].infer({0: batch})
+            self._requests[0].infer({0: batch}, share_inputs=True)
             # the output buffer is reused by the next call: copy it out
             return np.array(self._requests[0].get_output_tensor(0).data, copy=True)
         parts = np.array_split(batch, min(len(self._requests), len(batch)))
         inputs = [np.ascontiguousarray(part) for part in parts]  # alive until every wait returns
         running = list(zip(self._requests, inputs, strict=False))
         for request, part in running:
-            request.start_async({0: part})
+            request.start_async({0: part}, share_inputs=True)
         for request, _ in running:
             request.wait()
         return np.concatenate(
