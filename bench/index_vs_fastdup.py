@@ -5,11 +5,12 @@ export cached as every run after the first finds it) be at least as fast as fast
 files, in CPU seconds and wall time, with a peak RSS of at most 400 MiB. Each round runs, one
 after the other on the same folder, each in a fresh home (export pre-built):
 
-- ``splitaudit``: this checkout with its defaults (on a CPU, forward passes of 4 images per
-  inference thread, ``splitaudit.indexer.embed.device.cpu_embed_batch``);
-- ``splitaudit, batch 32``: the same code with the forward batch and OpenVINO stream split of
-  0.4.0 before this change (32 images, at least 8 per stream), patched in at start-up: the
-  baseline, in the same run;
+- ``splitaudit``: this checkout with its defaults;
+- ``splitaudit, before`` (with ``--before PATH``): another checkout of the library (e.g.
+  ``git worktree add /tmp/before <commit>``) run through this install's editable finder,
+  remapped: the baseline, in the same run; without ``--before``, ``splitaudit, batch 32``: this
+  code with 0.4.0's forward batch and OpenVINO stream split (32 images, at least 8 per stream)
+  patched in at start-up;
 - ``fastdup``: fastdup's own run (``/work/fastdup-venv``, bundled model, ``SENTRY_OPT_OUT=1``).
 
 For each: wall seconds, CPU seconds (user + system of the process and the workers it reaped,
@@ -47,6 +48,18 @@ BATCH_32 = (
     "import splitaudit.indexer.embed.device as d, splitaudit.indexer.embed.backends.openvino as o\n"
     "d.cpu_embed_batch = lambda threads=None: 32\n"
     "o.MIN_STREAM_BATCH = 8\n"
+    "from splitaudit.indexer.cli.main import main\n"
+    "main()\n"
+)
+# Another checkout of the library through this install's editable finder (bench.recall does the
+# same): the finder's mapping is pointed at the checkout's folders before anything is imported.
+BEFORE = (
+    "import pkgutil, importlib, sys\n"
+    "root = sys.argv.pop(1)\n"
+    "name = sorted(m.name for m in pkgutil.iter_modules()\n"
+    "    if m.name.startswith('__editable___splitaudit_') and m.name.endswith('_finder'))[-1]\n"
+    "importlib.import_module(name).MAPPING.update({'splitaudit': root + '/indexer/public',\n"
+    "    'splitaudit.app': root + '/app', 'splitaudit.indexer': root + '/indexer'})\n"
     "from splitaudit.indexer.cli.main import main\n"
     "main()\n"
 )
@@ -120,10 +133,14 @@ def measured(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     return {"wall": wall, "cpu": float(cpu), "rss": int(maxrss) / 1024, "tree": int(tree) / 1024}
 
 
-def splitaudit_cmd(folder: Path, home: Path, corpus: str, *, baseline: bool) -> list[str]:
+def splitaudit_cmd(
+    folder: Path, home: Path, corpus: str, *, tool: str, before: Path | None
+) -> list[str]:
     args = ["index", str(folder), "--corpus", corpus, "--home", str(home)]
     args += ["--model", "efficientnet-lite0", "--backend", "openvino"]
-    if baseline:
+    if tool == "splitaudit, before":
+        return [sys.executable, "-c", BEFORE, str(before), *args]
+    if tool == "splitaudit, batch 32":
         return [sys.executable, "-c", BATCH_32, *args]
     return [sys.executable, "-m", "splitaudit.indexer.cli", *args]
 
@@ -133,11 +150,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sets", default="small,photos")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout to index with, as the baseline"
+    )
     args = parser.parse_args()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "SENTRY_OPT_OUT": "1"}
     env.pop("SPLITAUDIT_BACKEND", None)
     folders = image_sets(args.n)
-    tools = ["splitaudit", "splitaudit, batch 32"]
+    baseline = "splitaudit, batch 32" if args.before is None else "splitaudit, before"
+    tools = ["splitaudit", baseline]
     if FASTDUP_PYTHON.is_file():
         tools.append("fastdup")
     else:
@@ -156,15 +177,14 @@ def main() -> None:
                     if tool == "fastdup":
                         cmd = [str(FASTDUP_PYTHON), "-c", FASTDUP_SCRIPT, str(folder), str(home)]
                     else:
-                        baseline = tool != "splitaudit"
                         # the export is built by a first one-image run, as a second run finds it
                         subprocess.run(
-                            splitaudit_cmd(warm, home, "warm", baseline=baseline),
+                            splitaudit_cmd(warm, home, "warm", tool=tool, before=args.before),
                             env=env,
                             check=True,
                             capture_output=True,
                         )
-                        cmd = splitaudit_cmd(folder, home, "c", baseline=baseline)
+                        cmd = splitaudit_cmd(folder, home, "c", tool=tool, before=args.before)
                     runs[tool].append(measured(cmd, env))
             print(f"\n{name}: {args.n} JPEGs from {folder}, {args.rounds} rounds (medians)")
             print(
@@ -186,10 +206,11 @@ def main() -> None:
                     f"  splitaudit vs fastdup: {theirs['cpu'] / ours['cpu']:.2f}x its images per "
                     f"CPU-second, {theirs['wall'] / ours['wall']:.2f}x its images per second (wall)"
                 )
-            base = med["splitaudit, batch 32"]
+            base, ours = med[baseline], med["splitaudit"]
             print(
-                f"  vs batch 32: CPU {base['cpu'] / med['splitaudit']['cpu']:.2f}x less, "
-                f"peak RSS {med['splitaudit']['rss'] / base['rss']:.2f}x"
+                f"  vs {baseline.split(', ')[1]}: {base['cpu'] / ours['cpu']:.2f}x its images per "
+                f"CPU-second, {base['wall'] / ours['wall']:.2f}x per second (wall), "
+                f"peak RSS {ours['rss'] / base['rss']:.2f}x"
             )
 
 
