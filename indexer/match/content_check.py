@@ -351,11 +351,14 @@ def _rank_correlation(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) ->
 
 def _ranks(values: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     """Ranks from 0, ties sharing their average rank."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    average = ends - (counts + 1) / 2.0
-    out: npt.NDArray[np.float64] = average[inverse.ravel()].astype(np.float64)
-    return out
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), np.float64)
+    ranks[order] = np.arange(len(values), dtype=np.float64)
+    if np.any(np.diff(values[order]) == 0):  # rare for cell means: average the tied ranks
+        _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+        ends = np.cumsum(counts)
+        ranks = (ends - (counts + 1) / 2.0)[inverse.ravel()].astype(np.float64)
+    return ranks
 
 
 FLAT_MEAN = 8.0  # gray levels: two flat patches agree when their means are this close
