@@ -75,6 +75,12 @@ _SIGMA_COARSE = 3.0
 # bench.recall, seeds 0 and 1: copies aligned at ALIGNED_NEAR 383 -> 400 of 445 and 387 -> 406
 # of 455; the best (sibling or unrelated, corpus thumbnail) pair 0.54 -> 0.59 (a brick wall).
 SCORE_SIGMAS = (_SIGMA_FINE, 0.8)
+# The direct search of a pair ECC left unaligned: first steps (zoom, x px, y px), halved where
+# no step helps, down to an eighth; at most this many rounds of six trials.
+SEARCH_STEPS = (0.04, 0.5, 0.5)
+SEARCH_EVALS = 12
+SEARCH_BELOW = ALIGNED_NEAR  # pairs scoring under this after ECC are searched
+_CENTRE = (THUMB_SIZE - 1) / 2
 _ECC_ITERATIONS = 30
 _ECC_EPS = 1e-3
 _EPS = 1e-6
@@ -146,7 +152,23 @@ def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> floa
     kept = [fit for fit in fits if fit is not None]
     if not kept:
         return -1.0
-    r, warped, mask = max(kept, key=lambda fit: fit[0])
+    score = _scored(ref, ref_band, max(kept, key=lambda fit: fit[0]))
+    if score < SEARCH_BELOW:
+        # ECC's fit wandered off (an anisotropic warp pulled by a rim or a horizon) or stopped
+        # short: search the similarity warp that maximises the scored correlation itself.
+        searched = _searched(query.thumb, ref_band, scale, (px - lo) / scale, (py - lo) / scale)
+        if searched is not None:
+            score = max(score, _scored(ref, ref_band, searched))
+    return float(np.clip(score, -1.0, 1.0))
+
+
+Fit = tuple[float, npt.NDArray[np.float32], npt.NDArray[np.bool_]]
+
+
+def _scored(ref: npt.NDArray[np.float32], ref_band: npt.NDArray[np.float32], fit: Fit) -> float:
+    """The normalised score of one fit (r, warped query, overlap), the better of the
+    ``SCORE_SIGMAS`` bands; below ``ALIGNED_NEAR`` an upper bound (r itself)."""
+    r, warped, mask = fit
     best = -1.0
     for sigma in SCORE_SIGMAS:
         bands = (ref_band, _band_pass(warped[None])[0])
@@ -158,7 +180,47 @@ def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> floa
             continue
         ambiguity = max(_ambiguity(bands[0], mask), _ambiguity(bands[1], mask))
         best = max(best, (r - ambiguity) / max(1.0 - ambiguity, _EPS))
-    return float(np.clip(best, -1.0, 1.0))
+    return best
+
+
+def _searched(
+    thumb: npt.NDArray[np.float32],
+    ref_band: npt.NDArray[np.float32],
+    scale: float,
+    tx: float,
+    ty: float,
+) -> Fit | None:
+    """Compass search of a similarity warp (zoom, shift; no turn) from the coarse one, each step
+    kept where it raises the band-passed r on the overlap; the best fit, None if none fits."""
+    params = np.array([1 / scale, tx, ty])
+    best = _overlap(thumb, _similarity(params), ref_band)
+    if best is None:
+        return None
+    steps = np.array(SEARCH_STEPS)
+    for _ in range(SEARCH_EVALS):
+        if steps[0] < SEARCH_STEPS[0] / 8:
+            break
+        improved = False
+        for axis in range(3):
+            for sign in (1.0, -1.0):
+                trial = params.copy()
+                trial[axis] += sign * steps[axis]
+                if not 1 / MAX_ZOOM < trial[0] < MAX_ZOOM:
+                    continue
+                landed = trial[1:] + _CENTRE * (trial[0] - 1)  # the centre's move
+                if float(np.abs(landed).max()) > MAX_OFFSET * THUMB_SIZE + 1.0:
+                    continue
+                fit = _overlap(thumb, _similarity(trial), ref_band)
+                if fit is not None and fit[0] > best[0]:
+                    best, params, improved = fit, trial, True
+        if not improved:
+            steps = steps / 2
+    return best
+
+
+def _similarity(params: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    zoom, tx, ty = params
+    return np.array([[zoom, 0.0, tx], [0.0, zoom, ty]], np.float32)
 
 
 def aligned_scores(

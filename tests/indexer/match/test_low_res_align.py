@@ -120,3 +120,21 @@ def test_a_copy_whose_finest_detail_the_rescrape_blurred_still_aligns(
     buf.seek(0)
     copy = Image.open(buf).convert("RGB")
     assert aligned_scores(copy, source[None])[0] >= ALIGNED_NEAR
+
+
+@pytest.mark.parametrize(("dx", "dy", "zoom"), [(14.8, 5.6, 1.09), (-12.0, 8.0, 0.8)])
+def test_where_ecc_gives_no_fit_the_direct_search_aligns_the_copy(
+    astronaut: Image.Image, monkeypatch: pytest.MonkeyPatch, dx: float, dy: float, zoom: float
+) -> None:
+    """ECC's fit refused (as on a tile ruled by a rim or a horizon, where it drifts to an
+    anisotropic warp): the similarity search from the coarse warp still aligns a re-cut copy
+    (the coarse warp alone scores these 0.74 and 0.60)."""
+    from splitaudit.indexer.match import low_res_align
+
+    def refused(reference: object, query: object, warp: np.ndarray) -> np.ndarray:
+        return warp
+
+    monkeypatch.setattr(low_res_align, "_refined", refused)
+    source = verify_thumbnail(_cut(astronaut, 226.2, 383.3, 128))
+    copy = _rescraped(_cut(astronaut, 226.2 + dx, 383.3 + dy, 128 / zoom))
+    assert aligned_scores(copy, source[None])[0] >= ALIGNED_NEAR
