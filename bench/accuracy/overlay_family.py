@@ -366,6 +366,7 @@ def _options_table(run: GeometryRun, truth: npt.NDArray[np.int8], t: Thresholds)
                     m.coverage,
                     np.nan if outside is None else outside,
                     m.own_inliers,
+                    _aligned_layout(m),
                 )
             )
     if not rows:
@@ -383,6 +384,7 @@ def _options_table(run: GeometryRun, truth: npt.NDArray[np.int8], t: Thresholds)
         ("agreement away from inliers >=", 4, (0.3, 0.4, 0.5, 0.6)),
         ("inlier coverage (4x4 cells) >=", 3, (0.25, 0.375, 0.5, 0.625)),
         ("inliers not shared (burstiness) >=", 5, (6, 12, 24)),
+        ("agreeing layout (aligned fits) >=", 6, (0.5, 0.8, 0.85, 0.9)),
     ):
         for cut in cuts:
             kept_c = int((copies[:, column] >= cut).sum())
@@ -398,6 +400,14 @@ def _options_table(run: GeometryRun, truth: npt.NDArray[np.int8], t: Thresholds)
                 f"max {np.nanmax(part[:, 4]):.2f}; coverage median {np.median(part[:, 3]):.2f}; "
                 f"inliers median {np.median(part[:, 1]):.0f}"
             )
+
+
+def _aligned_layout(m: GeometricMatch) -> float:
+    """The agreeing cells' layout of a fit of two images aligned as they are (2.0: not aligned
+    or nothing to judge on: the template rule does not apply)."""
+    if not m.aligned or m.content is None or m.content.agreeing_layout is None:
+        return 2.0
+    return m.content.agreeing_layout
 
 
 def _inset_boxes(
