@@ -15,9 +15,12 @@ the next chunk) and the edges, hence the clusters, are the local executor's.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from splitaudit.indexer.dedup.pairs import Chunk, Edge, chunk_edges
 from splitaudit.indexer.dedup.sharded_join import JoinShard, ShardedSelfJoins
@@ -179,17 +182,26 @@ class RayDedup:
 
     def _call(self, method: str, args: list[tuple[Any, ...]]) -> list[Any]:
         """``JoinShard.method`` on shard ``n`` (actor ``n`` mod the actors) for each args ``n``."""
-        n_actors = len(self.actors)
-        return list(
-            self.ray.get(
-                [self.actors[n % n_actors].join.remote(method, *a) for n, a in enumerate(args)]
-            )
-        )
+        return self._submit(method, args)()
 
     def _submit(self, method: str, args: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
-        """``_call`` without waiting: returns the function that waits for the answers."""
+        """``_call`` without waiting: returns the function that waits for the answers. An
+        array every shard gets (a batch of query vectors) goes to the object store once."""
         n_actors = len(self.actors)
-        refs = [self.actors[n % n_actors].join.remote(method, *a) for n, a in enumerate(args)]
+        counts = Counter(id(x) for a in args for x in a if isinstance(x, np.ndarray))
+        shared: dict[int, Any] = {}
+
+        def once(x: Any) -> Any:
+            if not isinstance(x, np.ndarray) or counts[id(x)] < 2:
+                return x
+            if id(x) not in shared:
+                shared[id(x)] = self.ray.put(x)
+            return shared[id(x)]
+
+        refs = [
+            self.actors[n % n_actors].join.remote(method, *(once(x) for x in a))
+            for n, a in enumerate(args)
+        ]
         return lambda: list(self.ray.get(refs))
 
     def edges(
