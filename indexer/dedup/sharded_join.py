@@ -9,14 +9,17 @@ Dedup's joins (``pairs.join_corpus``) are split the way each one decomposes:
   shards' ``k`` best (ties: lower id, ``Neighbours.from_pairs``), so the merge is exact.
 * **vectors, cell by cell**: the driver builds the cells exactly as ``vector_join.self_join``
   does (the IVF store's lists or a k-means partition of a Flat store, cut by ``split_cells``)
-  and calibrates the probing once; each shard owns a range of cells and runs
-  ``vector_join.ivf_join`` over every query with the same cells, the cells of other shards
-  empty. An IVF shard maps only its range of inverted lists (``ray_shards.FloatShard``) and
-  reads each cell's rows there; a k-means cell's vectors are sent to it (a Flat index is
-  small). A shard's table holds, per query, the best ``k`` of the pairs its cells gave and
-  the pairs found the other way (a query in its cells probing the query's cell). A pair found
-  both ways by two shards keeps the way the local join keeps (the shard holding the
-  neighbour's cell), then each query keeps its best ``k``.
+  and calibrates the probing once; each shard owns a contiguous range of cells (an IVF shard:
+  the sub-cells of a range of lists, only those lists' bytes mapped, ``ray_shards.FloatShard``;
+  a k-means shard: its cells' vectors, sent, a Flat index being small). For each query batch
+  of ``ivf_join`` the driver runs the coarse step, sends each shard the batch and the probes
+  of its cells, and the shard scores them as ``ivf_join`` does (one product per cell, one BLAS
+  thread, ``_above``); the driver adds the raw pairs in cell order and builds the symmetric
+  table as ``ivf_join`` does. Raw pairs, not per-shard top-``k`` tables: a pair found both
+  ways can score differently each way (fp16 / sq8 codes against float32 queries) and the
+  local join keeps the way it met first, which a shard's truncated table can lose. This
+  follows ``ivf_join``'s steps (its private helpers imported): a change there must be made
+  here too (``tests/indexer/dedup/test_sharded_join.py`` compares the two).
 * **hashes, k nearest**: every distinct query value's answer depends on it alone, so the
   values are cut into ranges, each shard searches its range against the whole hash index
   (``hamming_join.HammingJoin``) and the rows are concatenated. The radius join is not cut:
