@@ -43,6 +43,7 @@ from bench.accuracy.photos import Photo, collect_photos
 from bench.accuracy.scores import PairScores, compute_pair_scores, compute_table, nominated_pairs
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match import content_check, geometry
+from splitaudit.indexer.match.content_region import content_cosine, needs_content
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist
 from splitaudit.indexer.match.geometry import GeometricMatch
 from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
@@ -340,6 +341,7 @@ def main() -> None:
             f"{int((truth == 1).sum())}; unrelated test images reported semantic {flagged} of "
             f"{int(unrelated.sum())}"
         )
+    _content_semantic(dataset, queries, corpus, scores, after, truth, t, args.model)
     _options_table(after, truth, t)
     _inset_boxes(queries, after, truth, t)
     for when, run in (("before", before), ("after", after)):
@@ -449,3 +451,66 @@ def _check_cost(run: GeometryRun) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _content_semantic(
+    dataset: Dataset,
+    queries: list[Item],
+    corpus: list[Item],
+    scores: PairScores,
+    run: GeometryRun,
+    truth: npt.NDArray[np.int8],
+    t: Thresholds,
+    model: str,
+) -> None:
+    """Semantic verdicts per group without and with the content-only cosine of the fits refused
+    as an overlay (``content_region``), same run, same fits; and its cost per test image."""
+    from splitaudit.indexer.embed.loader import load_embedder
+
+    embedder = load_embedder(model)
+    content = np.full(scores.cosine.shape, np.nan, np.float64)
+    near = _near(scores, run.support, t)
+    started, cpu, embedded, rows = time.perf_counter(), time.process_time(), 0, set()
+    for (i, j), match in run.fits.items():
+        if near[i, j] or not scores.cosine[i, j] >= t.semantic_cosine or not needs_content(match):
+            continue
+        query = decode_image(dataset.path(queries[i]).read_bytes()).image
+        reference = decode_image(dataset.path(corpus[j]).read_bytes()).image
+        value = content_cosine(query, reference, match, embedder.embed)
+        rows.add(i)
+        if value is not None:
+            content[i, j] = value
+            embedded += 1
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    args = (scores.phash_hamming, scores.cosine, scores.verify, scores.min_side, run.support)
+    without, with_content = t.semantic_mask(*args), t.semantic_mask(*args, content)
+    print("\nsemantic (after), without / with the content-only cosine of fits refused as overlay:")
+    for name, group in _groups(queries).items():
+        if name.startswith("unrelated"):
+            a = int((without[group] & (truth[group] == 0)).any(axis=1).sum())
+            b = int((with_content[group] & (truth[group] == 0)).any(axis=1).sum())
+            print(
+                f"  {name:<24} unrelated test images semantic {a:>3} -> {b:>3} of {int(group.sum())}"
+            )
+    for label, tier in (("near or semantic", True), ("semantic", False)):
+        base = (without | near) if tier else without
+        new = (with_content | near) if tier else with_content
+        print(
+            f"  true pairs {label}: {int((base & (truth == 1)).sum())} -> "
+            f"{int((new & (truth == 1)).sum())} of {int((truth == 1).sum())}"
+        )
+    kept = (truth == 0) & ~np.isnan(content)
+    if kept.any():
+        values = content[kept]
+        print(
+            f"  content cosines of unrelated pairs: {len(values)}, max {values.max():.3f}, "
+            f">= {t.semantic_cosine}: {int((values >= t.semantic_cosine).sum())}"
+        )
+    true_content = content[(truth == 1) & ~np.isnan(content)]
+    if len(true_content):
+        print(f"  content cosines of true pairs: {len(true_content)}, min {true_content.min():.3f}")
+    print(
+        f"  content check: {len(rows)} test images, {embedded} pairs embedded, {seconds:.1f} s wall "
+        f"/ {cpu:.1f} s CPU: {1000 * seconds / len(queries):.1f} ms wall per test image of "
+        f"{len(queries)} ({1000 * seconds / max(len(rows), 1):.0f} ms per test image checked)"
+    )

@@ -34,6 +34,7 @@ from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 
 if TYPE_CHECKING:
+    from splitaudit.indexer.match.content_region import Embed
     from splitaudit.indexer.match.inset_candidates import RegionVectors
     from splitaudit.indexer.match.verify_store import VerifyStore
 
@@ -65,6 +66,9 @@ class Pair:
     geometry: GeometricMatch | None = None
     # best cosine of a region of a large test image (``inset_candidates``): an inset copy
     region_cosine: float | None = None
+    # cosine of the content region alone of a pair whose fit was refused as an overlay
+    # (``content_region``): semantic only if it is similar too
+    content_cosine: float | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
@@ -103,6 +107,8 @@ class Pair:
             ev["verify_score"] = round(self.verify, 4)
         if self.geometry is not None and self.geometry.inliers:
             ev["geometry"] = self.geometry.evidence()
+        if self.content_cosine is not None:
+            ev["content_cosine"] = round(self.content_cosine, 4)
         if self.rules:
             ev["near_rules"] = self.rules
         if self.min_side is not None:
@@ -131,11 +137,15 @@ def match_corpus(
     store: VerifyStore | None = None,
     on_verify: Callable[[int, int], None] | None = None,
     regions: RegionVectors | None = None,
+    content_embed: Embed | None = None,
 ) -> CorpusMatches:
     """Find and classify every pair of split item x corpus item that is a duplicate of some kind.
 
     ``regions``: embeddings of regions of the large test images by the same model as
     ``vectors`` (``state.regions[model]``), which nominate insets for the geometric step.
+    ``content_embed``: that model's embedder (``Embedder.embed``); with it, a pair whose
+    geometric fit was refused as an overlay is semantic only if its content region embeds close
+    too (``splitaudit.indexer.match.content_region``); without it, by its cosine as before.
 
     ``on_verify(done, total)`` hears the verification step's progress (test images with
     candidates to verify): the long phase of a large audit.
@@ -191,6 +201,7 @@ def match_corpus(
                 query_model,
                 phases,
                 on_verify=on_verify,
+                content_embed=content_embed,
             )
         finally:
             geometric.close()
@@ -209,7 +220,7 @@ def _classify(p: Pair, th: Thresholds) -> None:
         p.kind = MatchKind.EXACT
         return
     geo = None if p.geometry is None else p.geometry.support
-    p.kind = th.classify(p.hamming, p.cosine, p.verify, p.min_side, geo)
+    p.kind = th.classify(p.hamming, p.cosine, p.verify, p.min_side, geo, p.content_cosine)
     if p.kind == MatchKind.NEAR:
         p.rules = th.near_evidence(p.hamming, p.cosine, p.verify, p.min_side, geo)
 
@@ -408,6 +419,7 @@ def _verify_candidates(
     query_model: type[SplitItem] | type[Item] = SplitItem,
     phases: PhaseTimes | None = None,
     on_verify: Callable[[int, int], None] | None = None,
+    content_embed: Embed | None = None,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
     geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
@@ -447,12 +459,13 @@ def _verify_candidates(
             Callable[[], list[GeometricMatch]],
             int,
             Callable[[int], Image.Image | None],
+            Image.Image,
         ]
     ] = deque()
 
     def settle(in_flight: int) -> None:
         while len(pending) > in_flight:
-            chosen, result, row, load = pending.popleft()
+            chosen, result, row, load, shown = pending.popleft()
             with phases.phase("verification: geometric"):
                 found = result()
             for p, match in zip(chosen, found, strict=True):
@@ -467,6 +480,9 @@ def _verify_candidates(
                     _refit_insets(
                         again, split_locators.get(int(state.ids[row])), geometric, load, digests
                     )
+            if content_embed is not None:
+                with phases.phase("verification: content region"):
+                    _content_cosines(chosen, shown, load, content_embed, th)
 
     for done, (row, ps) in enumerate(todo.items()):
         if on_verify is not None:
@@ -529,6 +545,7 @@ def _verify_candidates(
                     geometric.submit(query, [p.item_id for p in chosen], load, digests),
                     row,
                     load,
+                    query,
                 )
             )
             decoded = phases.seconds.get("verification: decode", 0.0) - decoding
@@ -537,6 +554,29 @@ def _verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+
+
+def _content_cosines(
+    pairs: Sequence[Pair],
+    query: Image.Image,
+    load: Callable[[int], Image.Image | None],
+    embed: Embed,
+    th: Thresholds,
+) -> None:
+    """The content cosine (``content_region.content_cosine``) of the pairs it decides: a fit
+    refused as an overlay at the identity alignment, a cosine that would make the pair
+    semantic, and not near (a vetoed fit leaves no near rule; a refused one may)."""
+    from splitaudit.indexer.match.content_region import content_cosine, needs_content
+
+    for p in pairs:
+        if p.cosine is None or p.cosine < th.semantic_cosine or not needs_content(p.geometry):
+            continue
+        assert p.geometry is not None
+        if th.is_near(p.hamming, p.cosine, p.verify, p.min_side, p.geometry.support):
+            continue
+        corpus = load(p.item_id)
+        if corpus is not None:
+            p.content_cosine = content_cosine(query, corpus, p.geometry, embed)
 
 
 def _refit_insets(

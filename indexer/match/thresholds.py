@@ -199,11 +199,19 @@ class Thresholds:
         verify: ArrayLike,
         min_side: ArrayLike | None = None,
         geometry: ArrayLike | None = None,
+        content_cosine: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """The semantic rule, vectorised: cosine >= ``semantic_cosine``, not small, not near."""
+        """The semantic rule, vectorised: cosine >= ``semantic_cosine``, not small, not near.
+
+        ``content_cosine``: for a pair whose geometric fit was refused as an overlay, the cosine
+        of the two images' content region alone (``content_region.content_cosine``; NaN: none);
+        such a pair is semantic only if that is at or above ``semantic_cosine`` too. Pairs
+        without one (NaN, or None for all) keep the rule as it was."""
         cos = np.asarray(cosine, dtype=np.float64)
         with np.errstate(invalid="ignore"):
             similar = (cos >= self.semantic_cosine) & ~self.small_mask(min_side)
+            if content_cosine is not None:
+                similar &= ~(np.asarray(content_cosine, np.float64) < self.semantic_cosine)
             near = self.near_mask(hamming, cos, verify, min_side, geometry)
             return similar & ~near  # type: ignore[no-any-return]
 
@@ -255,16 +263,19 @@ class Thresholds:
         verify: float | None = None,
         min_side: int | None = None,
         geometry: int | None = None,
+        content_cosine: float | None = None,
     ) -> MatchTier | None:
         """``"near"``, ``"semantic"`` or ``None`` for one pair (exact matches are decided earlier).
 
         ``min_side`` is the smaller of the two images' short sides in pixels; ``geometry`` the
-        supporting keypoint matches of a geometric match (``None`` = not run).
+        supporting keypoint matches of a geometric match (``None`` = not run);
+        ``content_cosine`` the content-only cosine of a fit refused as an overlay
+        (``semantic_mask``; ``None`` = none).
         """
         args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side), _num(geometry))
         if self.near_mask(*args):
             return "near"
-        if self.semantic_mask(*args):
+        if self.semantic_mask(*args, _num(content_cosine)):
             return "semantic"
         return None
 
