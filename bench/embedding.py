@@ -19,6 +19,12 @@ the ratio of the fastest rounds too (on a shared machine the fastest round is th
 Target (issue "Indexer"): pipeline overhead over the bare forward <= 15%.
 
 ``--backends`` compares eager torch with ONNX Runtime and OpenVINO instead (``bench/backends.py``).
+
+``--crop-cosines`` compares, per image of the bench photo sets (``bench.index_vs_fastdup``'s
+``photos`` and ``small``, first ``--n``), the vector of the 256-px working copy run through the
+model's own resize and crop (what audits embed) with the vector of the indexing workers' crop
+(``ResizeCrop.apply`` on the decode), and prints the median and lowest cosine and the CPU
+milliseconds per image of each way of making the input.
 """
 
 from __future__ import annotations
@@ -74,8 +80,16 @@ def main(argv: list[str] | None = None) -> None:
         help="--backends: release timed beside the CLI runs (default 0.1.0; '' for none)",
     )
     parser.add_argument("--skip-fastdup", action="store_true", help="--backends: leave fastdup out")
+    parser.add_argument(
+        "--crop-cosines",
+        action="store_true",
+        help="cosine of the workers' crop vs the working copy's vectors (bench photo sets)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.crop_cosines:
+        crop_cosines(args.model, args.n)
+        return
     if args.backends:
         from bench.backends import main as backends_main
 
@@ -143,6 +157,40 @@ def main(argv: list[str] | None = None) -> None:
     best = min(times["pipeline"]) / min(times["bare"]) - 1.0
     print(f"  fastest rounds: pipeline / bare = {best + 1:.3f}x -> overhead {best:+.1%}")
     print(f"  preprocess alone = {med['preprocess'] / med['bare']:.1%} of the bare forward time")
+
+
+def crop_cosines(model: str, n: int) -> None:
+    """Median / lowest cosine between the two embedding inputs, and what each costs to make."""
+    from bench.index_vs_fastdup import image_sets
+    from splitaudit.indexer.features.decode import decode_image
+    from splitaudit.indexer.pipeline.extract import embed_input_of
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    embedder = load_embedder(model)
+    crop = embed_input_of(embedder)
+    if crop is None:
+        raise SystemExit(f"{model}: its eval geometry is not a short-side resize + centre crop")
+    for name, folder in image_sets(1000).items():
+        decoded = [decode_image(p.read_bytes()) for p in sorted(folder.glob("*.jpg"))[:n]]
+        cpu = time.process_time()
+        working = [d.image for d in decoded]
+        cpu_fit = time.process_time() - cpu
+        cpu = time.process_time()
+        for image in working:  # the model's own resize and crop, as the embedder runs them
+            for step in embedder.preprocess._geometry or []:
+                image = step(image)
+        cpu_model = time.process_time() - cpu
+        cpu = time.process_time()
+        cropped = [crop.apply(d.decoded) for d in decoded]
+        cpu_crop = time.process_time() - cpu
+        cosines = (embedder.embed(working) * embedder.embed(cropped)).sum(axis=1)
+        print(
+            f"{name}: {len(decoded)} images, cosine median {np.median(cosines):.7f} lowest "
+            f"{cosines.min():.7f}; CPU ms/img to make the input: 256-px copy "
+            f"{1000 * cpu_fit / len(decoded):.2f} + the model's resize and crop "
+            f"{1000 * cpu_model / len(decoded):.2f}, the workers' crop "
+            f"{1000 * cpu_crop / len(decoded):.2f}"
+        )
 
 
 if __name__ == "__main__":
