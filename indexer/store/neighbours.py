@@ -8,6 +8,47 @@ import numpy as np
 import numpy.typing as npt
 
 
+def _sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``np.unique(values)`` by a sort (none when already strictly ascending, as the joins'
+    keys are): numpy 2.4's ``np.unique`` hashes, ~2 CPU-s for 2M int64 against ~0.02 s."""
+    if len(values) and not bool(np.all(values[1:] > values[:-1])):
+        values = np.sort(values)
+        values = values[np.r_[True, values[1:] != values[:-1]]]
+    return values
+
+
+def _rank_bits(scores: npt.NDArray[np.generic], descending: bool) -> npt.NDArray[np.int64] | None:
+    """Each score as a non-negative integer below 2**32 in rank order (best lowest), or None
+    for a dtype it does not cover (float32 cosines, integer distances within int32)."""
+    if scores.dtype == np.float32:
+        flipped = (-scores if descending else scores) + np.float32(0.0)  # -0.0 ranks as 0.0
+        bits = flipped.view(np.uint32)
+        # IEEE order as unsigned order: negatives all bits flipped, positives the sign bit set
+        return np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31)).astype(np.int64)
+    if np.issubdtype(scores.dtype, np.integer) and len(scores):
+        wide = scores.astype(np.int64)
+        if wide.min() > -(2**31) and wide.max() < 2**31:
+            return (-wide if descending else wide) + 2**31
+    return None
+
+
+def _group_order(
+    query: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.int64],
+    scores: npt.NDArray[np.generic],
+    descending: bool,
+) -> npt.NDArray[np.int64]:
+    """``np.lexsort((ids, rank, query))``: by query, best score first, then lower id. With
+    ids in [0, 2**31), rank and id packed into one int64 sorted once, then a stable sort by
+    query: ~2x less CPU than the lexsort over three keys (5M triples: 1.5 CPU-s against 3.3)."""
+    bits = _rank_bits(scores, descending) if len(ids) else None
+    if bits is None or ids.min() < 0 or ids.max() >= 2**31:
+        rank = -scores.astype(np.float64) if descending else scores.astype(np.float64)
+        return np.lexsort((ids, rank, query))
+    by_rank = np.argsort((bits << 31) | ids)
+    return by_rank[np.argsort(query[by_rank], kind="stable")]
+
+
 @dataclass(frozen=True)
 class Neighbours:
     """For each query key (sorted, unique), its neighbour ids and scores, best first.
@@ -32,15 +73,20 @@ class Neighbours:
         *,
         k: int | None,
         descending: bool,
+        unique: bool = False,
     ) -> Neighbours:
         """Group (query key, id, score) triples by query key, best ``k`` each (ties: lower id).
 
         ``keys``: every query key asked for (a key without a pair gets an empty list).
+        ``unique``: a (query key, id) pair given more than once (found twice, with the same
+        score) is kept once: the sort that groups them drops the repeats, no sort of its own.
         """
-        keys = np.unique(np.asarray(keys, np.int64))
-        rank = -scores.astype(np.float64) if descending else scores.astype(np.float64)
-        order = np.lexsort((ids, rank, query))
+        keys = _sorted_unique(np.asarray(keys, np.int64))
+        order = _group_order(query, ids, scores, descending)
         query, ids, scores = query[order], ids[order], scores[order]
+        if unique and len(query):
+            new = np.r_[True, (query[1:] != query[:-1]) | (ids[1:] != ids[:-1])]
+            query, ids, scores = query[new], ids[new], scores[new]
         if k is not None and len(query):
             starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
             first = np.repeat(starts, np.diff(np.r_[starts, len(query)]))
