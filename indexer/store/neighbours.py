@@ -21,7 +21,8 @@ def _rank_bits(scores: npt.NDArray[np.generic], descending: bool) -> npt.NDArray
     """Each score as a non-negative integer below 2**32 in rank order (best lowest), or None
     for a dtype it does not cover (float32 cosines, integer distances within int32)."""
     if scores.dtype == np.float32:
-        flipped = (-scores if descending else scores) + np.float32(0.0)  # -0.0 ranks as 0.0
+        cos = scores.astype(np.float32, copy=False)
+        flipped = (-cos if descending else cos) + np.float32(0.0)  # -0.0 ranks as 0.0
         bits = flipped.view(np.uint32)
         # IEEE order as unsigned order: negatives all bits flipped, positives the sign bit set
         return np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31)).astype(np.int64)
