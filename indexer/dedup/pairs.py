@@ -54,6 +54,7 @@ from splitaudit.indexer.store.binary_index import signed_to_unsigned
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.hamming_join import as_keys
+from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
 
@@ -463,7 +464,7 @@ def _join_items(
         np.asarray(ids_l, np.int64),
         signed_to_unsigned(np.asarray(hashes_l, np.int64)),
         np.asarray(knn_l, bool),
-        np.unique(np.asarray(embedded_l, np.int64)),
+        sorted_unique(np.asarray(embedded_l, np.int64)),
     )
 
 
