@@ -515,6 +515,11 @@ def _content_semantic(
     true_content = content[(truth == 1) & ~np.isnan(content)]
     if len(true_content):
         print(f"  content cosines of true pairs: {len(true_content)}, min {true_content.min():.3f}")
+        for i, j in zip(*np.nonzero((truth == 1) & ~np.isnan(content)), strict=True):
+            print(
+                f"    {queries[i].transform} -> {corpus[j].transform}: cosine "
+                f"{scores.cosine[i, j]:.3f}, content {content[i, j]:.3f}"
+            )
     print(
         f"  content check: {len(rows)} test images, {embedded} pairs embedded, {seconds:.1f} s wall "
         f"/ {cpu:.1f} s CPU: {1000 * seconds / len(queries):.1f} ms wall per test image of "
