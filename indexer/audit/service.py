@@ -433,6 +433,10 @@ def _visual_matches(
                         regions=state.regions.get(corpus.model_id or "")
                         if vectors is not None
                         else None,
+                        # overlay-only pairs: semantic only if their content embeds close too
+                        content_embed=embedders[corpus.model_id].embed
+                        if vectors is not None and corpus.model_id
+                        else None,
                     ).pairs
             for p in pairs:
                 assert p.kind is not None  # match_corpus returns classified pairs only

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.embed.protocol import Embedder
+from splitaudit.indexer.errors import ModelUnavailableError
 from splitaudit.indexer.match.engine import TOP_K, Pair, match_corpus
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
@@ -69,6 +71,8 @@ from splitaudit.indexer.store.joined import StandInFloats
 from splitaudit.indexer.workspace import Workspace
 
 if TYPE_CHECKING:
+    from PIL import Image
+
     from splitaudit.indexer.match.verify_store import VerifyStore
 
 log = logging.getLogger(__name__)
@@ -185,6 +189,7 @@ class MatchWorker(WorkspaceActor):
         )
         self.peers: list[Any] = []
         self.hash_peers: list[Any] = []
+        self._embedder: Embedder | None = None  # the corpus model, for content regions
 
     def set_peers(self, peers: list[Any], hash_peers: list[Any] | None = None) -> int:
         """Open the workspace; note the actors holding the vector shards and the hash shards,
@@ -222,6 +227,23 @@ class MatchWorker(WorkspaceActor):
             return self.hashes
         spec = self.hash_shard.spec
         return ShardedHashes(spec.total, spec.params, self._ask_hash_shards)
+
+    def _content_embed(self, images: Sequence[Image.Image]) -> npt.NDArray[np.float32]:
+        """The corpus model's embeddings of ``images``: the content regions of pairs refused as
+        an overlay (``match.content_region``), as the local audit embeds them with the driver's
+        embedder. The model is loaded here on first use (most batches never need it)."""
+        if self._embedder is None:
+            from splitaudit.indexer.db.models import Corpus
+            from splitaudit.indexer.embed.loader import load_embedder
+
+            with self.ws.sessions() as s:
+                spec = s.get(Corpus, self.layout.corpus_id).model_spec  # type: ignore[union-attr]
+            if not spec:
+                raise ModelUnavailableError(
+                    f"corpus {self.layout.corpus!r} does not record how to load its model"
+                )
+            self._embedder = load_embedder(spec)
+        return self._embedder.embed(images)
 
     def mapped_bytes(self) -> int:
         """Bytes of the float index file this actor maps (its shard only)."""
@@ -303,6 +325,7 @@ class MatchWorker(WorkspaceActor):
                 phases=phases,
                 store=self.store,
                 regions=state.regions.get(model) if model is not None else None,
+                content_embed=self._content_embed if model is not None else None,
             )
         return batch, found.pairs, dict(phases.seconds)
 
