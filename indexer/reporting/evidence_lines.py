@@ -21,6 +21,7 @@ _SENTENCES = (
     "mirrored",
     "orientation",
     "cosine",
+    "content_cosine",
     "verify_score",
     "geometry",
     "near_rules",
@@ -137,6 +138,11 @@ def evidence_lines(evidence: Any) -> list[str]:
         lines.append(f"pHash differs in {ev['phash_hamming']} of 64 bits{how}")
     if ev.get("cosine") is not None:
         lines.append(f"embedding cosine {float(ev['cosine']):.3f}")
+    if ev.get("content_cosine") is not None:
+        lines.append(
+            f"content region alone (away from the overlay): embedding cosine "
+            f"{float(ev['content_cosine']):.3f}"
+        )
     if ev.get("verify_score") is not None:
         lines.append(f"pixel verification score {float(ev['verify_score']):.3f}")
     if isinstance(ev.get("geometry"), Mapping):

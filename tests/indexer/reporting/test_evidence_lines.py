@@ -83,3 +83,11 @@ def test_html_report_lists_evidence_and_draws_the_region_on_the_corpus_image() -
     assert rects == [("0.2500", "0.1000", "0.5000", "0.5000")]
     corpus_side = page.split('<div class="side">')[2]
     assert 'aria-label="where the test image lies"' in corpus_side
+
+
+def test_a_content_cosine_is_said_as_the_content_region_alone() -> None:
+    lines = evidence_lines({"cosine": 0.74, "content_cosine": 0.41})
+    assert lines == [
+        "embedding cosine 0.740",
+        "content region alone (away from the overlay): embedding cosine 0.410",
+    ]
