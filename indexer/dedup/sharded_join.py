@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.dedup.self_joins import BatchRefs, LocalSelfJoins
 from splitaudit.indexer.pipeline.ray_shards import FloatShard, ShardSpec, plan_shards
@@ -54,7 +53,6 @@ from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_join's own
     Cells,
     JoinReport,
-    _above,
     _Pairs,
     _rebatch,
     calibrate_gap,
@@ -64,6 +62,7 @@ from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_j
     gap_recall,
     ivf_cells,
     kmeans_cells,
+    score_cells,
     split_cells,
 )
 
@@ -181,39 +180,6 @@ class JoinShard:
     def close_cells(self, shard: int) -> None:
         """Drop a vector shard's cells (its decoded rows)."""
         self.cells.pop(shard, None)
-
-
-def score_cells(
-    cells: Cells,
-    q: npt.NDArray[np.float32],
-    rows: npt.NDArray[np.int64],
-    probed: npt.NDArray[np.int64],
-    *,
-    k: int,
-    floor: float,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """``ivf_join``'s scoring loop over probes sorted by cell: one product per cell and the
-    rows ``_above`` keeps, in cell order; (query row, neighbour id, cosine)."""
-    out_r: list[npt.NDArray[np.int64]] = []
-    out_i: list[npt.NDArray[np.int64]] = []
-    out_s: list[npt.NDArray[np.float32]] = []
-    starts = np.flatnonzero(np.r_[True, probed[1:] != probed[:-1]]) if len(probed) else probed
-    bounds = np.r_[starts, len(probed)]
-    # the same products on the same single BLAS thread as the local join: bit-identical scores
-    with threadpool_limits(limits=1, user_api="blas"):
-        for j, start in enumerate(starts.tolist()):
-            ids, vecs = cells.get(int(probed[start]))
-            if len(ids) == 0:
-                continue
-            qrows = rows[start : bounds[j + 1]]
-            scores = q[qrows] @ vecs.T
-            r, c = _above(scores, floor, k)
-            out_r.append(qrows[r])
-            out_i.append(ids[c])
-            out_s.append(scores[r, c].astype(np.float32))
-    if not out_r:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
-    return np.concatenate(out_r), np.concatenate(out_i), np.concatenate(out_s)
 
 
 def shard_cells(plan: CellPlan, shard: VectorShard, lists: FloatShard | None) -> Cells:

@@ -488,24 +488,48 @@ def ivf_join(
             stats["probes"] = stats.get("probes", 0) + len(coarse)
             stats["scored"] = stats.get("scored", 0) + int(cells.sizes[coarse].sum())
         order = np.argsort(coarse, kind="stable")
-        by_cell = coarse[order]
-        rows = rows[order]
-        starts = np.flatnonzero(np.r_[True, by_cell[1:] != by_cell[:-1]])
-        bounds = np.r_[starts, len(by_cell)]
-        # ~nlist products per batch: BLAS's own threads only slow small ones (float_index)
-        with threadpool_limits(limits=1, user_api="blas"):
-            for j, start in enumerate(starts.tolist()):
-                ids, vecs = cells.get(int(by_cell[start]))
-                if len(ids) == 0:
-                    continue
-                qrows = rows[start : bounds[j + 1]]
-                scores = q[qrows] @ vecs.T
-                r, c = _above(scores, floor, k)
-                out.add(qids[qrows[r]], ids[c], scores[r, c])
+        r, i, scores = score_cells(cells, q, rows[order], coarse[order], k=k, floor=floor)
+        out.add(qids[r], i, scores)
         done += len(q)
         if progress is not None:
             progress(done)
     return out.table(keys, k, symmetric=True)
+
+
+def score_cells(
+    cells: Cells,
+    q: npt.NDArray[np.float32],
+    rows: npt.NDArray[np.int64],
+    probed: npt.NDArray[np.int64],
+    *,
+    k: int,
+    floor: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The cell join's scoring of query rows ``rows`` against the cells ``probed`` they probe
+    (both sorted by cell, rows ascending within a cell): one product per cell and the pairs
+    ``_above`` keeps, in cell order, as (query row, neighbour id, cosine). ``ivf_join`` runs it
+    on a whole batch; a shard of the join (``dedup.sharded_join``) on the probes of its cells."""
+    out_r: list[npt.NDArray[np.int64]] = []
+    out_i: list[npt.NDArray[np.int64]] = []
+    out_s: list[npt.NDArray[np.float32]] = []
+    starts = np.flatnonzero(np.r_[True, probed[1:] != probed[:-1]]) if len(probed) else probed
+    bounds = np.r_[starts, len(probed)]
+    # ~nlist products per batch: BLAS's own threads only slow small ones (float_index), and one
+    # thread gives the same scores wherever the products run (bit-identical shards)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for j, start in enumerate(starts.tolist()):
+            ids, vecs = cells.get(int(probed[start]))
+            if len(ids) == 0:
+                continue
+            qrows = rows[start : bounds[j + 1]]
+            scores = q[qrows] @ vecs.T
+            r, c = _above(scores, floor, k)
+            out_r.append(qrows[r])
+            out_i.append(ids[c])
+            out_s.append(scores[r, c].astype(np.float32))
+    if not out_r:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+    return np.concatenate(out_r), np.concatenate(out_i), np.concatenate(out_s)
 
 
 def self_join(
