@@ -11,18 +11,15 @@ the rule, the evidence. With the wiring gone, both pairs would be semantic.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from helpers.chrome_images import window_chrome
+from helpers.cli_audit import index_and_audit
 from PIL import Image
 
-from splitaudit.indexer.cli.main import cli
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match import content_region
 
@@ -40,10 +37,10 @@ def _colourful(image: Image.Image) -> bool:
 @pytest.fixture(scope="module")
 def audited(
     tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str
-) -> tuple[dict[str, Any], list[tuple[bool, bool]]]:
+) -> tuple[dict[str, Any], list[bool]]:
     """Corpus: the cat (colour) and the camera (grey) in one viewer window. Split: the rocket in
-    the same window. Returns the report and, per content cosine asked, (colour photo, an
-    embedder was given)."""
+    the same window. Returns the report and, per content cosine asked, whether the corpus photo
+    is the colour one."""
     root = tmp_path_factory.mktemp("overlay-semantic")
     corpus, split, home = root / "corpus", root / "split", root / "home"
     corpus.mkdir()
@@ -51,49 +48,32 @@ def audited(
     window_chrome(sample_photo("chelsea")).save(corpus / "chrome_chelsea.png")
     window_chrome(sample_photo("camera")).save(corpus / "chrome_camera.png")
     window_chrome(sample_photo("rocket")).save(split / "chrome_rocket.png")
-    asked: list[tuple[bool, bool]] = []
+    asked: list[bool] = []
     real: Callable[..., float | None] = content_region.content_cosine
 
     def chosen(query: Image.Image, image: Image.Image, match: Any, embed: Any) -> float | None:
         if real(query, image, match, embed) is None:  # no content box: the rule does not apply
             return None
-        asked.append((_colourful(image), embed is not None))
+        asked.append(_colourful(image))
         return 0.9 if _colourful(image) else -0.9
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(content_region, "content_cosine", chosen)
-        runner = CliRunner()
-        indexed = runner.invoke(
-            cli,
-            [
-                "index",
-                str(corpus),
-                "--corpus",
-                "c",
-                "--home",
-                str(home),
-                "--model",
-                tiny_model_spec,
-            ],
+        report = index_and_audit(
+            corpus, split, home, tiny_model_spec, [f"semantic_cosine={SEMANTIC}"]
         )
-        assert indexed.exit_code == 0, indexed.output
-        out = root / "report.json"
-        audit = ["audit", str(split), "--corpus", "c", "--home", str(home), "--json", str(out)]
-        th = ["--threshold", "candidate_cosine=-1", "--threshold", f"semantic_cosine={SEMANTIC}"]
-        audited = runner.invoke(cli, [*audit, *th])
-        assert audited.exit_code in (0, 1), audited.output
-    return json.loads(Path(out).read_text()), asked
+    return report, asked
 
 
 def test_the_audit_asks_the_corpus_model_for_the_content_cosine(
-    audited: tuple[dict[str, Any], list[tuple[bool, bool]]],
+    audited: tuple[dict[str, Any], list[bool]],
 ) -> None:
     _report, asked = audited
-    assert sorted(asked) == [(False, True), (True, True)]
+    assert sorted(asked) == [False, True]  # one content cosine per corpus photo in the chrome
 
 
 def test_the_content_cosine_decides_the_semantic_verdict(
-    audited: tuple[dict[str, Any], list[tuple[bool, bool]]],
+    audited: tuple[dict[str, Any], list[bool]],
 ) -> None:
     report, _asked = audited
     item = next(it for it in report["items"] if it["key"] == "chrome_rocket.png")

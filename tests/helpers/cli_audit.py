@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,11 @@ from click.testing import CliRunner
 from splitaudit.indexer.cli.main import cli
 
 
-def index_and_audit(corpus: Path, split: Path, home: Path, model_spec: str) -> dict[str, Any]:
-    """``splitaudit index CORPUS`` with ``model_spec``, then ``splitaudit audit SPLIT --json``.
+def index_and_audit(
+    corpus: Path, split: Path, home: Path, model_spec: str, thresholds: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``splitaudit index CORPUS`` with ``model_spec``, then ``splitaudit audit SPLIT --json``
+    (``thresholds``: more ``NAME=VALUE`` overrides).
 
     The tiny test model's cosines are not semantic, so the audit nominates every neighbour
     (``candidate_cosine=-1``): the hashes, the verifier and the geometric match decide, as they
@@ -25,7 +29,8 @@ def index_and_audit(corpus: Path, split: Path, home: Path, model_spec: str) -> d
     assert indexed.exit_code == 0, indexed.output
     out = home.parent / "report.json"
     audit = ["audit", str(split), "--corpus", "c", "--home", str(home), "--json", str(out)]
-    audited = runner.invoke(cli, [*audit, "--threshold", "candidate_cosine=-1"])
+    overrides = ["candidate_cosine=-1", *thresholds]
+    audited = runner.invoke(cli, [*audit, *(a for o in overrides for a in ("--threshold", o))])
     assert audited.exit_code in (0, 1), audited.output
     report: dict[str, Any] = json.loads(out.read_text())
     return report
