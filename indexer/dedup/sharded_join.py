@@ -50,11 +50,10 @@ from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.neighbours import Neighbours
-from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_join's own
+from splitaudit.indexer.store.vector_join import (
     Cells,
+    JoinPairs,
     JoinReport,
-    _Pairs,
-    _rebatch,
     calibrate_gap,
     cell_lookup,
     cells_within,
@@ -62,6 +61,7 @@ from splitaudit.indexer.store.vector_join import (  # the private helpers: ivf_j
     gap_recall,
     ivf_cells,
     kmeans_cells,
+    rebatch,
     score_cells,
     split_cells,
 )
@@ -417,11 +417,11 @@ class ShardedSelfJoins(LocalSelfJoins):
         """``vector_join.ivf_join`` with each batch's scoring done by the shards."""
         cells, lookup, bounds = plan.cells, plan.lookup, plan.bounds
         assert cells is not None and lookup is not None and bounds is not None
-        out, keys = _Pairs(), []
+        out, keys = JoinPairs(), []
         probes = scored = 0
         cpu = time.process_time()
         waiting: tuple[npt.NDArray[np.int64], Callable[[], list[Any]]] | None = None
-        for qids, q in _rebatch(queries, vector_join.QUERY_BATCH):
+        for qids, q in rebatch(queries, vector_join.QUERY_BATCH):
             keys.append(qids)
             rows, coarse = cells_within(q, cells.centroids, cells.gap, cells.cap, lookup(qids))
             probes += len(coarse)
@@ -463,7 +463,9 @@ def _ready(answers: list[Any]) -> Callable[[], list[Any]]:
     return lambda: answers
 
 
-def _add_pairs(out: _Pairs, qids: npt.NDArray[np.int64], answers: Callable[[], list[Any]]) -> None:
+def _add_pairs(
+    out: JoinPairs, qids: npt.NDArray[np.int64], answers: Callable[[], list[Any]]
+) -> None:
     """One batch's pairs, shard by shard: the local join's cell order, so the same pairs in
     the same order (batches are added in order too)."""
     for r, i, s in answers():

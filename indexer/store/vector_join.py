@@ -359,9 +359,11 @@ def gap_recall(cells: Cells, cosine: float, gap: float, *, seed: int = 0) -> flo
     return float((gaps <= gap).mean())
 
 
-def _rebatch(
+def rebatch(
     chunks: Chunks, rows: int
 ) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+    """The (ids, vectors) ``chunks`` joined into blocks of at least ``rows`` rows (the last one
+    whatever is left), in order: the joins' query batches."""
     ids_parts: list[npt.NDArray[np.int64]] = []
     vec_parts: list[npt.NDArray[np.float32]] = []
     held = 0
@@ -391,7 +393,7 @@ def _above(
     return r.astype(np.int64), c.astype(np.int64)
 
 
-class _Pairs:
+class JoinPairs:
     """(query id, neighbour id, cosine) triples collected for one table."""
 
     def __init__(self) -> None:
@@ -439,8 +441,8 @@ def exact_join(
     floor: float,
 ) -> Neighbours:
     """Each query's ``k`` best ``base`` rows with cosine >= ``floor``, exhaustively."""
-    out, keys = _Pairs(), []
-    for qids, q in _rebatch(queries, _EXACT_BLOCK):
+    out, keys = JoinPairs(), []
+    for qids, q in rebatch(queries, _EXACT_BLOCK):
         keys.append(qids)
         for bs in range(0, len(base), 16_384):
             scores = q @ np.asarray(base[bs : bs + 16_384], np.float32).T
@@ -467,9 +469,9 @@ def ivf_join(
     (``scored``). ``own`` (``cell_lookup``): each query also probes the cell it is in (a
     split list's sub-cell is not always its nearest centroid's), so it finds itself and
     whatever shares its cell."""
-    out, keys = _Pairs(), []
+    out, keys = JoinPairs(), []
     done = 0
-    for qids, q in _rebatch(queries, QUERY_BATCH):
+    for qids, q in rebatch(queries, QUERY_BATCH):
         keys.append(qids)
         mine = own(qids) if own is not None else None
         if gap is not None:
