@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from splitaudit.indexer.match.geometry import WORK_SIDE, Box, GeometricMatch
+from splitaudit.indexer.match.geometry import Box, GeometricMatch, working_size
 
 GRID = 8  # cells per side the inliers are counted in
 # The content box must keep at least this share of each side (else: no content region).
@@ -40,12 +40,6 @@ def needs_content(match: GeometricMatch | None) -> bool:
     if match is None or match.inlier_points is None or not match.aligned:
         return False
     return match.vetoes or match.overlay_only
-
-
-def working_size(width: int, height: int) -> tuple[int, int]:
-    """The size the geometric step detects keypoints at (``geometry._working_gray``)."""
-    scale = WORK_SIDE / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def content_box(

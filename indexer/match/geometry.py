@@ -303,11 +303,17 @@ def _cv2() -> Any:
     return cv2
 
 
+def working_size(width: int, height: int) -> tuple[int, int]:
+    """The size keypoints are detected at: the long side at ``WORK_SIDE`` (the px the inliers'
+    points are in)."""
+    scale = WORK_SIDE / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
 def _working_gray(image: Image.Image) -> npt.NDArray[np.uint8]:
     """Grayscale pixels with the long side at ``WORK_SIDE`` (small images are upscaled)."""
     gray = image if image.mode == "L" else image.convert("L")
-    scale = WORK_SIDE / max(gray.size)
-    size = (max(1, round(gray.width * scale)), max(1, round(gray.height * scale)))
+    size = working_size(*gray.size)
     if size != gray.size:
         gray = gray.resize(size, Image.Resampling.BILINEAR)
     return np.asarray(gray, dtype=np.uint8)

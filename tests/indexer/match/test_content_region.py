@@ -19,9 +19,8 @@ from splitaudit.indexer.match.content_region import (
     content_box,
     content_cosine,
     needs_content,
-    working_size,
 )
-from splitaudit.indexer.match.geometry import geometric_match
+from splitaudit.indexer.match.geometry import geometric_match, working_size
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
 
 TH = DEFAULT_THRESHOLDS
