@@ -66,7 +66,7 @@ DRAFT_SIZE = (256, 256)  # fixed JPEG DCT-scale request; see module docstring
 HASH_DRAFT_SIZE = (32, 32)  # the smallest scale pHash / dHash need (hash-only runs)
 _DCT_SCALES = (8, 4, 2, 1)  # libjpeg's reductions, in the order Pillow's draft tries them
 MAX_SHORT_SIDE = 256
-_RESAMPLE = Image.Resampling.LANCZOS
+FIT_RESAMPLE = Image.Resampling.LANCZOS  # the working copy's fit (embed_input: its crop)
 _REDUCING_GAP = 3.0  # box-reduce first for big non-JPEG images; visually equal, much faster
 _WHITE = (255, 255, 255)
 
@@ -307,4 +307,4 @@ def fit_short_side(image: Image.Image, short_side: int = MAX_SHORT_SIDE) -> Imag
     size = fit_size(image.width, image.height, short_side)
     if size == image.size:
         return image
-    return image.resize(size, _RESAMPLE, reducing_gap=_REDUCING_GAP)
+    return image.resize(size, FIT_RESAMPLE, reducing_gap=_REDUCING_GAP)

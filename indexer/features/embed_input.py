@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from splitaudit.indexer.features.decode import (
+    FIT_RESAMPLE,
     MAX_SHORT_SIDE,
     fit_is_one_pass,
     fit_short_side,
@@ -40,7 +41,6 @@ _SUPPORT = {
     Image.Resampling.BICUBIC: 2.0,
     Image.Resampling.LANCZOS: 3.0,
 }
-_FIT_RESAMPLE = Image.Resampling.LANCZOS
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ResizeCrop:
                 return source.crop((left, top, left + self.crop_width, top + self.crop_height))
             return source.resize(
                 (self.crop_width, self.crop_height),
-                _FIT_RESAMPLE,
+                FIT_RESAMPLE,
                 box=_scaled(
                     (left, top, left + self.crop_width, top + self.crop_height),
                     width / fit_w,
@@ -104,7 +104,7 @@ class ResizeCrop:
         y1 = min(fit_h, math.ceil(crop_box[3]) + margin_y)
         part = source.resize(
             (x1 - x0, y1 - y0),
-            _FIT_RESAMPLE,
+            FIT_RESAMPLE,
             box=_scaled((x0, y0, x1, y1), width / fit_w, height / fit_h),
         )
         return part.resize(
