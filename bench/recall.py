@@ -509,7 +509,8 @@ def main() -> None:
     costs: dict[str, float] = {}
     align_costs: dict[str, float] = {}
     for name, checkout in runs.items():
-        result = _audit_in_subprocess(root, args.cache / f"home-{name}", checkout)
+        # Each seed keeps its own index homes: two seeds never overwrite each other's.
+        result = _audit_in_subprocess(root, root / f"home-{name}", checkout)
         columns[name] = score(queries, _near_keys(result["report"]))
         times[name] = (result["wall_s"], result["cpu_s"])
         costs[name] = result["verify_us_per_pair"]

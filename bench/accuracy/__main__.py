@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.accuracy.dataset import load_dataset
+from bench.accuracy.dataset import dataset_root, load_dataset
 from bench.accuracy.evaluate import (
     IMAGEDEDUP_THRESHOLD,
     Pairs,
@@ -72,7 +72,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
-    root = args.cache / "accuracy"
+    root = dataset_root(args.cache, args.seed)
+    # outputs: seed 0 keeps the documented names, another seed its own (never overwritten)
+    suffix = "" if args.seed == 0 else f"-seed{args.seed}"
     if args.rebuild and root.exists():
         shutil.rmtree(root)
     dataset = load_dataset(root, args.seed)
@@ -143,11 +145,11 @@ def main() -> None:
         f"{scores.geometry_pairs_per_s:,.1f} pairs/s including keypoint detection"
     )
 
-    plot = args.cache / "accuracy_curve.png"
+    plot = args.cache / f"accuracy_curve{suffix}.png"
     save_plot(
         sweeps, {"fused default": fused, f"imagededup@{IMAGEDEDUP_THRESHOLD}": baseline}, plot
     )
-    histograms = args.cache / "accuracy_scores.png"
+    histograms = args.cache / f"accuracy_scores{suffix}.png"
     save_distributions(pairs, scores, thresholds, histograms)
     summary = {
         "model": corpus_table.model_id,
@@ -161,9 +163,10 @@ def main() -> None:
         "geometric_candidate_reach": reach,
         "probe_halves_geometry_max": float(halves.max()) if halves.size else None,
     }
-    (args.cache / "accuracy_results.json").write_text(json.dumps(summary, indent=1))
+    results_file = args.cache / f"accuracy_results{suffix}.json"
+    results_file.write_text(json.dumps(summary, indent=1))
     print(
-        f"curve: {plot}\nscore histograms: {histograms}\nresults: {args.cache / 'accuracy_results.json'}\n"
+        f"curve: {plot}\nscore histograms: {histograms}\nresults: {results_file}\n"
         f"total time {time.perf_counter() - started:.0f} s"
     )
 

@@ -302,6 +302,12 @@ def build_dataset(root: Path, seed: int = 0) -> Dataset:
     return Dataset(root, tuple(out.items))
 
 
+def dataset_root(cache: Path, seed: int) -> Path:
+    """The cache folder of the benchmark of ``seed`` (``accuracy/seed<N>``): each seed keeps its
+    own images and feature tables, so runs of two seeds never rebuild over each other's."""
+    return cache / "accuracy" / f"seed{seed}"
+
+
 def load_dataset(root: Path, seed: int = 0) -> Dataset:
     """The cached benchmark under ``root``, rebuilt if missing or built by another recipe."""
     manifest_path = root / "manifest.json"

@@ -19,9 +19,9 @@ from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.features.extract import extract_features
 from splitaudit.indexer.match import verify
-from splitaudit.indexer.match.engine import TOP_K
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import geometric_match
+from splitaudit.indexer.match.pair_search import TOP_K
 from splitaudit.indexer.match.thresholds import Thresholds
 
 log = logging.getLogger(__name__)

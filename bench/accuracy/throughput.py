@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.accuracy.dataset import load_dataset
+from bench.accuracy.dataset import dataset_root, load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "bench" / ".cache"
@@ -89,7 +89,7 @@ def _run(code: Path, args: list[str], home: Path) -> tuple[float, str]:
 def main() -> None:
     """Index the corpus, audit the split with both codes, print times and the geometric share."""
     args = _parse_args()
-    dataset = load_dataset(args.cache / "accuracy", args.seed)
+    dataset = load_dataset(dataset_root(args.cache, args.seed), args.seed)
     queries, corpus = dataset.select("query"), dataset.select("corpus")
     rng = np.random.default_rng(args.seed)
     picked = [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
+
+from splitaudit.indexer.store.exact import usable_cpus
 
 MAX_WORKERS = 256
 AUTO_CAP = 32  # beyond this the DB writer in the main process is the bottleneck
@@ -26,13 +27,6 @@ class WorkersType(click.ParamType):
         if not 1 <= count <= MAX_WORKERS:
             self.fail(f"{count} is not in 1..{MAX_WORKERS}", param, ctx)
         return count
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 def resolve_workers(value: int | str) -> int:

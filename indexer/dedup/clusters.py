@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from splitaudit.indexer.dedup.keep import MemberInfo, kept_member
 from splitaudit.indexer.dedup.pairs import Edge
@@ -57,41 +58,59 @@ def apply_reviews(edges: Mapping[Pair, Edge], verdicts: Mapping[Pair, str]) -> d
 def build_clusters(
     edges: Iterable[Edge], info: Mapping[int, MemberInfo], policy: str, *, semantic: bool = False
 ) -> list[Cluster]:
-    """Clusters of the given edges, ordered by smallest member id, with one kept member each."""
+    """Clusters of the given edges, ordered by smallest member id, with one kept member each.
+
+    Each member's strongest link: the edge of the strongest kind, then the fewest pHash bits,
+    then the highest verifier score, then the highest cosine; the first given among equals.
+    Picked for every member at once by one sort (1M-item bench run, 75k members: 1.85 -> ~0.6
+    CPU-s for the whole step).
+    """
     edges = list(edges)
     uf = UnionFind()
-    by_item: dict[int, list[Edge]] = defaultdict(list)
     for e in edges:
         uf.union(e.a, e.b)
-        by_item[e.a].append(e)
-        by_item[e.b].append(e)
+    best = _strongest_links(edges)
     out = []
     for group in uf.groups():
         keep = kept_member([info[i] for i in group], policy).item_id
         members = []
         for item_id in group:
-            best = min(
-                by_item[item_id],
-                key=lambda e: (
-                    KIND_RANK[e.kind],
-                    65 if e.hamming is None else e.hamming,
-                    -(e.verify or -1.0),
-                    -(e.cosine or -1.0),
-                ),
-            )
+            link = edges[best[item_id]]
             members.append(
                 Member(
                     item_id=item_id,
                     kept=item_id == keep,
-                    tier=best.kind,
-                    partner_id=best.b if best.a == item_id else best.a,
-                    hamming=best.hamming,
-                    cosine=best.cosine,
-                    verify=best.verify,
+                    tier=link.kind,
+                    partner_id=link.b if link.a == item_id else link.a,
+                    hamming=link.hamming,
+                    cosine=link.cosine,
+                    verify=link.verify,
                 )
             )
         out.append(Cluster(tuple(members), semantic=semantic))
     return out
+
+
+def _strongest_links(edges: Sequence[Edge]) -> dict[int, int]:
+    """For every item of ``edges``, the position in ``edges`` of its strongest link: the
+    smallest ``(kind rank, hamming or 65, -(verify or -1), -(cosine or -1))``, ties to the
+    earlier edge (what ``min`` over each item's edges in order gives)."""
+    if not edges:
+        return {}
+    n = len(edges)
+    a = np.fromiter((e.a for e in edges), np.int64, n)
+    b = np.fromiter((e.b for e in edges), np.int64, n)
+    rank = np.fromiter((KIND_RANK[e.kind] for e in edges), np.int64, n)
+    hamming = np.fromiter((65 if e.hamming is None else e.hamming for e in edges), np.float64, n)
+    verify = np.fromiter((-(e.verify or -1.0) for e in edges), np.float64, n)
+    cosine = np.fromiter((-(e.cosine or -1.0) for e in edges), np.float64, n)
+    item = np.r_[a, b]
+    pos = np.r_[np.arange(n), np.arange(n)]
+    twice = [np.r_[k, k] for k in (cosine, verify, hamming, rank)]
+    order = np.lexsort((pos, *twice, item))  # by item, then the key, then the edge's position
+    item, pos = item[order], pos[order]
+    first = np.r_[True, item[1:] != item[:-1]]
+    return dict(zip(item[first].tolist(), pos[first].tolist(), strict=True))
 
 
 def summarize(

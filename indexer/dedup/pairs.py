@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Item, VectorBatch
 from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.dedup.join_items import JoinItems, read_join_items
 from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
@@ -54,9 +55,9 @@ from splitaudit.indexer.store.binary_index import signed_to_unsigned
 from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.hamming_join import as_keys
-from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
+from splitaudit.indexer.store.sorted_lookup import member
 
 if TYPE_CHECKING:
     from splitaudit.indexer.match.verify_store import VerifyStore
@@ -295,9 +296,7 @@ def witness_cosines(
     a_parts: list[npt.NDArray[np.int64]] = []
     b_parts: list[npt.NDArray[np.int64]] = []
     for q in (hashes, hashes ^ MIRROR_MASK):
-        pos = np.searchsorted(within.keys, as_keys(q))
-        pos = np.minimum(pos, len(within.keys) - 1)
-        pos = np.where(within.keys[pos] == as_keys(q), pos, -1)
+        pos = within.rows(as_keys(q))
         start = np.where(pos >= 0, within.offsets[pos], 0)
         counts = np.where(pos >= 0, within.offsets[pos + 1] - start, 0)
         rows = np.repeat(np.arange(len(ids)), counts)
@@ -307,7 +306,7 @@ def witness_cosines(
         a_parts.append(np.minimum(a, b)[a != b])
         b_parts.append(np.maximum(a, b)[a != b])
     a, b = np.concatenate(a_parts), np.concatenate(b_parts)
-    both = _member(embedded, a) & _member(embedded, b)
+    both = member(embedded, a) & member(embedded, b)
     pairs = np.unique(np.stack([a[both], b[both]], axis=1), axis=0) if both.any() else None
     if pairs is None:
         return {}
@@ -315,7 +314,7 @@ def witness_cosines(
     got_ids: list[npt.NDArray[np.int64]] = []
     got_vecs: list[npt.NDArray[np.float32]] = []
     for chunk_ids, chunk_vecs in vectors():
-        mask = _member(needed, np.asarray(chunk_ids, np.int64))
+        mask = member(needed, np.asarray(chunk_ids, np.int64))
         if mask.any():
             got_ids.append(np.asarray(chunk_ids, np.int64)[mask])
             got_vecs.append(np.asarray(chunk_vecs, np.float32)[mask])
@@ -324,7 +323,7 @@ def witness_cosines(
     vid = np.concatenate(got_ids)
     order = np.argsort(vid, kind="stable")
     vid, vec = vid[order], np.concatenate(got_vecs)[order]
-    have = _member(vid, pairs[:, 0]) & _member(vid, pairs[:, 1])
+    have = member(vid, pairs[:, 0]) & member(vid, pairs[:, 1])
     pairs = pairs[have]
     pa, pb = np.searchsorted(vid, pairs[:, 0]), np.searchsorted(vid, pairs[:, 1])
     cos = np.einsum("ij,ij->i", vec[pa], vec[pb])
@@ -332,16 +331,6 @@ def witness_cosines(
         (int(x), int(y)): float(c)
         for x, y, c in zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), cos.tolist(), strict=True)
     }
-
-
-def _member(
-    sorted_ids: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
-) -> npt.NDArray[np.bool_]:
-    """Which ``values`` are in ``sorted_ids`` (sorted, unique)."""
-    if not len(sorted_ids):
-        return np.zeros(len(values), bool)
-    pos = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
-    return np.asarray(sorted_ids[pos] == values)
 
 
 def vector_batches(session: Session, corpus_id: int) -> list[tuple[str, int]]:
@@ -367,22 +356,27 @@ def join_corpus(
     progress: Callable[[str], None] | None = None,
     clock: PhaseClock | None = None,
     joins: LocalSelfJoins | None = None,
+    items: JoinItems | None = None,
 ) -> tuple[CorpusIndex, dict[str, Any]]:
     """The corpus index with its searches answered by one self-join of every queried item.
 
     Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did;
     ``clock`` counts each join's CPU (``items_read``, ``hash_radius``, ``hash_knn``,
     ``witness``, ``vector_join``); ``joins``: who runs the joins (default: this process;
-    ``sharded_join.ShardedSelfJoins``: shards, e.g. on Ray, with the same tables).
+    ``sharded_join.ShardedSelfJoins``: shards, e.g. on Ray, with the same tables);
+    ``items``: the queried items as ``join_items.read_join_items`` reads them (read here if
+    not given).
     """
     say = progress or (lambda _m: None)
     clock = clock or PhaseClock()
     joins = joins or LocalSelfJoins()
     has_vectors = index.floats is not None and index.floats.count > 0
-    with clock.phase("items_read"):
-        ids, hashes, knn, embedded = _join_items(
-            session, corpus_id, skip, has_vectors=has_vectors, small_side=thresholds.small_side
-        )
+    if items is None:
+        with clock.phase("items_read"):
+            items = read_join_items(
+                session, corpus_id, skip, has_vectors=has_vectors, small_side=thresholds.small_side
+            )
+    ids, hashes, knn, embedded = items.ids, items.hashes, items.knn, items.embedded
     stats: dict[str, Any] = {"queried": len(ids)}
     say(f"joining {len(ids)} hashes")
     with clock.phase("hash_radius"):
@@ -434,38 +428,6 @@ def join_corpus(
         corpus=index.corpus, generation=index.generation, hashes=joined_hashes, floats=floats
     )
     return joined, stats
-
-
-def _join_items(
-    session: Session, corpus_id: int, skip: set[int], *, has_vectors: bool, small_side: int
-) -> tuple[
-    npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_], npt.NDArray[np.int64]
-]:
-    """The queried items' ids and pHashes (unsigned), which need hash k-NN candidates (no
-    vector, or small), and every embedded item's id (sorted), from one pass over the rows."""
-    ids_l: list[int] = []
-    hashes_l: list[int] = []
-    knn_l: list[bool] = []
-    embedded_l: list[int] = []
-    for item_id, phash, w, h, embedded in session.execute(
-        select(Item.id, Item.phash, Item.width, Item.height, Item.has_embedding).where(
-            Item.corpus_id == corpus_id, Item.phash.is_not(None)
-        )
-    ):
-        if embedded:
-            embedded_l.append(int(item_id))
-        if int(item_id) in skip:
-            continue
-        ids_l.append(int(item_id))
-        hashes_l.append(int(phash or 0))  # not None: filtered above
-        side = min(w, h) if w and h else 10**6  # as chunk_state: unknown size is not small
-        knn_l.append(not (has_vectors and embedded) or side < small_side)
-    return (
-        np.asarray(ids_l, np.int64),
-        signed_to_unsigned(np.asarray(hashes_l, np.int64)),
-        np.asarray(knn_l, bool),
-        sorted_unique(np.asarray(embedded_l, np.int64)),
-    )
 
 
 def merge_edges(edges: Iterable[Edge]) -> dict[tuple[int, int], Edge]:

@@ -8,6 +8,7 @@ duplicate pairs and cluster members only: never an N x N matrix.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing
@@ -21,7 +22,10 @@ from splitaudit.indexer import __version__
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
 from splitaudit.indexer.db.queries import get_corpus, in_chunks
+from splitaudit.indexer.dedup.candidates import candidate_items, keep_candidates
 from splitaudit.indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
+from splitaudit.indexer.dedup.db_rows import fetch_tuples, insert_rows
+from splitaudit.indexer.dedup.join_items import read_join_items
 from splitaudit.indexer.dedup.keep import DEFAULT_POLICY, MemberInfo, check_policy, stored_bytes
 from splitaudit.indexer.dedup.pairs import (
     CHUNK_ROWS,
@@ -172,6 +176,10 @@ def _run(
             groups = list(exact_groups(s, corpus_id))
         skip = {i for g in groups for i in g[1:]}
         grouped = {i for g in groups for i in g}
+        with clock.phase("items_read"), ws.sessions() as s:
+            queried = read_join_items(
+                s, corpus_id, skip, has_vectors=has_vectors, small_side=th.small_side
+            )
         with ws.sessions() as s:
             # every item's searches at once (near-linear), read back chunk by chunk below
             index, joins = join_corpus(
@@ -184,7 +192,13 @@ def _run(
                 progress=lambda m: report(0.02, m),
                 clock=clock,
                 joins=ray_run.joins if ray_run is not None else None,
+                items=queried,
             )
+        with clock.phase("candidates"):
+            # only items with another item in a join table reach the engine (~8% of them)
+            candidates = candidate_items(index, queried, th, grouped)
+        joins["candidates"] = None if candidates is None else len(candidates)
+        del queried
         if ray_run is not None:
             joins["shard_bytes_mapped"] = ray_run.joins.mapped
         log.info("dedup %d: self-joins %s", run_id, joins)
@@ -203,14 +217,21 @@ def _run(
 
         # corpus images' verification features, kept between runs
         with open_verify_store(ws.home) as store, ws.sessions() as s:
-            chunks = pending(
-                timed_iter(
-                    iter_item_chunks(
-                        s, corpus_id, ws.corpus_dir(name), has_vectors=has_vectors, rows=chunk_rows
-                    ),
-                    clock,
-                    "chunk_vectors",
-                )
+            chunks = keep_candidates(
+                pending(
+                    timed_iter(
+                        iter_item_chunks(
+                            s,
+                            corpus_id,
+                            ws.corpus_dir(name),
+                            has_vectors=has_vectors,
+                            rows=chunk_rows,
+                        ),
+                        clock,
+                        "chunk_vectors",
+                    )
+                ),
+                candidates,
             )
             job = ChunkJob(corpus_id, th, semantic, frozenset(skip), frozenset(grouped))
             found: Generator[tuple[int, list[Edge]], None, None]
@@ -226,21 +247,7 @@ def _run(
                 for n, edges in found:
                     seen += sizes.pop(n)
                     with clock.phase("edges_write"), transaction(ws.sessions) as w:
-                        w.bulk_insert_mappings(
-                            DedupEdge,
-                            [  # type: ignore[arg-type]
-                                dict(
-                                    run_id=run_id,
-                                    a_id=e.a,
-                                    b_id=e.b,
-                                    kind=e.kind,
-                                    hamming=e.hamming,
-                                    cosine=e.cosine,
-                                    verify=e.verify,
-                                )
-                                for e in edges
-                            ],
-                        )
+                        insert_rows(w, DedupEdge, EDGE_COLUMNS, edge_rows(run_id, edges))
                         w.get_one(DedupRun, run_id).chunks_done = n + 1
                     report(
                         0.05 + 0.85 * min(seen / items, 1.0) if items else 0.9,
@@ -289,18 +296,13 @@ def _finish(
 ) -> dict[str, Any]:
     """Group the run's pairs (plus exact groups, minus reviewed ones), keep one per cluster, store."""
     with ws.sessions() as s:
+        query = select(*(DedupEdge.__table__.c[c] for c in EDGE_COLUMNS[1:])).where(
+            DedupEdge.run_id == run_id
+        )
         found: list[Edge] = [
             Edge(int(a), int(b), str(k), h, c, v)
-            for a, b, k, h, c, v in s.execute(
-                select(
-                    DedupEdge.a_id,
-                    DedupEdge.b_id,
-                    DedupEdge.kind,
-                    DedupEdge.hamming,
-                    DedupEdge.cosine,
-                    DedupEdge.verify,
-                ).where(DedupEdge.run_id == run_id)
-            )
+            for rows in fetch_tuples(s, query)
+            for a, b, k, h, c, v in rows
         ]
         found += [Edge(g[0], other, MatchKind.EXACT) for g in groups for other in g[1:]]
         merged = apply_reviews(merge_edges(found), pair_verdicts(s, corpus_id))
@@ -312,12 +314,55 @@ def _finish(
     summary = summarize(items, clusters, sem_clusters)
     with transaction(ws.sessions) as s:
         s.execute(delete(DedupMember).where(DedupMember.run_id == run_id))
-        s.bulk_insert_mappings(
-            DedupMember, member_rows(run_id, clusters) + member_rows(run_id, sem_clusters)
-        )  # type: ignore[arg-type]
+        insert_rows(
+            s,
+            DedupMember,
+            MEMBER_COLUMNS,
+            member_tuples(run_id, clusters) + member_tuples(run_id, sem_clusters),
+        )
         run = s.get_one(DedupRun, run_id)
         run.summary, run.status, run.finished_at = summary, "done", datetime.now(UTC)
     return summary
+
+
+EDGE_COLUMNS = ("run_id", "a_id", "b_id", "kind", "hamming", "cosine", "verify")
+MEMBER_COLUMNS = (
+    "run_id",
+    "cluster",
+    "semantic",
+    "item_id",
+    "kept",
+    "tier",
+    "partner_id",
+    "hamming",
+    "cosine",
+    "verify",
+)
+
+
+def edge_rows(run_id: int, edges: Iterable[Edge]) -> list[tuple[Any, ...]]:
+    """The ``dedup_edge`` rows of a chunk's pairs, in ``EDGE_COLUMNS`` order."""
+    return [(run_id, e.a, e.b, str(e.kind), e.hamming, e.cosine, e.verify) for e in edges]
+
+
+def member_tuples(run_id: int, clusters: list[Cluster]) -> list[tuple[Any, ...]]:
+    """The ``dedup_member`` rows of a run's clusters, in ``MEMBER_COLUMNS`` order."""
+    return [
+        (
+            run_id,
+            n,
+            c.semantic,
+            m.item_id,
+            m.kept,
+            str(m.tier),
+            m.partner_id,
+            m.hamming,
+            m.cosine,
+            m.verify,
+        )
+        for n, c in enumerate(clusters, start=1)
+        for m in c.members
+    ]
 
 
 def member_rows(run_id: int, clusters: list[Cluster]) -> list[dict[str, Any]]:
@@ -345,10 +390,12 @@ def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
     wanted = sorted(ids)
     out: dict[int, MemberInfo] = {}
     for chunk in in_chunks(wanted):
-        for item_id, key, w, h, locator in session.execute(
-            select(Item.id, Item.key, Item.width, Item.height, Item.locator).where(
-                Item.id.in_(chunk)
-            )
-        ):
-            out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h, stored_bytes(locator))
+        query = select(Item.id, Item.key, Item.width, Item.height, Item.locator).where(
+            Item.id.in_(chunk)
+        )
+        for rows in fetch_tuples(session, query):
+            for item_id, key, w, h, locator in rows:
+                # the locator: JSON text on SQLite, already parsed on PostgreSQL
+                loc = json.loads(locator) if isinstance(locator, str | bytes) else locator
+                out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h, stored_bytes(loc))
     return out

@@ -12,7 +12,8 @@ Dedup's joins (``pairs.join_corpus``) are split the way each one decomposes:
   and calibrates the probing once; each shard owns a contiguous range of cells (an IVF shard:
   the sub-cells of a range of lists, only those lists' bytes mapped, ``ray_shards.FloatShard``;
   a k-means shard: its cells' vectors, sent, a Flat index being small). For each query batch
-  of ``ivf_join`` the driver runs the coarse step, sends each shard the batch and the probes
+  of ``ivf_join`` the driver runs the coarse step (``join_cells.probe_cells``: the full or the
+  two-level step, as calibrated for the whole join), sends each shard the batch and the probes
   of its cells, and the shard scores them as ``ivf_join`` does (one product per cell, one BLAS
   thread, ``_above``); the driver adds the raw pairs in cell order and builds the symmetric
   table as ``ivf_join`` does. Raw pairs, not per-shard top-``k`` tables: a pair found both
@@ -49,21 +50,28 @@ from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
-from splitaudit.indexer.store.neighbours import Neighbours
-from splitaudit.indexer.store.vector_join import (
-    Cells,
-    JoinPairs,
-    JoinReport,
+from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
-    cell_lookup,
-    cells_within,
-    exact_join,
+    calibrate_width,
     gap_recall,
+    pair_scores,
+)
+from splitaudit.indexer.store.join_cells import (
+    DECODE_CACHE_BYTES,
+    Cells,
+    cell_lookup,
     ivf_cells,
     kmeans_cells,
+    probe_cells,
+    split_cells,
+)
+from splitaudit.indexer.store.neighbours import Neighbours
+from splitaudit.indexer.store.vector_join import (
+    JoinPairs,
+    JoinReport,
+    exact_join,
     rebatch,
     score_cells,
-    split_cells,
 )
 
 # call(method, [args of shard 0, args of shard 1, ...]) -> each shard's answer, in order
@@ -83,6 +91,7 @@ class CellPlan:
     cap: int
     k: int
     floor: float
+    graph: npt.NDArray[np.int64] | None = None  # two-level coarse step (``calibrate_width``)
 
 
 @dataclass(frozen=True)
@@ -212,7 +221,7 @@ def shard_cells(plan: CellPlan, shard: VectorShard, lists: FloatShard | None) ->
             # the cell's rows in list order, as split_cells cuts them (a list's ids are unique)
             rows = np.flatnonzero(np.isin(list_ids, ids))
             got = (list_ids[rows], np.ascontiguousarray(list_vecs[rows], np.float32))
-        if held <= vector_join.DECODE_CACHE_BYTES:
+        if held <= DECODE_CACHE_BYTES:
             cache[n] = got
         return got
 
@@ -230,6 +239,7 @@ class VectorPlan:
     recall: float | None = None
     at_floor: float | None = None
     cosine: float | None = None
+    coarse: dict[str, Any] | None = None
     cpu_s: dict[str, float] = field(default_factory=dict)
 
 
@@ -265,10 +275,12 @@ def plan_vector_join(
     cell_ids = [cells.get(c)[0] for c in range(cells.nlist)]
     cpu["calibrate"] = -time.process_time()
     cpu["cells"] -= cpu["calibrate"]
-    gap, cap, recall = calibrate_gap(cells, cosine)
+    calibration = pair_scores(cells, cosine)
+    gap, cap, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
+    graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
     cpu["calibrate"] += time.process_time()
-    plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor)
+    plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph)
     if parents is not None:
         of_parent = cell_lookup(parents)
         parent = np.array([int(of_parent(i[:1])[0]) if len(i) else -1 for i in cell_ids], np.int64)
@@ -305,7 +317,14 @@ def plan_vector_join(
             )
         )
     plan_out = VectorPlan(
-        shards, plan, cell_lookup(cells), np.asarray(bounds, np.int64), recall, at_floor, cosine
+        shards,
+        plan,
+        cell_lookup(cells),
+        np.asarray(bounds, np.int64),
+        recall,
+        at_floor,
+        cosine,
+        coarse.to_dict(),
     )
     plan_out.cpu_s.update(cpu)
     return plan_out
@@ -423,11 +442,11 @@ class ShardedSelfJoins(LocalSelfJoins):
         waiting: tuple[npt.NDArray[np.int64], Callable[[], list[Any]]] | None = None
         for qids, q in rebatch(queries, vector_join.QUERY_BATCH):
             keys.append(qids)
-            rows, coarse = cells_within(q, cells.centroids, cells.gap, cells.cap, lookup(qids))
-            probes += len(coarse)
-            scored += int(cells.sizes[coarse].sum())
-            order = np.argsort(coarse, kind="stable")
-            by_cell, rows = coarse[order], rows[order]
+            rows, by_cell = probe_cells(
+                q, cells.centroids, cells.gap, cells.cap, lookup(qids), cells.graph
+            )
+            probes += len(by_cell)
+            scored += int(cells.sizes[by_cell].sum())
             cut = np.searchsorted(by_cell, bounds)
             args = [
                 (shard.shard, q, rows[a:b], by_cell[a:b], cells.k, cells.floor)
@@ -451,6 +470,7 @@ class ShardedSelfJoins(LocalSelfJoins):
             cosine=plan.cosine,
             recall=plan.recall,
             recall_at_floor=plan.at_floor,
+            coarse=plan.coarse,
             pairs=table.pairs,
             cpu_s={
                 **{n: round(v, 2) for n, v in plan.cpu_s.items()},

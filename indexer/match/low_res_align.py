@@ -16,14 +16,20 @@ two thumbnails densely, at the verifier's 32 px resolution (the corpus side is i
    similarity (anisotropic scale, shear, a turn over 8 degrees, a mirror) is discarded and
    the coarse warp kept: a copy is shifted and zoomed, not sheared. ECC fits the raw
    thumbnails, not the band scored next, so the coarse warp is scored too and the better
-   of the two kept;
+   of the two kept; a pair still under ``SEARCH_BELOW`` gets a Nelder-Mead search of a
+   similarity warp (zoom, shift) from the coarse one that maximises the band-passed r itself;
 3. **score**: Pearson r of the two band-passed images on the overlap (the warped query's
-   valid pixels, an edge ring left out), in the verifier's band and in a slightly coarser
-   one (``SCORE_SIGMAS``; the better score is kept), normalised like the verifier's score by an
+   valid pixels, an edge ring left out), in the verifier's band and in two coarser ones
+   (``SCORE_SIGMAS``; the best score is kept), normalised like the verifier's score by an
    *ambiguity* ``a``: ``(r - a) / (1 - a)``. ``a`` is the best correlation of either
    image with itself moved by 2 px (a lone edge or a gradient aligns with anything) *or* by
    3-10 px (a periodic texture: a brick wall's neighbouring tile is its shifted copy), so
    only an alignment clearly better than the image's own near-repeats counts.
+
+The engine uses the score twice: an upright small pair the verifier left open is near when it
+aligns at ``ALIGNED_NEAR``; a small pair near by a marginal verifier score alone
+(``needs_confirmation``) stays near only if it aligns at ``CONFIRM_FLOOR`` (the verifier does
+not weigh a texture's own repeats: a tile of a grid of coins scores near its neighbour there).
 
 Gain and offset drop out of every correlation (photometric normalisation), and the DoG band
 removes the smooth layout every photo shares. Measured on ``python -m bench.recall``: the
@@ -32,6 +38,7 @@ figures are in ``docs/recall.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -39,15 +46,25 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail
 
 # Pairs whose smaller image is at most this many px are aligned (larger ones have the
 # geometric step, ``splitaudit.indexer.match.geometric_tier``).
 MAX_SIDE = 96
 # A pair counts as aligned (near) at this score or above. Chosen on bench.recall's own
-# thumbnails: same-scene siblings (neighbouring tiles of a corpus photo, a brick wall's
-# included) reach 0.54, unrelated thumbnails 0.21; copies the verifier misses 0.8-0.99.
-ALIGNED_NEAR = 0.80
+# thumbnails (seeds 0 and 1, every (sibling or unrelated thumbnail, corpus thumbnail) pair):
+# same-scene siblings reach 0.68 (a tile of a grid of coins next to another), unrelated
+# thumbnails 0.60; recoloured, zoomed 32-px copies the verifier misses 0.75-0.99.
+ALIGNED_NEAR = 0.75
+# A small pair near by a verifier score under CONFIRM_BELOW alone (not its pHash) stays near
+# only if it aligns at CONFIRM_FLOOR or better: the verifier does not weigh a texture's own
+# repeats. bench.recall (seeds 0 and 1, every such pair): the false ones align at 0.50 (a tile
+# of a grid of coins next to another, verifier 0.74) or not at all (a deep-field tile, 0.73;
+# a copy matched to the wrong corpus tile, 0.72); the copies at 0.665 (a recoloured, zoomed
+# camera tile) or more.
+CONFIRM_BELOW = 0.80
+CONFIRM_FLOOR = 0.60
 # Coarse correlation below which a pair is not refined: every bench.recall copy that aligns
 # at ALIGNED_NEAR has a coarse match of 0.81 or more, and 99.3% of unrelated pairs fall
 # below 0.65, so they cost the coarse search alone.
@@ -74,12 +91,30 @@ _SIGMA_COARSE = 3.0
 # (a recoloured, zoomed 32-px sand tile scores 0.70 in the verifier's band, 0.82 in this one).
 # bench.recall, seeds 0 and 1: copies aligned at ALIGNED_NEAR 383 -> 400 of 445 and 387 -> 406
 # of 455; the best (sibling or unrelated, corpus thumbnail) pair 0.54 -> 0.59 (a brick wall).
-SCORE_SIGMAS = (_SIGMA_FINE, 0.8)
-# The direct search of a pair ECC left unaligned: first steps (zoom, x px, y px), halved where
-# no step helps, down to an eighth; at most this many rounds of six trials.
+# A third, coarser band (1.0) for copies zoomed out and re-encoded at 32 px, whose detail the
+# upsampling blurs further: an eagle tile 0.75 -> 0.80 (bench.recall seed 1; 0.68 before the
+# Nelder-Mead search).
+SCORE_SIGMAS = (_SIGMA_FINE, 0.8, 1.0)
+# The direct search of a pair ECC left unaligned: a Nelder-Mead search of (zoom, x px, y px)
+# whose first simplex has these steps, stopped after about SEARCH_EVALS warps. It replaced a
+# compass search (steps halved down to an eighth) that stopped short on flat-bottomed surfaces:
+# bench.recall seed 0, a shifted 32-px kite tile 0.51 -> 0.96, a recoloured, zoomed 64-px
+# person tile 0.79 -> 0.96 (scores in the two finer bands).
 SEARCH_STEPS = (0.04, 0.5, 0.5)
-SEARCH_EVALS = 12
-SEARCH_BELOW = ALIGNED_NEAR  # pairs scoring under this after ECC are searched
+SEARCH_EVALS = 60
+SEARCH_BELOW = 0.80  # pairs scoring under this after ECC are searched
+# How a warp resamples the query (OpenCV's flag): bicubic. Bilinear interpolation half a
+# pixel off damps a 32-px copy's finest detail, which the reference keeps (a sharp astronaut
+# tile half a pixel off scores 0.97 bilinear, 0.99 bicubic). bench.recall seed 0: copies aligned
+# at ALIGNED_NEAR 433 -> 435 of 445 (a shifted 48-px brick tile 0.58 -> 0.70, a recoloured,
+# zoomed 32-px coffee tile 0.74 -> 0.84), the best (sibling or unrelated, corpus thumbnail)
+# pair 0.66 -> 0.68. Lanczos gained more copies (440) but took two coins siblings to
+# 0.76-0.77 (its ringing sharpens the grid's repeats too).
+WARP_INTERPOLATION = 2  # cv2.INTER_CUBIC (cv2 is imported lazily)
+# The Nelder-Mead search resamples bilinearly all the same: on bicubic resampling's bumpier
+# surface it stopped short on two of bench.accuracy's 80% crops (r 0.87 against 0.91-0.98);
+# the warp it ends on is then scored with WARP_INTERPOLATION.
+SEARCH_INTERPOLATION = 1  # cv2.INTER_LINEAR
 _CENTRE = (THUMB_SIZE - 1) / 2
 _ECC_ITERATIONS = 30
 _ECC_EPS = 1e-3
@@ -113,10 +148,14 @@ def prepare_query(image: ImageOrThumbnail) -> QueryPyramid:
     return QueryPyramid(thumb, tuple(bands))
 
 
-def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> float:
+def aligned_score(
+    query: QueryPyramid, reference: npt.NDArray[np.uint8], exact_from: float | None = None
+) -> float:
     """Score in [-1, 1] of the query densely aligned onto a 32x32 uint8 reference thumbnail
-    (``verify_thumbnail``); -1 where no plausible alignment exists. Below ``ALIGNED_NEAR`` the
-    value is an upper bound (the ambiguity is not computed where it cannot matter)."""
+    (``verify_thumbnail``); -1 where no plausible alignment exists. Below ``exact_from``
+    (default ``ALIGNED_NEAR``) the value is an upper bound (the ambiguity is not computed where
+    it cannot matter)."""
+    cut = ALIGNED_NEAR if exact_from is None else exact_from
     import cv2
 
     ref = np.asarray(reference, np.float32)
@@ -152,22 +191,24 @@ def aligned_score(query: QueryPyramid, reference: npt.NDArray[np.uint8]) -> floa
     kept = [fit for fit in fits if fit is not None]
     if not kept:
         return -1.0
-    score = _scored(ref, ref_band, max(kept, key=lambda fit: fit[0]))
+    score = _scored(ref, ref_band, max(kept, key=lambda fit: fit[0]), cut)
     if score < SEARCH_BELOW:
         # ECC's fit wandered off (an anisotropic warp pulled by a rim or a horizon) or stopped
         # short: search the similarity warp that maximises the scored correlation itself.
         searched = _searched(query.thumb, ref_band, scale, (px - lo) / scale, (py - lo) / scale)
         if searched is not None:
-            score = max(score, _scored(ref, ref_band, searched))
+            score = max(score, _scored(ref, ref_band, searched, cut))
     return float(np.clip(score, -1.0, 1.0))
 
 
 Fit = tuple[float, npt.NDArray[np.float32], npt.NDArray[np.bool_]]
 
 
-def _scored(ref: npt.NDArray[np.float32], ref_band: npt.NDArray[np.float32], fit: Fit) -> float:
+def _scored(
+    ref: npt.NDArray[np.float32], ref_band: npt.NDArray[np.float32], fit: Fit, cut: float
+) -> float:
     """The normalised score of one fit (r, warped query, overlap), the better of the
-    ``SCORE_SIGMAS`` bands; below ``ALIGNED_NEAR`` an upper bound (r itself)."""
+    ``SCORE_SIGMAS`` bands; below ``cut`` an upper bound (r itself)."""
     r, warped, mask = fit
     best = -1.0
     for sigma in SCORE_SIGMAS:
@@ -175,7 +216,7 @@ def _scored(ref: npt.NDArray[np.float32], ref_band: npt.NDArray[np.float32], fit
         if sigma != _SIGMA_FINE:
             bands = (_band_pass(ref[None], sigma)[0], _band_pass(warped[None], sigma)[0])
             r = _pearson(bands[1], bands[0], mask)
-        if r < ALIGNED_NEAR:  # the score is at most r: not aligned, whatever the ambiguity
+        if r < cut:  # the score is at most r: under the cut, whatever the ambiguity
             best = max(best, r)
             continue
         ambiguity = max(_ambiguity(bands[0], mask), _ambiguity(bands[1], mask))
@@ -190,32 +231,87 @@ def _searched(
     tx: float,
     ty: float,
 ) -> Fit | None:
-    """Compass search of a similarity warp (zoom, shift; no turn) from the coarse one, each step
-    kept where it raises the band-passed r on the overlap; the best fit, None if none fits."""
-    params = np.array([1 / scale, tx, ty])
-    best = _overlap(thumb, _similarity(params), ref_band)
-    if best is None:
-        return None
-    steps = np.array(SEARCH_STEPS)
-    for _ in range(SEARCH_EVALS):
-        if steps[0] < SEARCH_STEPS[0] / 8:
-            break
-        improved = False
-        for axis in range(3):
-            for sign in (1.0, -1.0):
-                trial = params.copy()
-                trial[axis] += sign * steps[axis]
-                if not 1 / MAX_ZOOM < trial[0] < MAX_ZOOM:
-                    continue
-                landed = trial[1:] + _CENTRE * (trial[0] - 1)  # the centre's move
-                if float(np.abs(landed).max()) > MAX_OFFSET * THUMB_SIZE + 1.0:
-                    continue
-                fit = _overlap(thumb, _similarity(trial), ref_band)
-                if fit is not None and fit[0] > best[0]:
-                    best, params, improved = fit, trial, True
-        if not improved:
-            steps = steps / 2
-    return best
+    """Nelder-Mead search of a similarity warp (zoom, shift; no turn) from the coarse one that
+    maximises the band-passed r on the overlap; the best fit, None if none fits. The search
+    resamples bilinearly (``SEARCH_INTERPOLATION``), the fit it ends on is resampled again with
+    ``WARP_INTERPOLATION`` to be scored."""
+    start = np.array([1 / scale, tx, ty])
+    fits: dict[tuple[float, ...], Fit | None] = {}
+
+    def fit_of(params: npt.NDArray[np.float64]) -> Fit | None:
+        key = tuple(np.round(params, 6).tolist())
+        if key not in fits:
+            fits[key] = (
+                _overlap(thumb, _similarity(params), ref_band, SEARCH_INTERPOLATION)
+                if _allowed(params)
+                else None
+            )
+        return fits[key]
+
+    def cost(params: npt.NDArray[np.float64]) -> float:
+        fit = fit_of(params)
+        return 2.0 if fit is None else -fit[0]
+
+    best = nelder_mead(cost, start, np.array(SEARCH_STEPS), SEARCH_EVALS)
+    ended = best if fit_of(best) is not None else start
+    return _overlap(thumb, _similarity(ended), ref_band) if fit_of(ended) is not None else None
+
+
+def _allowed(params: npt.NDArray[np.float64]) -> bool:
+    """Whether a similarity warp stays within the zoom and the centre's move a copy may have."""
+    if not 1 / MAX_ZOOM < params[0] < MAX_ZOOM:
+        return False
+    landed = params[1:] + _CENTRE * (params[0] - 1)  # the centre's move
+    return float(np.abs(landed).max()) <= MAX_OFFSET * THUMB_SIZE + 1.0
+
+
+def nelder_mead(
+    cost: Callable[[npt.NDArray[np.float64]], float],
+    start: npt.NDArray[np.float64],
+    steps: npt.NDArray[np.float64],
+    evals: int,
+) -> npt.NDArray[np.float64]:
+    """Minimise ``cost`` from ``start`` by Nelder-Mead (reflection 1, expansion 2, contraction
+    and shrink 0.5), the first simplex ``start`` and ``start`` moved by ``steps`` along each
+    axis; stops after about ``evals`` evaluations. Returns the best point (SciPy is not a
+    dependency of the core; three parameters need no more than this)."""
+    simplex = [start.astype(np.float64)] + [
+        start + np.eye(len(start))[i] * steps[i] for i in range(len(start))
+    ]
+    values = [cost(p) for p in simplex]
+    used = len(simplex)
+    while used < evals:
+        order = np.argsort(values)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        centroid = np.mean(simplex[:-1], axis=0)
+        worst = simplex[-1]
+        reflected = centroid + (centroid - worst)
+        r_value = cost(reflected)
+        used += 1
+        if r_value < values[0]:
+            expanded = centroid + 2.0 * (centroid - worst)
+            e_value = cost(expanded)
+            used += 1
+            simplex[-1], values[-1] = (
+                (expanded, e_value) if e_value < r_value else (reflected, r_value)
+            )
+            continue
+        if r_value < values[-2]:
+            simplex[-1], values[-1] = reflected, r_value
+            continue
+        outside = r_value < values[-1]
+        contracted = centroid + 0.5 * ((reflected if outside else worst) - centroid)
+        c_value = cost(contracted)
+        used += 1
+        if c_value < min(r_value, values[-1]):
+            simplex[-1], values[-1] = contracted, c_value
+            continue
+        for i in range(1, len(simplex)):  # shrink towards the best point
+            simplex[i] = simplex[0] + 0.5 * (simplex[i] - simplex[0])
+            values[i] = cost(simplex[i])
+        used += len(simplex) - 1
+    out: npt.NDArray[np.float64] = simplex[int(np.argmin(values))]
+    return out
 
 
 def _similarity(params: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
@@ -223,12 +319,32 @@ def _similarity(params: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
     return np.array([[zoom, 0.0, tx], [0.0, zoom, ty]], np.float32)
 
 
+def needs_confirmation(
+    verify: float | None,
+    hamming: int | None,
+    cosine: float | None,
+    min_side: int | None,
+    orientation: str,
+    th: Thresholds,
+) -> bool:
+    """Whether a small pair is near by a verifier score under ``CONFIRM_BELOW`` alone (not by its
+    pHash; upright or mirrored, as the verifier searches): the alignment must confirm it."""
+    if verify is None or min_side is None or min_side > MAX_SIDE or verify >= CONFIRM_BELOW:
+        return False
+    if orientation not in ("identity", "mirror"):
+        return False
+    hashed = hamming is not None and hamming <= th.phash_hamming
+    return not hashed and th.is_near(hamming, cosine, verify, min_side)
+
+
 def aligned_scores(
-    query: ImageOrThumbnail | QueryPyramid, references: npt.NDArray[np.uint8]
+    query: ImageOrThumbnail | QueryPyramid,
+    references: npt.NDArray[np.uint8],
+    exact_from: float | None = None,
 ) -> npt.NDArray[np.float32]:
     """``aligned_score`` of one query against each of an (n, 32, 32) stack of thumbnails."""
     prepared = query if isinstance(query, QueryPyramid) else prepare_query(query)
-    return np.array([aligned_score(prepared, ref) for ref in references], np.float32)
+    return np.array([aligned_score(prepared, ref, exact_from) for ref in references], np.float32)
 
 
 def _distinct(
@@ -238,13 +354,17 @@ def _distinct(
 
 
 def _overlap(
-    thumb: npt.NDArray[np.float32], warp: npt.NDArray[np.float32], ref_band: npt.NDArray[np.float32]
+    thumb: npt.NDArray[np.float32],
+    warp: npt.NDArray[np.float32],
+    ref_band: npt.NDArray[np.float32],
+    interpolation: int | None = None,
 ) -> tuple[float, npt.NDArray[np.float32], npt.NDArray[np.bool_]] | None:
     """Pearson r of the query warped onto the reference, on their band-passed overlap (an edge
     ring left out), with the warped query and the overlap; None where it is under MIN_OVERLAP."""
     import cv2
 
-    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    resample = WARP_INTERPOLATION if interpolation is None else interpolation
+    flags = resample | cv2.WARP_INVERSE_MAP
     size = (THUMB_SIZE, THUMB_SIZE)
     warped: npt.NDArray[np.float32] = np.asarray(
         cv2.warpAffine(thumb, warp, size, flags=flags, borderMode=cv2.BORDER_REPLICATE), np.float32

@@ -5,11 +5,13 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from multiprocessing.pool import AsyncResult, Pool
 from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
 from splitaudit.indexer.embed.protocol import Embedder
@@ -31,6 +33,7 @@ class Extracted:
     features: ImageFeatures | None = None
     image: Image.Image | None = None
     error: str | None = None
+    vector: npt.NDArray[np.float32] | None = None  # embedded in the worker (``forward``)
 
 
 def extract_record(
@@ -62,10 +65,37 @@ def extract_record(
 
 
 def extract_records(
-    records: Sequence[Record], *, keep_image: bool, embed_input: ResizeCrop | None = None
+    records: Sequence[Record],
+    *,
+    keep_image: bool,
+    embed_input: ResizeCrop | None = None,
+    forward: Embedder | None = None,
 ) -> list[Extracted]:
-    """``extract_record`` over a run of records: one pool task, one round trip per run."""
-    return [extract_record(r, keep_image=keep_image, embed_input=embed_input) for r in records]
+    """``extract_record`` over a run of records: one pool task, one round trip per run.
+
+    With ``forward`` (``worker_forward``) the run's images are embedded here too, and each
+    result carries its vector instead of its image.
+    """
+    out = [extract_record(r, keep_image=keep_image, embed_input=embed_input) for r in records]
+    if forward is None:
+        return out
+    done = [i for i, e in enumerate(out) if e.image is not None]
+    if done:
+        vectors = forward.embed([out[i].image for i in done])  # type: ignore[misc]
+        for i, vector in zip(done, vectors, strict=True):
+            out[i] = replace(out[i], image=None, vector=vector)
+    return out
+
+
+def worker_forward(embedder: Embedder | None, workers: int) -> Embedder | None:
+    """The embedder the decode workers run themselves (``ExportedEmbedder.in_workers``: a small
+    exported model, one inference thread per worker), or None where the main process embeds
+    (no pool, no embedder, another kind of embedder, a large model)."""
+    in_workers = getattr(embedder, "in_workers", None)
+    if workers < 2 or in_workers is None:
+        return None
+    forward: Embedder | None = in_workers()
+    return forward
 
 
 def embed_input_of(embedder: Embedder | None) -> ResizeCrop | None:
@@ -123,18 +153,30 @@ class Extractor:
     kept in flight ahead of the consumer, so the workers keep decoding while this process embeds
     and commits. Memory stays bounded to ``PREFETCH + 1`` batches. ``embed_input``
     (``embed_input_of(embedder)``) has the workers hand over the embedder's crop instead of the
-    <=256 px working copy, for runs that only embed it (indexing).
+    <=256 px working copy, for runs that only embed it (indexing). ``forward``
+    (``worker_forward(embedder, workers)``) has the pool's workers embed their crops too and
+    hand over vectors (``Extracted.vector``); without a pool it is not used.
     """
 
     PREFETCH = 2
 
     def __init__(
-        self, *, workers: int, keep_image: bool, embed_input: ResizeCrop | None = None
+        self,
+        *,
+        workers: int,
+        keep_image: bool,
+        embed_input: ResizeCrop | None = None,
+        forward: Embedder | None = None,
     ) -> None:
         self.keep_image = keep_image
         self.workers = workers
         self._fn = partial(extract_record, keep_image=keep_image, embed_input=embed_input)
-        self._runs = partial(extract_records, keep_image=keep_image, embed_input=embed_input)
+        self._runs = partial(
+            extract_records,
+            keep_image=keep_image,
+            embed_input=embed_input,
+            forward=forward if workers > 1 and keep_image else None,
+        )
         self._pool: Pool | None = None
         if workers > 1:
             self._pool = mp.get_context("fork").Pool(workers)

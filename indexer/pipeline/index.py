@@ -29,7 +29,7 @@ from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.errors import ModelMismatchError, UsageError
 from splitaudit.indexer.match.corpus_thresholds import calibrate_corpus_thresholds
 from splitaudit.indexer.pipeline.corpus_lock import corpus_index_lock
-from splitaudit.indexer.pipeline.extract import Extractor, embed_input_of
+from splitaudit.indexer.pipeline.extract import Extractor, embed_input_of, worker_forward
 from splitaudit.indexer.pipeline.precomputed import DeclaredModel, is_precomputed
 from splitaudit.indexer.pipeline.rows import (
     PreparedBatch,
@@ -290,9 +290,13 @@ def _run_local(
     summary: IndexSummary,
     progress: ProgressFn | None,
 ) -> None:
-    """Stream each shard batch by batch: decode in the pool, embed here, commit each batch."""
+    """Stream each shard batch by batch: decode in the pool, embed (in the pool's workers for a
+    small exported model, ``worker_forward``, else here), commit each batch."""
     with Extractor(
-        workers=workers, keep_image=embedder is not None, embed_input=embed_input_of(embedder)
+        workers=workers,
+        keep_image=embedder is not None,
+        embed_input=embed_input_of(embedder),
+        forward=worker_forward(embedder, workers),
     ) as extractor:
         for task in tasks:
             emb = shard_embeddings(task.source, task.shard, dim)

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Answer = tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.int64]]
-VECTOR_CHUNK = 16_384  # the rows match.engine._vector_pairs searches together
+VECTOR_CHUNK = 16_384  # the rows match.pair_search.vector_pairs searches together
 BATCHES_PER_ACTOR = 2  # dedup: a second chunk queued per actor keeps it busy while one returns
 MATCH_BATCHES_PER_ACTOR = 4  # round 2: verification time varies by row; small batches even it out
 MATCH_BATCH_MAX = 4096
@@ -579,7 +579,6 @@ def match_corpus_on_ray(
                     specs,
                     submit=lambda n, method, *args: getattr(holders[n], method).remote(*args),
                     gather=ray.get,
-                    threads=blas_threads(),
                 )
                 with phases.phase("ray: vector search"):
                     answers.rows = _search(searcher, vectors, search_blocks(len(vectors), index))
@@ -612,14 +611,6 @@ def match_corpus_on_ray(
             for a in pool_actors:
                 ray.kill(a)
     return [p for b in range(len(matches)) for p in by_batch[b]]
-
-
-def blas_threads() -> int | None:
-    """The BLAS threads this process runs products on (None: no BLAS library found)."""
-    from threadpoolctl import threadpool_info
-
-    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts) if counts else None
 
 
 def _search(

@@ -4,7 +4,7 @@
 whole index returns, bit for bit and tie for tie, from ``ray_shards.FloatShard`` pieces:
 
 * ``Flat``: each shard scores its database blocks against the queries with the local exact
-  search's products (1,024-query blocks on the driver's BLAS threads) and keeps, per block,
+  search's products (1,024-query blocks, one BLAS thread each) and keeps, per block,
   the candidates ``TopK.update`` would take from it; the driver replays the ``TopK`` merges in
   block order, so even tied scores end in the same slots;
 * IVF, list by list (a large query batch): the driver runs the coarse quantizer exactly as
@@ -32,14 +32,13 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.pipeline.ray_shards import ListPart, ShardSpec, replay_part
-from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
+from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK, usable_cpus
 from splitaudit.indexer.store.float_index import (
     SCAN_THREADS,
     FloatStore,
     list_probes,
     merge_tops,
     padded,
-    usable_cpus,
 )
 
 Result = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
@@ -71,8 +70,7 @@ class ShardedSearch:
     """``FloatStore.search`` of ``store``'s index, answered by its ``specs`` shards.
 
     ``store``: the driver's open index (its centroids, the choice of search path, and the
-    re-search of tied rows on FAISS's path); ``threads``: the BLAS threads the local search
-    runs its exact products on (the driver's).
+    re-search of tied rows on FAISS's path).
     """
 
     def __init__(
@@ -81,10 +79,9 @@ class ShardedSearch:
         specs: Sequence[ShardSpec],
         submit: Submit,
         gather: Gather,
-        threads: int | None,
     ) -> None:
         self.store, self.specs = store, list(specs)
-        self.submit, self.gather, self.threads = submit, gather, threads
+        self.submit, self.gather = submit, gather
         self.researched = 0  # rows of FAISS's path searched again on the driver (ties)
 
     def search(self, queries: npt.NDArray[np.float32], k: int) -> Result:
@@ -109,7 +106,7 @@ class ShardedSearch:
         return lambda: padded(*merge(), k)
 
     def _flat(self, q: npt.NDArray[np.float32], k: int) -> Callable[[], Result]:
-        handles = [self.submit(s.shard, "flat_parts", q, k, self.threads) for s in self.specs]
+        handles = [self.submit(s.shard, "flat_parts", q, k) for s in self.specs]
         return lambda: self._flat_merge(q, k, handles)
 
     def _flat_merge(self, q: npt.NDArray[np.float32], k: int, handles: list[Any]) -> Result:

@@ -25,7 +25,13 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store import float_index
-from splitaudit.indexer.store.exact import DB_BLOCK, QUERY_BLOCK, TopK
+from splitaudit.indexer.store.exact import (
+    DB_BLOCK,
+    QUERY_BLOCK,
+    TopK,
+    in_parallel,
+    one_blas_thread,
+)
 from splitaudit.indexer.store.float_index import FloatStore
 
 # a TopK merge's candidates: scores and item ids (int32 where they fit)
@@ -236,20 +242,19 @@ class FloatShard:
             self._quantizer_sq = sq
         return self._quantizer_sq
 
-    def flat_parts(
-        self, queries: npt.NDArray[np.float32], k: int, threads: int | None
-    ) -> list[Part]:
+    def flat_parts(self, queries: npt.NDArray[np.float32], k: int) -> list[Part]:
         """Per database block of this shard, the candidates ``TopK.update`` takes from it for
-        each query (the local exact search's products: 1,024-query blocks, ``threads``)."""
+        each query (the local exact search's products: 1,024-query blocks, one BLAS thread)."""
         out: list[Part] = []
-        with threadpool_limits(limits=threads, user_api="blas"):
+        with one_blas_thread():
             for bs in range(0, len(self.vectors), DB_BLOCK):
                 block = np.asarray(self.vectors[bs : bs + DB_BLOCK], dtype=np.float32)
                 ids = np.asarray(self.ids[bs : bs + DB_BLOCK])
-                pieces = [
-                    take_part(queries[qs : qs + QUERY_BLOCK] @ block.T, ids, k)
-                    for qs in range(0, len(queries), QUERY_BLOCK)
-                ]
+
+                def piece(qs: int, block: npt.NDArray[np.float32] = block, ids: Any = ids) -> Part:
+                    return take_part(queries[qs : qs + QUERY_BLOCK] @ block.T, ids, k)
+
+                pieces = list(in_parallel(piece, range(0, len(queries), QUERY_BLOCK)))
                 out.append(
                     (np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
                 )

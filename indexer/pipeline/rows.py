@@ -139,14 +139,31 @@ def prepare_batch(
     good = [e for e in extracted if e.features is not None]
     vectors = None
     if embedder is not None and good:
-        images = [e.image for e in good]
-        assert all(img is not None for img in images), "extractor ran without keep_image"
-        vectors = embedder.embed(images)  # type: ignore[arg-type]
+        vectors = _embedded(good, embedder)
     return PreparedBatch(
         items=[item_row(e.record, e.features, has_embedding=vectors is not None) for e in good],
         vectors=vectors,
         failed=[_failed(e) for e in extracted if e.features is None],
     )
+
+
+def _embedded(good: Sequence[Extracted], embedder: Embedder) -> npt.NDArray[np.float32]:
+    """The vectors of ``good``: those its workers embedded (``Extracted.vector``), the rest
+    embedded here from their images."""
+    missing = [i for i, e in enumerate(good) if e.vector is None]
+    if missing:
+        images = [good[i].image for i in missing]
+        assert all(img is not None for img in images), "extractor ran without keep_image"
+        fresh = embedder.embed(images)  # type: ignore[arg-type]
+        if len(missing) == len(good):
+            return fresh
+    vectors = np.empty((len(good), embedder.dim), dtype=np.float32)
+    done = [i for i, e in enumerate(good) if e.vector is not None]
+    if done:
+        vectors[done] = np.stack([good[i].vector for i in done])  # type: ignore[misc]
+    if missing:
+        vectors[missing] = fresh
+    return vectors
 
 
 def commit_batches(

@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store.atomic import atomic_write_with
-from splitaudit.indexer.store.exact import TopK, exact_search
+from splitaudit.indexer.store.exact import TopK, exact_search, usable_cpus
 from splitaudit.indexer.store.sidecar import Sidecar
 
 METRIC = "inner_product"
@@ -346,13 +346,6 @@ class FloatStore:
             index_type=self.index_type,
             params=self.params,
         )
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def merge_tops(tops: list[TopK], k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:

@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.store.mih_self_join import block_self_pairs
+
 # (shift, width) of each block of the unsigned 64-bit value, most significant first.
 BLOCKS: tuple[tuple[int, int], ...] = ((42, 22), (21, 21), (0, 21))
 MAX_BLOCK_RADIUS = 3
 MAX_EXACT_RADIUS = len(BLOCKS) * (MAX_BLOCK_RADIUS + 1) - 1  # 11 bits
 _MAX_CANDIDATES = 8_000_000  # per query chunk, to bound memory
-_MAX_BUCKET_PAIRS = 1_000_000  # probes of larger buckets held before they are checked
 _QUERY_CHUNK = 128  # queries per pass: candidate arrays stay cache-sized (measured 1.8x faster than 1024 at 10M)
 
 SearchResult = list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]]
@@ -184,14 +185,17 @@ class MultiIndexHash:
         self, radius: int, mirror: int = 0
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """Every unordered pair of stored hashes ``{a, b}`` with ``popcount(a ^ mirror ^ b) <=
-        radius``, once: ``(pos_a, pos_b, distance)``, corpus positions ``pos_a <= pos_b``.
+        radius``, once: ``(pos_a, pos_b, distance)``, corpus positions ``pos_a <= pos_b``, in
+        no particular order.
 
         The self-join that answers a radius search for every stored value (``mirror`` = 0) or
         for every stored value's mirrored stand-in (``value ^ mirror``) at once: the relation
-        is symmetric, so each pair of *buckets* is joined once, from its lower key, and each
-        distinct key probes once however many hashes share it. Against ``search_radius_csr``
-        with the values as queries: half the candidate checks and ~2-3x fewer probes (1M
-        uniform hashes, measured in docs/scale.md), the same pairs.
+        is symmetric, so each pair of buckets is joined once, and a pair is kept only from the
+        first block that finds it (``mih_self_join``: dense per-level tables, no candidate
+        lists). Radius 8, ``bench.dedup``'s hashes, plain + mirrored, same run against the
+        previous join (``bench.hamming_self_join``, load ~12): 100k 0.95 -> 0.97 CPU-s, 1M
+        17.5 -> 9.0 (growth x18.6 -> x9.3), the same pairs; at 100k FAISS's exhaustive range
+        search (8.0 CPU-s) finds the same 108,068.
         """
         if radius > MAX_EXACT_RADIUS:
             raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
@@ -199,66 +203,27 @@ class MultiIndexHash:
         found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]] = []
         if int(np.bitwise_count(m)) <= radius:  # a hash and its own stand-in
             pos = np.arange(len(self.codes), dtype=np.int64)
-            found.append((pos, pos, np.full(len(pos), int(np.bitwise_count(m)), np.int64)))
-        for block in range(len(BLOCKS)):
-            found.extend(self._block_self_pairs(block, radius, m))
+            found.append((pos, pos, np.full(len(pos), int(np.bitwise_count(m)), np.uint8)))
+        for block, (_shift, width) in enumerate(BLOCKS):
+            order, offsets = self._tables[block]
+            flips = flip_masks(width, radius // len(BLOCKS)).tolist()
+            for x, y, d in block_self_pairs(
+                self._sorted_codes[block],
+                offsets,
+                BLOCKS,
+                block,
+                radius,
+                m,
+                flips,
+                self._sizes[block],
+            ):
+                found.append((order[x].astype(np.int64), order[y].astype(np.int64), d))
         if not found:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
-        a = np.concatenate([f[0] for f in found]).astype(np.int64)
-        b = np.concatenate([f[1] for f in found]).astype(np.int64)
-        d = np.concatenate([f[2] for f in found])
-        a, b = np.minimum(a, b), np.maximum(a, b)
-        # a pair within the radius can be found through several blocks: keep it once
-        _key, first = np.unique(a * len(self.codes) + b, return_index=True)
-        return a[first], b[first], d[first].astype(np.int32)
-
-    def _block_self_pairs(
-        self, block: int, radius: int, mirror: np.uint64
-    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]]:
-        """``self_join``'s pairs (corpus positions, distance) found through one block.
-
-        Two hashes are candidates when their block keys differ by one of the block's flip
-        masks (shifted by the mirror's block). For a mask with top bit ``t``, only the hashes
-        whose key has bit ``t`` clear probe (``key ^ mask`` is then the larger key), so each
-        pair of buckets is joined once; a hash probing a bucket of one hash is checked against
-        a dense table of those hashes (no offsets read), a larger bucket is read as a run.
-        """
-        shift, width = BLOCKS[block]
-        order, offsets = self._tables[block]
-        codes = self._sorted_codes[block]
-        sizes = self._sizes[block]
-        # ascending (the codes are in block order); int32: half the memory traffic per probe
-        keys = block_keys(codes, shift, width).astype(np.int32)
-        lone = np.zeros(1 << width, np.uint64)  # a bucket of one hash: that hash
-        lone[keys] = codes
-        mb = int(block_keys(np.array([mirror], np.uint64), shift, width)[0])
-        masks = np.unique(flip_masks(width, radius // len(BLOCKS)) ^ mb).tolist()
-        out: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]] = []
-        runs = _Runs(self, block, radius)
-        top = -1
-        pos_t, keys_t, codes_t = np.empty(0, np.int64), keys, codes
-        for mask in masks:
-            if mask == 0:  # the same bucket: each hash against the later hashes of its run
-                pos = np.flatnonzero(sizes[keys] != 1)
-                runs.add(pos, keys[pos], codes[pos] ^ mirror, after=True)
-                continue
-            if mask.bit_length() - 1 != top:  # masks ascend, so their top bits do too
-                top = mask.bit_length() - 1
-                pos_t = np.flatnonzero((keys >> top) & 1 == 0)
-                keys_t, codes_t = keys[pos_t], codes[pos_t] ^ mirror
-            k2 = keys_t ^ np.int32(mask)
-            s2 = sizes[k2]
-            i1 = np.flatnonzero(s2 == 1)
-            k1 = k2[i1]
-            dist = np.bitwise_count(codes_t[i1] ^ lone[k1])
-            ok = np.flatnonzero(dist <= radius)
-            if len(ok):
-                out.append((order[pos_t[i1[ok]]], order[offsets[k1[ok]]], dist[ok]))
-            im = np.flatnonzero(s2 > 1)
-            if len(im):
-                runs.add(pos_t[im], k2[im], codes_t[im], after=False)
-        out.extend(runs.flush())
-        return out
+        a = np.concatenate([f[0] for f in found])
+        b = np.concatenate([f[1] for f in found])
+        dist = np.concatenate([f[2] for f in found]).astype(np.int32)
+        return np.minimum(a, b), np.maximum(a, b), dist
 
     def search_knn_within(
         self, queries: npt.NDArray[np.uint64], k: int, radius: int
@@ -290,58 +255,3 @@ def top_k_rows(
     out_d[rows[keep], rk] = dists[keep]
     out_i[rows[keep], rk] = ids[keep]
     return out_d, out_i
-
-
-class _Runs:
-    """Probes of buckets holding more than one hash, expanded to one candidate per hash of
-    the bucket's run and checked in batches (``self_join``)."""
-
-    def __init__(self, mih: MultiIndexHash, block: int, radius: int) -> None:
-        self.order, self.offsets = mih._tables[block]
-        self.codes = mih._sorted_codes[block]
-        self.radius = radius
-        self.parts: list[tuple[Any, Any, Any, bool]] = []
-        self.held = 0
-        self.found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]]
-        self.found = []
-
-    def add(
-        self,
-        pos: npt.NDArray[np.int64],
-        keys: npt.NDArray[np.integer[Any]],
-        codes: npt.NDArray[np.uint64],
-        *,
-        after: bool,
-    ) -> None:
-        """Hashes at sorted positions ``pos`` (codes, mirror applied) against bucket ``keys``;
-        ``after``: only the run's hashes after ``pos`` (a bucket joined with itself)."""
-        self.parts.append((pos, keys, codes, after))
-        self.held += len(pos)
-        if self.held >= _MAX_BUCKET_PAIRS:
-            self._check()
-
-    def flush(
-        self,
-    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]]:
-        """Check the probes held; returns every pair found."""
-        self._check()
-        found, self.found = self.found, []
-        return found
-
-    def _check(self) -> None:
-        for pos, keys, codes, after in self.parts:
-            lo = self.offsets[keys].astype(np.int64)
-            hi = self.offsets[keys + 1].astype(np.int64)
-            if after:
-                lo = pos + 1
-            cnt = hi - lo
-            ends = np.cumsum(cnt)
-            if not len(ends) or ends[-1] == 0:
-                continue
-            rep = np.repeat(np.arange(len(cnt), dtype=np.int64), cnt)
-            y = np.arange(int(ends[-1]), dtype=np.int64) + (lo - (ends - cnt))[rep]
-            dist = np.bitwise_count(codes[rep] ^ self.codes[y])
-            ok = np.flatnonzero(dist <= self.radius)
-            if len(ok):
-                self.found.append((self.order[pos[rep[ok]]], self.order[y[ok]], dist[ok]))
-        self.parts, self.held = [], 0

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.store.sorted_lookup import rows_of
+
 
 def _sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """``np.unique(values)`` by a sort (none when already strictly ascending, as the joins'
@@ -110,11 +112,7 @@ class Neighbours:
 
     def rows(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row of each key in the table, -1 where the key was not a query."""
-        keys = np.asarray(keys, np.int64)
-        pos = np.searchsorted(self.keys, keys)
-        pos = np.minimum(pos, max(len(self.keys) - 1, 0))
-        found = self.keys[pos] == keys if len(self.keys) else np.zeros(len(keys), bool)
-        return np.where(found, pos, -1)
+        return rows_of(self.keys, np.asarray(keys, np.int64))
 
     def get(self, row: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.generic]]:
         """Neighbour ids and scores of table row ``row``."""

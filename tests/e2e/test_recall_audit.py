@@ -5,12 +5,11 @@ in the evidence), and an unrelated 32-px scene of the same kind is not (issue 23
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 from helpers.cli_audit import index_and_audit
-from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
+from helpers.thumb_edits import rescraped
+from PIL import Image, ImageDraw, ImageFilter
 
 from splitaudit.indexer.demo import sample_photo
 
@@ -60,14 +59,6 @@ def crop(image: Image.Image, cx: float, cy: float, side: float) -> Image.Image:
     """The ``side``-px square of ``image`` centred on (cx, cy), resampled to 32 px."""
     box = (cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2)
     return image.resize((32, 32), Image.Resampling.LANCZOS, box=box)
-
-
-def rescraped(image: Image.Image) -> Image.Image:
-    """Lower contrast, then JPEG at quality 60."""
-    buf = io.BytesIO()
-    ImageEnhance.Contrast(image).enhance(0.85).save(buf, format="JPEG", quality=60)
-    buf.seek(0)
-    return Image.open(buf).convert("RGB")
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,12 @@ WHOLE_RECIPE = "whole"  # the encoder traced as it is
 _EXAMPLE_BATCH = 2
 _OPSET = 17
 
+# The decode workers each open an export of at most this many bytes (its model files) and run
+# its forward pass on one thread beside their decode (``ExportedEmbedder.in_workers``); a larger
+# model stays in the main process, so memory does not grow with a copy per worker.
+WORKER_FORWARD_MAX_BYTES = 64 * 2**20
+WORKER_THREADS = 1
+
 Runner = Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]
 
 
@@ -65,6 +71,7 @@ class ExportedEmbedder:
         backend: str,
         agreement: float,
         export_key: str = "",
+        export_dir: Path | None = None,
     ) -> None:
         self.model_id = model_id
         self.dim = dim
@@ -73,6 +80,7 @@ class ExportedEmbedder:
         self.agreement = agreement  # lowest cosine vs eager torch over the held-out batch
         self.device = "cpu"
         self.export_key = export_key  # the cache entry it runs
+        self.export_dir = export_dir  # that entry's folder, where known
         self.preprocess = preprocess
         self._runner = runner
 
@@ -97,6 +105,93 @@ class ExportedEmbedder:
                 f"expected (n, {self.dim})"
             )
         return _normalise(features)
+
+    def in_workers(self) -> WorkerEmbedder | None:
+        """This embedder for the decode workers (``WorkerEmbedder``), or None where its export
+        is unknown or larger than ``WORKER_FORWARD_MAX_BYTES`` (then the main process embeds)."""
+        if self.export_dir is None:
+            return None
+        try:
+            size = sum(p.stat().st_size for p in self.export_dir.iterdir() if p.is_file())
+        except OSError:
+            return None
+        if size > WORKER_FORWARD_MAX_BYTES:
+            return None
+        from splitaudit.indexer.embed.backends.array_preprocess import ArrayPreprocess, describe
+
+        preprocess = self.preprocess
+        if not isinstance(preprocess, ArrayPreprocess):
+            # a torch-loaded run's transform: replayed without torch (the same numbers), as a
+            # forked worker must not run torch ops (its OpenMP pool does not survive a fork)
+            description = describe(preprocess.transform)
+            if description is None:
+                return None
+            preprocess = ArrayPreprocess(description)
+        return WorkerEmbedder(
+            backend=self.backend,
+            folder=self.export_dir,
+            preprocess=preprocess,
+            model_id=self.model_id,
+            dim=self.dim,
+            batch_size=self.batch_size,
+        )
+
+
+# Runners opened by WorkerEmbedder in this process: (backend, folder) -> runner.
+_WORKER_RUNNERS: dict[tuple[str, str], Runner] = {}
+
+
+class WorkerEmbedder:
+    """An exported embedder each process opens for itself, on ``WORKER_THREADS`` thread.
+
+    Small to pickle (the backend, the export's folder and the preprocess: no runner), so a
+    pool's tasks carry it; the first ``embed`` in a process opens the export there and keeps
+    it. An indexing run's decode workers then run the forward pass beside their decode, one
+    inference thread per worker, instead of handing their crops to the main process's streams:
+    every core runs both, nothing waits on another process, and the crops never cross
+    processes (each returns a row of ``dim`` floats). Same runner, same preprocess, same
+    request size: the vectors are those of ``ExportedEmbedder.embed`` (tested).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        folder: Path,
+        preprocess: ArrayPreprocess,
+        model_id: str,
+        dim: int,
+        batch_size: int,
+    ) -> None:
+        self.backend = backend
+        self.folder = Path(folder)
+        self.preprocess = preprocess
+        self.model_id = model_id
+        self.dim = dim
+        self.batch_size = batch_size
+
+    def __repr__(self) -> str:
+        return f"WorkerEmbedder(model_id={self.model_id!r}, backend={self.backend!r})"
+
+    def embed(self, images: Sequence[Image.Image]) -> npt.NDArray[np.float32]:
+        """Embed RGB images -> float32 ``(len(images), dim)``, rows L2-normalised."""
+        key = (self.backend, str(self.folder))
+        runner = _WORKER_RUNNERS.get(key)
+        if runner is None:
+            runner = backend_module(self.backend).open_runner(
+                self.folder, threads=WORKER_THREADS, batch_size=self.batch_size
+            )
+            _WORKER_RUNNERS[key] = runner
+        embedder = ExportedEmbedder(
+            runner,
+            self.preprocess,
+            model_id=self.model_id,
+            dim=self.dim,
+            batch_size=self.batch_size,
+            backend=self.backend,
+            agreement=1.0,
+        )
+        return embedder.embed(images)
 
 
 def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> Embedder:
@@ -155,6 +250,7 @@ def accelerate(embedder: OpenClipEmbedder, backend: str, *, cache_dir: Path) -> 
         backend=backend,
         agreement=float(entry.meta["min_cosine"]),
         export_key=key,
+        export_dir=entry.path,
     )
 
 

@@ -147,6 +147,7 @@ def launch(spec: str, backend: str, *, cache_dir: Path, batch_size: int) -> Expo
         backend=backend,
         agreement=float(entry.meta["min_cosine"]),
         export_key=key,
+        export_dir=entry.path,
     )
 
 

@@ -192,12 +192,12 @@ def test_a_repeated_run_reads_the_verification_store_with_the_same_clusters(
 ) -> None:
     import sqlite3
 
-    from splitaudit.indexer.match import engine
+    from splitaudit.indexer.match import verify_pass
 
     ws, truth = _indexed(tmp_path)
     decoded: list[object] = []
-    real = engine._load_image
-    monkeypatch.setattr(engine, "_load_image", lambda loc: decoded.append(loc) or real(loc))
+    real = verify_pass._load_image
+    monkeypatch.setattr(verify_pass, "_load_image", lambda loc: decoded.append(loc) or real(loc))
     monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
     without = _clusters(_dedup(ws))
     monkeypatch.delenv("SPLITAUDIT_VERIFY_CACHE_MB")

@@ -84,11 +84,13 @@ def _check_vectors(folder: Path, store: FloatStore, refs: list[tuple[str, int]],
     _same(got, local)
     assert local.pairs > len(local.keys)  # each item has itself and its planted copies
     assert report.method == local_report.method
-    assert (report.nlist, report.nprobe, report.gap) == (
+    assert (report.nlist, report.nprobe, report.gap, report.coarse) == (
         local_report.nlist,
         local_report.nprobe,
         local_report.gap,
+        local_report.coarse,
     )
+    assert report.probes_per_item == local_report.probes_per_item
     return report, joins.mapped
 
 
@@ -110,6 +112,27 @@ def test_kmeans_cells_of_a_flat_index(tmp_path: Path, monkeypatch: pytest.Monkey
     assert report.method == "ivf"
     # each shard was sent its own cells' vectors only
     assert sum(mapped) == n * dim * 4 and max(mapped) < n * dim * 4
+
+
+def test_two_level_coarse_step_of_clustered_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Low-dimensional clusters: the calibration picks the two-level coarse step, and the
+    driver probes exactly as the local join does."""
+    monkeypatch.setattr(vector_join, "EXACT_JOIN_MAX", 1000)
+    n, dim = 12_000, 6
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((300, dim))
+    vecs = _unit(centres[rng.integers(0, 300, n)] + 0.25 * rng.standard_normal((n, dim)))
+    ids = np.arange(1, n + 1, dtype=np.int64) * 3
+    refs = []
+    for b, s in enumerate(range(0, n, 2500)):
+        write_batch(batch_path(tmp_path, f"b{b}"), ids[s : s + 2500], vecs[s : s + 2500])
+        refs.append((f"b{b}", len(ids[s : s + 2500])))
+    store = _saved(tmp_path, build_flat(tmp_path, refs, model_id="m", dim=dim))
+    report, _mapped = _check_vectors(tmp_path, store, refs, 3)
+    assert report.method == "ivf" and report.coarse is not None
+    assert report.coarse["width"] is not None and report.coarse["width"] <= report.nlist // 2
 
 
 @pytest.mark.parametrize(

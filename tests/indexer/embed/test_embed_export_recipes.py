@@ -16,7 +16,14 @@ from splitaudit.indexer.embed.backends import load_embedder_on_backend
 from splitaudit.indexer.embed.backends.cache import META_FILE, cache_key
 from splitaudit.indexer.embed.backends.cls_tower import RECIPE, ClsOnlyLastBlock, cls_only_tower
 from splitaudit.indexer.embed.backends.exported import WHOLE_RECIPE, ExportedEmbedder, export_tower
-from splitaudit.indexer.embed.backends.openvino import OpenVinoRunner, stream_count
+from splitaudit.indexer.embed.backends.openvino import (
+    COMPILED_CACHE,
+    MODEL_FILE,
+    REQUEST_BATCH,
+    OpenVinoRunner,
+    open_runner,
+    stream_count,
+)
 from splitaudit.indexer.embed.loader import load_embedder
 
 
@@ -85,6 +92,8 @@ def test_stream_count_refuses_nonsense() -> None:
         stream_count(0, 32)
     with pytest.raises(ValueError, match="streams must be >= 1"):
         OpenVinoRunner(Path("unused"), threads=1, streams=0)
+    with pytest.raises(ValueError, match="request_batch must be >= 1"):
+        OpenVinoRunner(Path("unused"), threads=1, request_batch=0)
 
 
 def test_openvino_streams_return_rows_in_batch_order(tiny_model_spec: str, tmp_path: Path) -> None:
@@ -96,3 +105,52 @@ def test_openvino_streams_return_rows_in_batch_order(tiny_model_spec: str, tmp_p
     np.testing.assert_allclose(split(batch), one, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(split(batch[:1]), one[:1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(split(batch[:2]), one[:2], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("streams", "request_batch"), [(1, 1), (2, 1), (3, 2), (1, 3)])
+def test_openvino_static_requests_give_the_dynamic_batch_rows(
+    streams: int, request_batch: int, tiny_model_spec: str, tmp_path: Path
+) -> None:
+    load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=tmp_path)
+    (entry,) = (p for p in (tmp_path / "openvino").iterdir() if not p.name.startswith("."))
+    batch = _pixels(7).numpy()
+    dynamic = OpenVinoRunner(entry, threads=1, streams=1)
+    static = OpenVinoRunner(entry, threads=streams, streams=streams, request_batch=request_batch)
+    assert static.request_batch == request_batch  # the model took the static batch
+    shape = static._compiled.input(0).get_partial_shape()
+    assert not shape.is_dynamic and shape[0].get_length() == request_batch
+    for n in (7, 1, 2, 5):  # a last request that is padded, and batches shorter than a request
+        got = static(batch[:n])
+        assert got.shape == (n, dynamic(batch[:1]).shape[1])
+        np.testing.assert_allclose(got, dynamic(batch[:n]), rtol=1e-5, atol=1e-6)
+
+
+def test_the_launched_runner_uses_static_requests(tiny_model_spec: str, tmp_path: Path) -> None:
+    load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=tmp_path)
+    (entry,) = (p for p in (tmp_path / "openvino").iterdir() if not p.name.startswith("."))
+    runner = open_runner(entry, threads=2, batch_size=8)
+    assert runner.request_batch == REQUEST_BATCH
+    assert len(runner._requests) == stream_count(2, 8)
+
+
+def test_the_static_batch_ir_is_saved_once_and_a_broken_one_replaced(
+    tiny_model_spec: str, tmp_path: Path
+) -> None:
+    load_embedder_on_backend(tiny_model_spec, backend="openvino", cache_dir=tmp_path)
+    (entry,) = (p for p in (tmp_path / "openvino").iterdir() if not p.name.startswith("."))
+    batch = _pixels(3).numpy()
+    want = OpenVinoRunner(entry, threads=1, streams=1)(batch)
+    OpenVinoRunner(entry, threads=1, request_batch=2)
+    saved = entry / COMPILED_CACHE / "static-batch-2" / MODEL_FILE
+    assert saved.is_file() and saved.with_suffix(".bin").is_file()
+    written = saved.stat().st_mtime_ns
+    again = OpenVinoRunner(entry, threads=1, request_batch=2)  # reads the saved file
+    assert saved.stat().st_mtime_ns == written
+    np.testing.assert_allclose(again(batch), want, rtol=1e-5, atol=1e-6)
+    saved.write_text("<net>half written")  # a broken copy: compiled from the export instead
+    fallback = OpenVinoRunner(entry, threads=1, request_batch=2)
+    assert fallback.request_batch == 2
+    np.testing.assert_allclose(fallback(batch), want, rtol=1e-5, atol=1e-6)
+    assert not saved.exists()  # removed, so the next start saves it again
+    OpenVinoRunner(entry, threads=1, request_batch=2)
+    assert saved.is_file() and saved.stat().st_mtime_ns != written

@@ -124,10 +124,11 @@ def test_fits_not_refused_get_no_content_cosine(photos: dict[str, Image.Image]) 
 
 
 def test_the_engine_classifies_with_the_content_cosine(photos: dict[str, Image.Image]) -> None:
-    """``engine._content_cosines`` then ``_classify``: the unrelated photo in the window is
+    """``verify_pass._content_cosines`` then ``pair.classify_all``: the unrelated photo in the window is
     neither near nor semantic, the same scene in the frame stays semantic, and the evidence
     carries the content cosine."""
-    from splitaudit.indexer.match.engine import Pair, _classify, _content_cosines
+    from splitaudit.indexer.match.pair import Pair, classify_all
+    from splitaudit.indexer.match.verify_pass import _content_cosines
 
     cases = {
         1: (window_chrome(photos["coffee"]), window_chrome(photos["astronaut"])),
@@ -144,12 +145,12 @@ def test_the_engine_classifies_with_the_content_cosine(photos: dict[str, Image.I
         _content_cosines([p], test, lambda i, c=corpus: c, thumbnail_embed, TH)
         assert p.content_cosine is not None
         assert p.evidence()["content_cosine"] == round(p.content_cosine, 4)
-        _classify(p, TH)
+        classify_all([p], TH)
         verdicts[item_id] = p.kind
     assert verdicts[1] is None
     assert verdicts[2] == "semantic"
     # without the content check (no embedder), the overlay-only pair was semantic
     plain = Pair(row=0, item_id=1, hamming=2, cosine=OVERLAY_COSINE, verify=0.95)
     plain.min_side, plain.geometry = 300, geometric_match(*cases[1])
-    _classify(plain, TH)
+    classify_all([plain], TH)
     assert plain.kind == "semantic"

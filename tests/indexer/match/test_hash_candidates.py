@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from splitaudit.indexer.match import engine
-from splitaudit.indexer.match.engine import Pair
+from splitaudit.indexer.match import pair_search
+from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
 from splitaudit.indexer.store.binary_index import BinaryStore
 
@@ -20,7 +20,7 @@ def _flip(value: int, bits: list[int]) -> int:
 
 
 class _State(SimpleNamespace):
-    """The split arrays ``_hash_pairs`` reads."""
+    """The split arrays ``pair_search.hash_pairs`` reads."""
 
     def __len__(self) -> int:
         return len(self.phash)
@@ -36,7 +36,7 @@ def _candidates(store: BinaryStore, queries: list[int]) -> dict[tuple[int, int],
     def pair(row: int, item_id: int) -> Pair:
         return pairs.setdefault((row, item_id), Pair(row=row, item_id=item_id))
 
-    engine._hash_pairs(store, state, DEFAULT_THRESHOLDS, pair, np.ones(len(q), bool))  # type: ignore[arg-type]
+    pair_search.hash_pairs(store, state, DEFAULT_THRESHOLDS, pair, np.ones(len(q), bool))  # type: ignore[arg-type]
     return {k: (p.hamming, p.orientation) for k, p in pairs.items() if p.hamming is not None}
 
 

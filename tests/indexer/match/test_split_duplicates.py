@@ -9,7 +9,8 @@ from PIL import Image
 
 from splitaudit.indexer.demo import synthetic_photo
 from splitaudit.indexer.features.extract import extract_features
-from splitaudit.indexer.match.engine import Pair, _classify, split_duplicates
+from splitaudit.indexer.match.engine import split_duplicates
+from splitaudit.indexer.match.pair import Pair, classify_all
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import thresholds_for_model
 from splitaudit.indexer.match.verify import verify_score, verify_thumbnail
@@ -66,7 +67,7 @@ def test_split_duplicates_match_one_verification_per_pair() -> None:
             p.min_side = int(min(state.min_side[i], state.min_side[j]))
             if th.needs_verify(p.hamming, p.cosine, p.min_side):
                 p.verify = verify_score(state.thumbs[i], state.thumbs[j])
-            _classify(p, th)
+            classify_all([p], th)
             if p.kind is not None:
                 expected[(i, j)] = p.kind
     assert {(0, 6), (1, 7), (2, 8)} <= set(found)  # the shifted copies are found

@@ -14,7 +14,7 @@ from PIL import Image
 
 from splitaudit.indexer.audit.service import create_audit, run_audit
 from splitaudit.indexer.demo import sample_photo
-from splitaudit.indexer.match import engine
+from splitaudit.indexer.match import verify_pass
 from splitaudit.indexer.match.geometry import keypoints
 from splitaudit.indexer.match.verify import verify_thumbnail
 from splitaudit.indexer.match.verify_store import STORE_FILE, VerifyStore, open_verify_store
@@ -150,13 +150,13 @@ def test_a_second_audit_reuses_the_store_with_the_same_results(
 ) -> None:
     ws, split_id = geometric_case
     decoded: list[int] = []
-    real = engine._load_image
+    real = verify_pass._load_image
 
     def counting(locator: dict[str, Any] | None) -> Image.Image | None:
         decoded.append(1)
         return real(locator)
 
-    monkeypatch.setattr(engine, "_load_image", counting)
+    monkeypatch.setattr(verify_pass, "_load_image", counting)
     monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
     without = _audit(ws, split_id)
     assert not (ws.home / "cache" / STORE_FILE).exists()
@@ -184,13 +184,13 @@ def test_split_images_beyond_the_kept_budget_are_decoded_again_with_the_same_res
 
     ws, split_id = geometric_case
     decoded: list[dict[str, Any] | None] = []
-    real = engine._load_image
+    real = verify_pass._load_image
 
     def counting(locator: dict[str, Any] | None) -> Image.Image | None:
         decoded.append(locator)
         return real(locator)
 
-    monkeypatch.setattr(engine, "_load_image", counting)
+    monkeypatch.setattr(verify_pass, "_load_image", counting)
     monkeypatch.setenv("SPLITAUDIT_VERIFY_CACHE_MB", "0")
     kept = _audit(ws, split_id)
     kept_decodes = len(decoded)

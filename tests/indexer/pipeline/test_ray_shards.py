@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from splitaudit.indexer.errors import IndexMismatchError
-from splitaudit.indexer.pipeline.ray_match import IndexLayout, ShardedFloats, blas_threads
+from splitaudit.indexer.pipeline.ray_match import IndexLayout, ShardedFloats
 from splitaudit.indexer.pipeline.ray_shard_search import ShardedSearch
 from splitaudit.indexer.pipeline.ray_shards import FloatShard, ShardSpec, plan_shards
 from splitaudit.indexer.store.exact import DB_BLOCK
@@ -51,7 +51,6 @@ def _sharded(store: FloatStore, specs: list[ShardSpec]) -> tuple[ShardedSearch, 
         specs,
         submit=lambda n, method, *args: getattr(shards[n], method)(*args),
         gather=lambda handles: handles,
-        threads=blas_threads(),
     )
     return search, shards
 

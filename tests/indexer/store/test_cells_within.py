@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from splitaudit.indexer.store.vector_join import cells_within
+from splitaudit.indexer.store.join_cells import cells_within
 
 
 def _direct(q, centroids, gap, cap, own):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from splitaudit.indexer.store import hamming_mih
+from splitaudit.indexer.store import hamming_mih, mih_self_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys, stand_in_mask
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
@@ -39,16 +39,36 @@ def _brute_pairs(codes: np.ndarray, radius: int, mirror: int) -> set[tuple[int, 
     return set(zip(a.tolist(), b.tolist(), dist[a, b].tolist(), strict=True))
 
 
+def _crowded_codes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Hashes whose block keys take few values (every bucket holds many hashes, at many
+    levels), families and mirrored copies among them, and 400 copies of one value (a blank image's hash)."""
+    keys = [rng.integers(0, 24, n, dtype=np.uint64) << np.uint64(s) for s in (42, 21, 0)]
+    noise = rng.integers(0, 2**64 - 1, n, dtype=np.uint64) & np.uint64(0x00F0_00F0_00F0_00F0)
+    out = keys[0] | keys[1] | keys[2] | noise
+    out[: n // 3] = out[n // 3 : 2 * (n // 3)] ^ np.uint64(0b1001)
+    out[-400:] = np.uint64(0x0123_4567_89AB_CDEF)
+    out[-600:-400] = out[:200] ^ np.uint64(MIRROR)  # mirrored copies
+    return out
+
+
+# (how the deep levels are joined, hashes per probing pass): by default; level by level to
+# the last; bucket pair by bucket pair from the first level; many small passes
+PATHS = [(4, 16_384), (0, 16_384), (10**9, 16_384), (4, 300)]
+
+
 @pytest.mark.parametrize("mirror", [0, MIRROR, 0b111])
-@pytest.mark.parametrize("pairs_held", [1_000_000, 7])
+@pytest.mark.parametrize(("factor", "chunk"), PATHS)
+@pytest.mark.parametrize("fixture", ["families", "crowded"])
 def test_self_join_is_every_pair_within_the_radius_once(
-    monkeypatch: pytest.MonkeyPatch, mirror: int, pairs_held: int
+    monkeypatch: pytest.MonkeyPatch, mirror: int, factor: int, chunk: int, fixture: str
 ) -> None:
-    monkeypatch.setattr(hamming_mih, "_MAX_BUCKET_PAIRS", pairs_held)  # 7: many small passes
+    monkeypatch.setattr(mih_self_join, "BUCKET_PAIRS_FACTOR", factor)
+    monkeypatch.setattr(mih_self_join, "_CHUNK", chunk)
     rng = np.random.default_rng(3)
-    codes = _codes(rng, 2500)
+    codes = _codes(rng, 2500) if fixture == "families" else _crowded_codes(rng, 2500)
     mih = MultiIndexHash(codes, np.arange(len(codes), dtype=np.int64) * 5)
-    for radius in (0, 3, 8, MAX_EXACT_RADIUS):
+    radii = (0, 3, 8, MAX_EXACT_RADIUS) if (factor, chunk) == PATHS[0] else (8,)
+    for radius in radii:
         a, b, d = mih.self_join(radius, mirror)
         got = list(zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
         assert len(got) == len(set(got))  # each pair once
@@ -56,6 +76,48 @@ def test_self_join_is_every_pair_within_the_radius_once(
         assert set(got) == want
         if radius >= 8:
             assert len(want) > (len(codes) if mirror == 0 else 100)  # the fixture has pairs
+
+
+@pytest.mark.parametrize("factor", [4, 0])  # bucket pairs from the first level; levels only
+def test_self_join_of_uniform_hashes_past_one_bucket_per_key(
+    monkeypatch: pytest.MonkeyPatch, factor: int
+) -> None:
+    """12k uniform hashes, near copies and mirrored copies, drawn into 2**10 keys of each
+    block so that buckets hold ~12 hashes (a 21-bit block's load at ~25M hashes): the level
+    tables down to the deep levels, the same pairs as brute force."""
+    monkeypatch.setattr(mih_self_join, "BUCKET_PAIRS_FACTOR", factor)
+    rng = np.random.default_rng(11)
+    n = 12_000
+    codes = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    for shift, width in hamming_mih.BLOCKS:  # keys from 2**10 of the 2**21 values
+        field = np.uint64(((1 << width) - 1) << shift)
+        few = rng.integers(0, 2**10, n, dtype=np.uint64) << np.uint64(shift + width - 10)
+        codes = (codes & ~field) | few
+    codes[1::7] = codes[::7][: len(codes[1::7])] ^ np.uint64(0b1_0000_0001_0001)
+    codes[2::7] = codes[::7][: len(codes[2::7])] ^ np.uint64(MIRROR ^ 0b110)
+    mih = MultiIndexHash(codes, np.arange(n, dtype=np.int64))
+    for mirror in (0, MIRROR):
+        a, b, d = mih.self_join(8, mirror)
+        got = list(zip(a.tolist(), b.tolist(), d.tolist(), strict=True))
+        assert len(got) == len(set(got))
+        want: set[tuple[int, int, int]] = set()
+        for start in range(0, n, 2000):  # brute force in slices
+            dist = np.bitwise_count(
+                (codes[start : start + 2000] ^ np.uint64(mirror))[:, None] ^ codes[None, :]
+            )
+            i, j = np.nonzero(dist <= 8)
+            i = i + start
+            keep = i <= j
+            want |= set(
+                zip(
+                    i[keep].tolist(),
+                    j[keep].tolist(),
+                    dist[i[keep] - start, j[keep]].tolist(),
+                    strict=True,
+                )
+            )
+        assert set(got) == want
+        assert len(want) > (n + n // 7 if mirror == 0 else n // 7)
 
 
 def test_self_join_refuses_a_radius_it_cannot_answer_exactly() -> None:

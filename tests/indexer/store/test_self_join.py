@@ -10,20 +10,17 @@ from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.float_build import new_ivf, spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
-from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
-from splitaudit.indexer.store.neighbours import Neighbours
-from splitaudit.indexer.store.vector_join import (
-    calibrate_gap,
-    calibrate_nprobe,
+from splitaudit.indexer.store.join_calibrate import calibrate_gap, calibrate_nprobe
+from splitaudit.indexer.store.join_cells import (
     cell_lookup,
     cells_within,
-    exact_join,
     ivf_cells,
-    ivf_join,
     kmeans_cells,
-    self_join,
     split_cells,
 )
+from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
+from splitaudit.indexer.store.neighbours import Neighbours
+from splitaudit.indexer.store.vector_join import exact_join, ivf_join, self_join
 
 MIRROR = np.uint64(0x5555_5555_5555_5555)
 

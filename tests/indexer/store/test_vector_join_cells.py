@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from splitaudit.indexer.store.vector_join import DECODE_CACHE_BYTES, kmeans_cells, split_cells
+from splitaudit.indexer.store.join_cells import DECODE_CACHE_BYTES, kmeans_cells, split_cells
 
 
 def _vectors(n: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

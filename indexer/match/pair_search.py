@@ -1,0 +1,211 @@
+"""The cheap tiers that gather candidate pairs: exact digests through the DB, pHash radius and
+k-NN, embedding k-NN, regions of large test images; and the DB facts the later steps need
+(sizes, columns by id)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from splitaudit.indexer.db.models import Item
+from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
+from splitaudit.indexer.match.pair import Pair, PairOf
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.store.binary_index import BinaryStore
+from splitaudit.indexer.store.corpus_index import CorpusIndex
+
+if TYPE_CHECKING:
+    from splitaudit.indexer.match.inset_candidates import RegionVectors
+
+TOP_K = 10
+VectorSearch = Callable[
+    [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
+]
+
+
+def rows_by_value(values: Sequence[str | None]) -> dict[str, list[int]]:
+    """The query rows holding each digest value (a missing digest, None or "", matches nothing)."""
+    rows: dict[str, list[int]] = defaultdict(list)
+    for i, v in enumerate(values):
+        if v:
+            rows[v].append(i)
+    return rows
+
+
+def exact_pairs(session: Session, corpus_id: int, state: SplitState, pair: PairOf) -> None:
+    """SHA-256 / pixel-digest / stream-digest equality through the DB indexes (no corpus-sized Python sets)."""
+    for column, values, flag in (
+        (Item.sha256, state.sha256, "sha_equal"),
+        (Item.pixel_digest, state.pixel, "pixel_equal"),
+        (Item.stream_digest, state.stream, "stream_equal"),
+    ):
+        by_value = rows_by_value(values)
+        for chunk in in_chunks(list(by_value)):
+            found = session.execute(
+                select(Item.id, column).where(Item.corpus_id == corpus_id, column.in_(chunk))
+            ).all()
+            for item_id, value in found:
+                for row in by_value.get(value or "", []):
+                    setattr(pair(row, int(item_id)), flag, True)
+
+
+def hash_pairs(
+    store: BinaryStore,
+    state: SplitState,
+    th: Thresholds,
+    pair: PairOf,
+    knn_rows: npt.NDArray[np.bool_],
+    k: int = TOP_K,
+) -> None:
+    """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
+
+    Candidates come from a k-NN search, not a wide radius: at Hamming 20 a radius search
+    would return thousands of unrelated items per query in a million-item corpus.
+    """
+
+    def note(row: int, item_id: int, dist: int, orientation: Orientation) -> None:
+        p = pair(row, item_id)
+        if p.hamming is None or dist < p.hamming:
+            p.hamming, p.orientation = int(dist), orientation
+
+    for hashes, orientation in _oriented_hashes(state):
+        for row, (ids, dists) in enumerate(store.search_radius(hashes, th.phash_hamming)):
+            for item_id, dist in zip(ids.tolist(), dists.tolist(), strict=True):
+                note(row, item_id, dist, orientation)
+        # Turned or flipped, a copy is nominated within the near radius only: the k-NN of six
+        # more orientations would verify up to 4x the candidates, nearly all unrelated.
+        rows = (
+            np.flatnonzero(knn_rows)
+            if orientation in ("identity", "mirror")
+            else np.zeros(0, np.intp)
+        )
+        if th.candidate_hamming > th.phash_hamming and len(rows):
+            # sub-linear with hash tables: exact within the store's knn_exact_radius
+            knn_d, knn_i = store.search_knn_within(hashes[rows], k, th.candidate_hamming)
+            for n, row in enumerate(rows.tolist()):
+                for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
+                    if item_id >= 0 and dist <= th.candidate_hamming:
+                        note(row, item_id, dist, orientation)
+
+
+def _oriented_hashes(
+    state: SplitState,
+) -> list[tuple[npt.NDArray[np.uint64], Orientation]]:
+    """The query pHashes the hash tier searches, each with the orientation it tests: all eight
+    of the dihedral group where the split has them, else the plain and mirrored ones."""
+    if state.phash_oriented is None or len(state.phash_oriented) != len(state):
+        return [(state.phash, "identity"), (state.phash_mirror, "mirror")]
+    return [
+        (np.ascontiguousarray(state.phash_oriented[:, i]), name)
+        for i, name in enumerate(ORIENTATIONS)
+    ]
+
+
+def vector_pairs(
+    search: VectorSearch,
+    vectors: npt.NDArray[np.float32],
+    th: Thresholds,
+    pair: PairOf,
+    k: int = TOP_K,
+) -> None:
+    """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses."""
+    floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
+    # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
+    chunk = 16_384
+    for start in range(0, len(vectors), chunk):
+        scores, ids = search(vectors[start : start + chunk], k)
+        for r in range(len(ids)):
+            for score, item_id in zip(scores[r].tolist(), ids[r].tolist(), strict=True):
+                if item_id >= 0 and score >= floor:
+                    pair(start + r, item_id).cosine = float(score)
+
+
+def region_pairs(
+    session: Session, search: VectorSearch, regions: RegionVectors, th: Thresholds, pair: PairOf
+) -> None:
+    """Candidates nominated by regions of the large test images (a corpus image inset in a
+    screenshot, ``splitaudit.indexer.match.inset_candidates``), for the geometric step: corpus
+    images whose short side is ``small_side`` or more (the geometric step's)."""
+    from splitaudit.indexer.match.inset_candidates import REGION_COSINE_MARGIN, region_candidates
+
+    if not len(regions):
+        return
+
+    def large(ids: list[int]) -> set[int]:
+        return {i for i, side in short_sides(session, ids).items() if side >= th.small_side}
+
+    floor = th.candidate_cosine - REGION_COSINE_MARGIN
+    for (row, item_id), score in region_candidates(search, regions, floor, eligible=large).items():
+        p = pair(row, item_id)
+        p.region_cosine = max(score, p.region_cosine if p.region_cosine is not None else -1.0)
+
+
+def fill_cosines(
+    index: CorpusIndex, vectors: npt.NDArray[np.float32], pairs: Iterable[Pair]
+) -> None:
+    """Cosine for pairs found by hashes only (reconstructed from the index where it can)."""
+    assert index.floats is not None
+    for p in pairs:
+        if p.cosine is not None:
+            continue
+        try:
+            v = index.floats.index.reconstruct(int(p.item_id))
+        except RuntimeError:
+            continue  # approximate index without a direct map: no cosine for this pair
+        p.cosine = float(np.dot(vectors[p.row], v))
+
+
+def fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) -> None:
+    """The smaller short side of the two images of each pair (small pairs need verification)."""
+    pairs = list(pairs)
+    sides = short_sides(session, sorted({p.item_id for p in pairs}))
+    for p in pairs:
+        own = int(state.min_side[p.row])
+        p.min_side = min(own, sides[p.item_id]) if p.item_id in sides else own
+
+
+def short_sides(session: Session, ids: Sequence[int]) -> dict[int, int]:
+    """The short side (px) of each corpus item in ``ids`` whose size is known."""
+    sides: dict[int, int] = {}
+    for chunk in in_chunks(ids):
+        for item_id, w, h in session.execute(
+            select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
+        ):
+            if w and h:
+                sides[int(item_id)] = min(int(w), int(h))
+    return sides
+
+
+def column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int, Any]:
+    """``column`` (e.g. ``Item.locator``) of each row of its table in ``ids``; nulls left out."""
+    table = column.class_
+    out: dict[int, Any] = {}
+    for chunk in in_chunks(ids):
+        for row_id, value in session.execute(select(table.id, column).where(table.id.in_(chunk))):
+            if value:
+                out[int(row_id)] = value
+    return out
+
+
+def exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:
+    """Inner-product search over ``vectors`` themselves (ids are row positions)."""
+    import faiss
+
+    flat = faiss.IndexFlatIP(vectors.shape[1])
+    flat.add(np.ascontiguousarray(vectors))
+
+    def search(
+        queries: npt.NDArray[np.float32], k: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        scores, ids = flat.search(np.ascontiguousarray(queries), k)
+        return scores, ids.astype(np.int64)
+
+    return search

@@ -1,0 +1,127 @@
+"""Small pairs (low-resolution images): turned by the closest oriented pHash before
+verification, aligned densely after it (``low_res_align``), and the orientation verification
+settles on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+from sqlalchemy.orm import Session
+
+from splitaudit.indexer.db.models import Item
+from splitaudit.indexer.features.perceptual import Orientation
+from splitaudit.indexer.match.pair import Pair
+from splitaudit.indexer.match.pair_search import column_by_id
+from splitaudit.indexer.match.phases import PhaseTimes
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+
+
+def turn_small_pairs(
+    session: Session, state: SplitState, pairs: Iterable[Pair], th: Thresholds
+) -> None:
+    """Small candidate pairs the hash tier did not find turned: the orientation whose pHash of
+    the test image comes closest to the corpus image's, so the verifier tries the test image
+    turned back that way (a turned thumbnail nominated by its cosine or its plain pHash: a
+    brick wall turned 180 degrees is 14 bits from its source that way, 34 upright). The hash
+    tier looks for turned copies within the near radius only (``hash_pairs``); this adds no
+    candidate, it only orients the ones there are."""
+    if state.phash_oriented is None or len(state.phash_oriented) != len(state):
+        return
+    todo = [
+        p
+        for p in pairs
+        if p.orientation in ("identity", "mirror")
+        and (p.hamming is None or p.hamming > th.phash_hamming)
+        and p.min_side is not None
+        and bool(th.small_mask(float(p.min_side)))
+        and not p.digest_equal
+    ]
+    if not todo:
+        return
+    from splitaudit.indexer.match.orientation import closest_turn
+
+    hashes = column_by_id(session, Item.phash, sorted({p.item_id for p in todo}))
+    for p in todo:
+        if p.item_id in hashes:
+            turn = closest_turn(state.phash_oriented[p.row], int(hashes[p.item_id]), p.hamming)
+            if turn is not None:
+                p.hamming, p.orientation = turn
+
+
+def align_small_pairs(
+    query: Image.Image,
+    kept: Sequence[Pair],
+    thumbs: Sequence[npt.NDArray[np.uint8]],
+    th: Thresholds,
+    phases: PhaseTimes,
+) -> None:
+    """Dense low-resolution alignment (``splitaudit.indexer.match.low_res_align``) of small pairs:
+    an upright pair the verifier left open that aligns at ``ALIGNED_NEAR`` or better keeps that
+    score as its verification score (a re-scraped thumbnail shifted and zoomed); a pair near by
+    a marginal verifier score alone (under ``CONFIRM_BELOW``) must align at ``CONFIRM_FLOOR``
+    too, or its score becomes the alignment's (a periodic texture's neighbouring tile: the
+    verifier does not weigh the texture's own repeats)."""
+    from splitaudit.indexer.match.low_res_align import (
+        ALIGNED_NEAR,
+        CONFIRM_FLOOR,
+        MAX_SIDE,
+        aligned_scores,
+        needs_confirmation,
+        prepare_query,
+    )
+
+    small = [i for i, p in enumerate(kept) if p.min_side is not None and p.min_side <= MAX_SIDE]
+    rows = [
+        i
+        for i in small
+        if kept[i].orientation == "identity"
+        and not th.is_near(kept[i].hamming, kept[i].cosine, kept[i].verify, kept[i].min_side)
+    ]
+    confirm = [
+        i
+        for i in small
+        if needs_confirmation(
+            kept[i].verify,
+            kept[i].hamming,
+            kept[i].cosine,
+            kept[i].min_side,
+            kept[i].orientation,
+            th,
+        )
+    ]
+    if not rows and not confirm:
+        return
+    with phases.phase("verification: low-res alignment"):
+        prepared = prepare_query(query)
+        scores = np.zeros(0, np.float32)
+        if rows:
+            scores = aligned_scores(prepared, np.stack([thumbs[i] for i in rows]))
+        confirmed = np.zeros(0, np.float32)
+        if confirm:
+            # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
+            # so does the confirmation.
+            stack = np.stack([thumbs[i] for i in confirm])
+            mirror = prepare_query(query.transpose(Image.Transpose.FLIP_LEFT_RIGHT))
+            confirmed = np.maximum(
+                aligned_scores(prepared, stack, CONFIRM_FLOOR),
+                aligned_scores(mirror, stack, CONFIRM_FLOOR),
+            )
+    for i, score in zip(rows, scores.tolist(), strict=True):
+        p = kept[i]
+        if score >= ALIGNED_NEAR and score > (p.verify if p.verify is not None else -1.0):
+            p.verify = float(score)
+    for i, score in zip(confirm, confirmed.tolist(), strict=True):
+        p = kept[i]
+        if score < CONFIRM_FLOOR:
+            p.unconfirmed_verify, p.verify = p.verify, float(score)
+
+
+def verified_orientation(p: Pair, found: Orientation, th: Thresholds) -> None:
+    """The pair's orientation after verification: the pHash's where it is within the near radius
+    (hash and orientation are one piece of evidence), else the one the verifier aligned in."""
+    if p.hamming is None or p.hamming > th.phash_hamming:
+        p.orientation = found

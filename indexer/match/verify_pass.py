@@ -1,0 +1,271 @@
+"""The verification pass of ``match_corpus``: the pixel verifier on the candidates the cheap
+tiers leave open, then the geometric step (in flight while the next test image is prepared),
+inset refits and content cosines."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+from sqlalchemy.orm import Session
+
+from splitaudit.indexer.db.models import Item, SplitItem
+from splitaudit.indexer.features.decode import decode_image
+from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
+from splitaudit.indexer.match.geometry import GeometricMatch
+from splitaudit.indexer.match.inset_refit import needs_refit
+from splitaudit.indexer.match.pair import Pair
+from splitaudit.indexer.match.pair_search import column_by_id
+from splitaudit.indexer.match.phases import PhaseTimes
+from splitaudit.indexer.match.small_pairs import align_small_pairs, verified_orientation
+from splitaudit.indexer.match.split_state import SplitState
+from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.sources.record import Locator
+
+if TYPE_CHECKING:
+    from splitaudit.indexer.match.content_region import Embed
+
+log = logging.getLogger(__name__)
+MATCHES_IN_FLIGHT = 2  # test images whose geometric matching may still be running
+THUMB_CACHE = 200_000  # verification thumbnails kept per corpus (~200 MiB)
+
+
+def verify_candidates(
+    session: Session,
+    state: SplitState,
+    pairs: Iterable[Pair],
+    th: Thresholds,
+    geometric: GeometricTier,
+    query_model: type[SplitItem] | type[Item] = SplitItem,
+    phases: PhaseTimes | None = None,
+    on_verify: Callable[[int, int], None] | None = None,
+    content_embed: Embed | None = None,
+) -> None:
+    """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
+    geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
+    from splitaudit.indexer.match.orientation import oriented_verify_scores
+    from splitaudit.indexer.match.verify import verify_thumbnail
+
+    todo: dict[int, list[Pair]] = defaultdict(list)
+    for p in pairs:
+        if p.digest_equal:
+            continue
+        if th.needs_verify(p.hamming, p.cosine, p.min_side) or p.region_cosine is not None:
+            todo[p.row].append(p)
+    if not todo:
+        return
+    phases = phases or PhaseTimes()
+    item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
+    store = geometric.store
+    with phases.phase("locators (db)"):
+        locators = column_by_id(session, Item.locator, item_ids)
+        split_locators = column_by_id(
+            session, query_model.locator, [int(state.ids[r]) for r in todo]
+        )
+        # file SHA-256: what the verification store is keyed by
+        digests = column_by_id(session, Item.sha256, item_ids) if store is not None else {}
+
+    def _load(locator: dict[str, Any] | None) -> Image.Image | None:
+        with phases.phase("verification: decode"):
+            return _load_image(locator)
+
+    # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
+    cache: dict[int, npt.NDArray[np.uint8] | None] = {}
+    # geometric matches still running (the next test image is prepared meanwhile)
+    # (pairs, their matches to come, the test image's row, its corpus images' loader)
+    pending: deque[
+        tuple[
+            list[Pair],
+            Callable[[], list[GeometricMatch]],
+            int,
+            Callable[[int], Image.Image | None],
+            Image.Image,
+        ]
+    ] = deque()
+
+    def settle(in_flight: int) -> None:
+        while len(pending) > in_flight:
+            chosen, result, row, load, shown = pending.popleft()
+            with phases.phase("verification: geometric"):
+                found = result()
+            for p, match in zip(chosen, found, strict=True):
+                p.geometry = match
+            again = [
+                p
+                for p in chosen
+                if p.geometry is not None and needs_refit(p.geometry, th.geometry_inliers)
+            ]
+            if again:
+                with phases.phase("verification: inset refit"):
+                    _refit_insets(
+                        again, split_locators.get(int(state.ids[row])), geometric, load, digests
+                    )
+            if content_embed is not None:
+                with phases.phase("verification: content region"):
+                    _content_cosines(chosen, shown, load, content_embed, th)
+
+    for done, (row, ps) in enumerate(todo.items()):
+        if on_verify is not None:
+            on_verify(done, len(todo))
+        # The verifier's score was calibrated on the <=256 px decode: the ingestion's, kept for
+        # the first rows of a split (``KEPT_IMAGES_BYTES``), else decoded again (only rows with
+        # candidates: keeping every image of a large split costs too much).
+        query = state.images.get(row)
+        if query is None:
+            query = _load(split_locators.get(int(state.ids[row])))
+        if query is None:
+            continue
+        thumbs: list[npt.NDArray[np.uint8]] = []
+        kept: list[Pair] = []
+        loaded: dict[int, Image.Image] = {}  # decoded here: the geometric step reuses them
+        if store is not None:
+            unseen = [p.item_id for p in ps if p.item_id not in cache and p.item_id in digests]
+            with phases.phase("verification: store"):
+                stored = store.thumbnails(digests[i] for i in unseen)
+            for item_id in unseen:
+                if digests[item_id] in stored:
+                    cache[item_id] = stored[digests[item_id]]
+        for p in ps:
+            if p.item_id not in cache:
+                img = _load(locators.get(p.item_id))
+                cache[p.item_id] = None
+                if img is not None:
+                    cache[p.item_id] = made = verify_thumbnail(img)
+                    loaded[p.item_id] = img
+                    if store is not None:
+                        store.put_thumbnail(digests.get(p.item_id), made)
+            thumb = cache[p.item_id]
+            if thumb is not None:
+                thumbs.append(thumb)
+                kept.append(p)
+        if thumbs:
+            zoom = zoom_in_mask([p.cosine for p in kept], [p.min_side for p in kept], th)
+            with phases.phase("verification: pixel verifier"):
+                scores, turns = oriented_verify_scores(
+                    query, [p.orientation for p in kept], np.stack(thumbs), zoom
+                )
+            for p, score, turn in zip(kept, scores, turns, strict=True):
+                p.verify = float(score)
+                verified_orientation(p, turn, th)
+            align_small_pairs(query, kept, thumbs, th, phases)
+            settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
+            picked = shortlist(
+                [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
+            )
+            chosen = [kept[i] for i in picked] + _region_nominated(kept, settled, picked, th)
+
+            def load(item_id: int, seen: dict[int, Image.Image] = loaded) -> Image.Image | None:
+                return seen.get(item_id) or _load(locators.get(item_id))
+
+            geometric_started = time.perf_counter()
+            decoding = phases.seconds.get("verification: decode", 0.0)
+            pending.append(
+                (
+                    chosen,
+                    geometric.submit(query, [p.item_id for p in chosen], load, digests),
+                    row,
+                    load,
+                    query,
+                )
+            )
+            decoded = phases.seconds.get("verification: decode", 0.0) - decoding
+            phases.add("verification: geometric", time.perf_counter() - geometric_started - decoded)
+            settle(MATCHES_IN_FLIGHT)
+        if len(cache) > THUMB_CACHE:
+            cache.clear()
+    settle(0)
+
+
+def _content_cosines(
+    pairs: Sequence[Pair],
+    query: Image.Image,
+    load: Callable[[int], Image.Image | None],
+    embed: Embed,
+    th: Thresholds,
+) -> None:
+    """The content cosine (``content_region.content_cosine``) of the pairs it decides: a fit
+    refused as an overlay at the identity alignment, a cosine that would make the pair
+    semantic, and not near (a vetoed fit leaves no near rule; a refused one may)."""
+    from splitaudit.indexer.match.content_region import content_cosine, needs_content
+
+    for p in pairs:
+        if p.cosine is None or p.cosine < th.semantic_cosine or not needs_content(p.geometry):
+            continue
+        assert p.geometry is not None
+        if th.is_near(p.hamming, p.cosine, p.verify, p.min_side, p.geometry.support):
+            continue
+        corpus = load(p.item_id)
+        if corpus is not None:
+            p.content_cosine = content_cosine(query, corpus, p.geometry, embed)
+
+
+def _refit_insets(
+    pairs: Sequence[Pair],
+    locator: dict[str, Any] | None,
+    geometric: GeometricTier,
+    load: Callable[[int], Image.Image | None],
+    digests: dict[int, str],
+) -> None:
+    """The inset fits ``needs_refit`` marks, fitted again on a crop of the test image decoded at
+    up to ``inset_refit.DECODE_SIDE`` px (``inset_refit.refit``)."""
+    from splitaudit.indexer.match.inset_refit import DECODE_SIDE, refit
+
+    full = _load_image(locator, DECODE_SIDE)
+    if full is None:
+        return
+    for p in pairs:
+        assert p.geometry is not None
+
+        def fit(crop: Image.Image, item_id: int = p.item_id) -> GeometricMatch:
+            return geometric.match(crop, [item_id], load, digests)[0]
+
+        p.geometry = refit(p.geometry, full, fit)
+
+
+def _region_nominated(
+    kept: Sequence[Pair], settled: Sequence[bool], picked: Sequence[int], th: Thresholds
+) -> list[Pair]:
+    """The open pairs a region of the test image nominated (an inset copy) that ``shortlist``
+    left out: their region cosine may lie up to ``REGION_COSINE_MARGIN`` under
+    ``candidate_cosine``; ``region_candidates`` caps them at ``REGION_TOP_K`` per test image."""
+    taken = set(picked)
+    return [
+        p
+        for i, (p, done) in enumerate(zip(kept, settled, strict=True))
+        if i not in taken
+        and not done
+        and p.region_cosine is not None
+        and (p.min_side is None or p.min_side >= th.small_side)
+    ]
+
+
+def _nominating_cosine(p: Pair) -> float | None:
+    """The cosine that ranks a pair for the geometric step: the whole test image's, or the
+    best of its regions' where one nominated an inset copy."""
+    if p.region_cosine is None:
+        return p.cosine
+    return max(p.region_cosine, p.cosine if p.cosine is not None else -1.0)
+
+
+def _load_image(locator: dict[str, Any] | None, side: int | None = None) -> Image.Image | None:
+    """Decode an image from a stored locator (the ingestion's <=256 px decode; with ``side``,
+    its long side at ``side`` px at most: ``inset_candidates.region_decode``); None when its
+    bytes are gone or unreadable."""
+    if not locator:
+        return None
+    try:
+        data = Locator.from_dict(locator).read_bytes()
+        if side is not None:
+            from splitaudit.indexer.match.inset_candidates import region_decode
+
+            return region_decode(data, side)
+        return decode_image(data, pixels_only=True).image
+    except Exception as exc:  # missing source or undecodable: the pair keeps its other evidence
+        log.info("cannot load %s for verification: %s", locator, exc)
+        return None

@@ -1,0 +1,225 @@
+"""Dedup hands the engine only the items a join table pairs with another: same edges, fewer rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.planted_dedup import plant
+from sqlalchemy import select, update
+
+from bench.dedup import build, plan, truth_pairs
+from splitaudit.indexer.db.engine import transaction
+from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
+from splitaudit.indexer.dedup import candidates as candidates_mod
+from splitaudit.indexer.dedup import service
+from splitaudit.indexer.dedup.candidates import candidate_items, keep_candidates, others_held
+from splitaudit.indexer.dedup.join_items import UNKNOWN_SIDE, read_join_items
+from splitaudit.indexer.dedup.pairs import Chunk, exact_groups, join_corpus
+from splitaudit.indexer.dedup.service import create_dedup, run_dedup
+from splitaudit.indexer.match.thresholds import thresholds_for_model
+from splitaudit.indexer.pipeline.index import index_sources
+from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.store.corpus_index import sync_corpus_index
+from splitaudit.indexer.store.neighbours import Neighbours
+from splitaudit.indexer.workspace import Workspace
+
+N = 3000
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Workspace:
+    """bench.dedup's store-level corpus: N items, 5% planted copies, every item embedded."""
+    build(N, tmp_path / "home")
+    return Workspace.open(tmp_path / "home", migrate=False)
+
+
+def _run_rows(ws: Workspace, run_id: int) -> tuple[list[tuple], list[tuple], dict]:
+    with ws.sessions() as s:
+        edges = sorted(
+            (e.a_id, e.b_id, e.kind, e.hamming, e.cosine, e.verify)
+            for e in s.scalars(select(DedupEdge).where(DedupEdge.run_id == run_id))
+        )
+        members = sorted(
+            (m.cluster, m.semantic, m.item_id, m.kept, m.tier, m.partner_id, m.hamming, m.cosine)
+            for m in s.scalars(select(DedupMember).where(DedupMember.run_id == run_id))
+        )
+        return edges, members, dict(s.get_one(DedupRun, run_id).summary)
+
+
+def _with_and_without_filter(
+    ws: Workspace, corpus: str, monkeypatch: pytest.MonkeyPatch, **kw: object
+) -> tuple[tuple, tuple, list[int]]:
+    handed: list[int] = []
+    real = candidates_mod.keep_candidates
+
+    def counting(chunks, cands):  # type: ignore[no-untyped-def]
+        for n, chunk in real(chunks, cands):
+            handed.append(len(chunk.ids))
+            yield n, chunk
+
+    monkeypatch.setattr(service, "keep_candidates", counting)
+    filtered = create_dedup(ws, corpus=corpus, **kw)  # type: ignore[arg-type]
+    run_dedup(ws, filtered)
+    rows_filtered, handed_filtered = _run_rows(ws, filtered), list(handed)
+    monkeypatch.setattr(service, "candidate_items", lambda *_a, **_k: None)
+    every = create_dedup(ws, corpus=corpus, **kw)  # type: ignore[arg-type]
+    run_dedup(ws, every)
+    assert sum(handed) - sum(handed_filtered) > sum(handed_filtered)  # all rows the second time
+    return rows_filtered, _run_rows(ws, every), handed_filtered
+
+
+def test_store_level_dedup_is_the_same_with_only_candidates(
+    synthetic: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filtered, every, handed = _with_and_without_filter(synthetic, "syn", monkeypatch, semantic=True)
+    assert filtered == every  # same edges (both directions), members and summary
+    edges, _members, summary = filtered
+    assert len(edges) > 100 and summary["duplicates"] > 100
+    # the engine saw a small share of the items: the planted copies and a few neighbours
+    assert 0 < sum(handed) < 0.2 * N
+    found = {(a, b) for a, b, *_rest in edges}
+    assert len(found & truth_pairs(plan(N)[0])) >= 0.95 * len(found)
+
+
+def test_pixel_dedup_is_the_same_with_only_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real images, hashes only: every item asks for hash k-NN candidates (the nearest table)
+    and the verifier decides them; unrelated filler images are left out."""
+    plant(tmp_path / "corpus")
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(ws, "c", [FolderSource(tmp_path / "corpus")], embedder=None)
+    filtered, every, handed = _with_and_without_filter(ws, "c", monkeypatch)
+    assert filtered == every
+    assert filtered[1]  # clusters found
+    with ws.sessions() as s:
+        total = len(s.scalars(select(Item.id)).all())
+    assert 0 < sum(handed) < total  # the filler images with no near hash are left out
+
+
+def test_candidates_are_every_item_with_a_pair_and_few_others(synthetic: Workspace) -> None:
+    ws = synthetic
+    th = thresholds_for_model("synthetic-64")
+    with ws.sessions() as s:
+        index = sync_corpus_index(s, s.get_one(Corpus, 1), ws.corpus_dir("syn"))
+        groups = list(exact_groups(s, 1))
+        skip = {i for g in groups for i in g[1:]}
+        grouped = {i for g in groups for i in g}
+        items = read_join_items(s, 1, skip, has_vectors=True, small_side=th.small_side)
+        joined, _stats = join_corpus(
+            s,
+            corpus_id=1,
+            corpus_dir=ws.corpus_dir("syn"),
+            index=index,
+            thresholds=th,
+            skip=skip,
+            items=items,
+        )
+    cands = candidate_items(joined, items, th, grouped)
+    assert cands is not None and np.all(np.diff(cands) > 0)
+    assert candidate_items(index, items, th, grouped) is None  # not joined: search every item
+    truth = truth_pairs(plan(N)[0])
+    planted = {i for pair in truth for i in pair} - skip
+    assert planted <= set(cands.tolist())  # every queried planted member
+    assert len(cands) < 2 * len(planted) + len(grouped)
+    assert not set(cands.tolist()) & skip
+
+
+def test_others_reads_a_table_like_the_stand_in_stores() -> None:
+    table = Neighbours(
+        keys=np.array([10, 20, 30, 40], np.int64),
+        offsets=np.array([0, 1, 3, 5, 5], np.int64),
+        ids=np.array([1, 2, 5, 3, 7], np.int64),
+        scores=np.array([0, 0, 6, 2, 9], np.int32),
+    )
+    keys = np.array([10, 20, 20, 30, 40, 50], np.int64)
+    own = np.array([1, 2, 9, 3, 4, 6], np.int64)
+    # 10: only itself; 20: another (5) for item 2, two others for 9; 30: 7 beside itself;
+    # 40: empty list; 50: not in the table, so the real store would be asked: kept
+    assert others_held(table, keys, own, None, None).tolist() == [
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+    ]
+    # within 4 bits, 30's other (7 at 9 bits) is too far; 20's 5 (at 6) too
+    assert others_held(table, keys, own, None, 4).tolist() == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+    # the first entry only: 20 for item 9 is item 2, another; 30's first is itself
+    assert others_held(table, keys, own, 1, None).tolist() == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+    cos = Neighbours(
+        table.keys, table.offsets, table.ids, np.array([1, 1, 0.5, 1, 0.9], np.float32)
+    )
+    assert others_held(cos, keys, own, None, None, 0.8).tolist() == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        True,
+    ]
+
+
+def test_keep_candidates_keeps_rows_and_vectors_aligned_and_empty_chunks() -> None:
+    vecs = np.arange(12, dtype=np.float32).reshape(6, 2)
+    chunks = [
+        (0, Chunk(np.array([1, 2, 3], np.int64), vecs[:3])),
+        (1, Chunk(np.array([4, 5, 6], np.int64), None)),
+    ]
+    out = list(keep_candidates(iter(chunks), np.array([2, 3, 9], np.int64)))
+    assert [n for n, _c in out] == [0, 1]
+    assert out[0][1].ids.tolist() == [2, 3] and out[0][1].vectors is not None
+    assert out[0][1].vectors.tolist() == vecs[1:3].tolist()
+    assert out[1][1].ids.tolist() == [] and out[1][1].vectors is None
+    assert list(keep_candidates(iter(chunks), None)) == chunks
+
+
+def test_join_items_read_as_the_rows_say(synthetic: Workspace) -> None:
+    ws = synthetic
+    with transaction(ws.sessions) as s:  # sizes: small, unknown (NULL, 0), and no embedding
+        s.execute(update(Item).where(Item.id == 5).values(width=40, height=300))
+        s.execute(update(Item).where(Item.id == 6).values(width=None))
+        s.execute(update(Item).where(Item.id == 7).values(height=0))
+        s.execute(update(Item).where(Item.id == 8).values(has_embedding=False))
+        s.execute(update(Item).where(Item.id == 9).values(phash=None))
+        s.execute(update(Item).where(Item.id == 10).values(phash=-1))
+    with ws.sessions() as s:
+        items = read_join_items(s, 1, {3, 4}, has_vectors=True, small_side=96)
+        rows = {
+            int(i): (int(p), w, h, bool(e))
+            for i, p, w, h, e in s.execute(
+                select(Item.id, Item.phash, Item.width, Item.height, Item.has_embedding).where(
+                    Item.phash.is_not(None)
+                )
+            )
+        }
+    assert items.ids.tolist() == [i for i in rows if i not in (3, 4)]
+    assert 9 not in items.ids.tolist() and 8 not in items.embedded.tolist()
+    assert items.embedded.tolist() == sorted(i for i, r in rows.items() if r[3])
+    by_id = dict(zip(items.ids.tolist(), range(len(items.ids)), strict=True))
+    assert int(items.hashes[by_id[10]]) == 2**64 - 1  # signed -1 read unsigned
+    for i in (1, 2, 11):
+        assert int(items.hashes[by_id[i]]) == rows[i][0] % 2**64
+    knn = {i: bool(items.knn[n]) for i, n in by_id.items()}
+    # hash k-NN for a small image (40 px) and an unembedded one; unknown sizes are not small
+    assert knn[5] and knn[8] and not knn[6] and not knn[7] and not knn[11]
+    assert UNKNOWN_SIDE >= 10**6
+    with ws.sessions() as s:
+        assert read_join_items(s, 1, set(), has_vectors=False, small_side=96).knn.all()

@@ -1,0 +1,88 @@
+"""``Thresholds.classify_many`` / ``pair.classify_all`` against the one-pair rules they replace
+in the engine (``Thresholds.classify`` and ``near_evidence``): the same verdict and the same near
+reasons for every combination of evidence, missing values included, around each threshold."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+
+from splitaudit.indexer.kinds import MatchKind
+from splitaudit.indexer.match.pair import Pair, classify_all
+from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS, Thresholds
+
+TH = DEFAULT_THRESHOLDS
+
+
+def _values(th: Thresholds) -> dict[str, list]:
+    """Each piece of evidence at, just under and just over its thresholds, and missing."""
+    return {
+        "hamming": [None, 0, th.phash_hamming, th.phash_hamming + 1, th.candidate_hamming, 40],
+        "cosine": [
+            None,
+            0.2,
+            th.candidate_cosine,
+            th.semantic_cosine - 1e-6,
+            th.semantic_cosine,
+            th.near_cosine,
+            0.99,
+        ],
+        "verify": [None, 0.1, th.small_phash_verify, th.verify_score - 1e-6, th.verify_score, 0.95],
+        "min_side": [None, 32, th.small_side - 1, th.small_side, 400],
+        "geometry": [
+            None,
+            -th.geometry_inliers - 5,
+            -th.geometry_inliers,
+            0,
+            th.geometry_inliers - 1,
+            th.geometry_inliers,
+            200,
+        ],
+        "content": [None, th.semantic_cosine - 0.01, th.semantic_cosine, 0.9],
+    }
+
+
+def _expected(th: Thresholds, h, c, v, s, g, cc) -> tuple[str | None, list[str]]:
+    kind = th.classify(h, c, v, s, g, cc)
+    return kind, th.near_evidence(h, c, v, s, g) if kind == "near" else []
+
+
+def test_every_combination_of_evidence_classifies_as_one_pair_at_a_time() -> None:
+    values = _values(TH)
+    combos = list(itertools.product(*values.values()))  # 60,480 pairs
+    got = TH.classify_many(*(list(column) for column in zip(*combos, strict=True)))
+    kinds = {kind for kind, _rules in got}
+    assert kinds == {"near", "semantic", None}  # the grid reaches every verdict
+    assert any(rules == ["phash", "verify", "geometry"] for _k, rules in got)
+    for combo, verdict in zip(combos, got, strict=True):
+        assert verdict == _expected(TH, *combo), combo
+
+
+def test_classify_all_sets_kinds_and_rules_as_the_engine_needs() -> None:
+    rng = random.Random(7)
+    values = _values(TH)
+    pairs: list[Pair] = []
+    for n in range(3_000):
+        h, c, v, s, g, cc = (rng.choice(column) for column in values.values())
+        p = Pair(row=n, item_id=n, hamming=h, cosine=c, verify=v, min_side=s, content_cosine=cc)
+        if g is not None:
+            p.geometry = SimpleNamespace(support=g)  # type: ignore[assignment]  # what it reads
+        p.sha_equal = n % 97 == 0  # an exact copy whatever its other evidence
+        p.rules = ["stale"]
+        pairs.append(p)
+    classify_all(pairs, TH)
+    for p in pairs:
+        if p.sha_equal:
+            assert p.kind == MatchKind.EXACT
+            continue
+        g = None if p.geometry is None else p.geometry.support
+        kind, rules = _expected(TH, p.hamming, p.cosine, p.verify, p.min_side, g, p.content_cosine)
+        assert p.kind == kind
+        assert p.rules == (rules if kind == "near" else ["stale"])  # untouched unless near
+    assert {p.kind for p in pairs} == {MatchKind.EXACT, "near", "semantic", None}
+
+
+def test_no_pairs() -> None:
+    assert TH.classify_many([], [], [], [], [], []) == []
+    classify_all([], TH)
