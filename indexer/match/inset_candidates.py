@@ -68,6 +68,25 @@ class RegionVectors:
         )
 
 
+@dataclass(frozen=True)
+class RegionHit:
+    """A corpus item a region of a test image came close to: the best region's cosine, and
+    that region's number (its place in ``region_boxes``' order)."""
+
+    cosine: float
+    region: int
+
+
+def region_fraction(region: int) -> tuple[float, float, float, float]:
+    """Region ``region``'s box (x0, y0, x1, y1) as fractions of the test image's width and
+    height (``region_boxes``' order: row by row, ``REGION_STEPS`` per row)."""
+    if not 0 <= region < REGION_STEPS * REGION_STEPS:
+        raise ValueError(f"region must be in 0..{REGION_STEPS * REGION_STEPS - 1}, got {region}")
+    starts = np.linspace(0.0, 1.0 - REGION_SIDE, REGION_STEPS)
+    x, y = float(starts[region % REGION_STEPS]), float(starts[region // REGION_STEPS])
+    return (x, y, x + REGION_SIDE, y + REGION_SIDE)
+
+
 def region_boxes(width: int, height: int, gate: bool = True) -> list[tuple[int, int, int, int]]:
     """The regions of a ``width`` x ``height`` test image that get embeddings (with ``gate``,
     none when its shorter side is below ``INSET_MIN_SIDE``)."""
@@ -131,28 +150,34 @@ def region_candidates(
     k: int = REGION_TOP_K,
     kept: int = REGIONS_KEPT,
     eligible: Callable[[list[int]], Collection[int]] | None = None,
-) -> dict[tuple[int, int], float]:
-    """(split row, corpus item id) -> the best region cosine, for the ``kept`` corpus items each
-    large test image's regions come closest to among the ``k`` nearest of each region, at
-    ``floor`` or above (the engine passes ``candidate_cosine - REGION_COSINE_MARGIN``).
-    ``eligible(ids)``: which of these corpus items may be nominated (the engine: those large
-    enough for the geometric step); all where None."""
-    best: dict[tuple[int, int], float] = {}
+) -> dict[tuple[int, int], RegionHit]:
+    """(split row, corpus item id) -> the best region (cosine, region number), for the ``kept``
+    corpus items each large test image's regions come closest to among the ``k`` nearest of
+    each region, at ``floor`` or above (the engine passes ``candidate_cosine -
+    REGION_COSINE_MARGIN``). A row's regions are numbered in the order they come in
+    ``regions`` (``region_crops``: ``region_boxes``' order). ``eligible(ids)``: which of these
+    corpus items may be nominated (the engine: those large enough for the geometric step); all
+    where None."""
+    best: dict[tuple[int, int], RegionHit] = {}
     if not len(regions):
         return best
     scores, ids = search(np.ascontiguousarray(regions.vectors), k)
-    for row, row_scores, row_ids in zip(regions.rows.tolist(), scores, ids, strict=True):
+    rows = regions.rows.tolist()
+    first: dict[int, int] = {}
+    for n, row in enumerate(rows):
+        first.setdefault(row, n)
+    for n, (row, row_scores, row_ids) in enumerate(zip(rows, scores, ids, strict=True)):
         for score, item_id in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
-            if item_id >= 0 and score >= floor:
-                key = (int(row), int(item_id))
-                best[key] = max(best.get(key, -1.0), float(score))
+            key = (int(row), int(item_id))
+            if item_id >= 0 and score >= floor and (key not in best or score > best[key].cosine):
+                best[key] = RegionHit(float(score), n - first[row])
     allowed = None if eligible is None else set(eligible(sorted({i for _, i in best})))
     per_row: dict[int, list[tuple[float, int]]] = {}
-    for (row, item_id), score in best.items():
+    for (row, item_id), hit in best.items():
         if allowed is None or item_id in allowed:
-            per_row.setdefault(row, []).append((score, item_id))
-    out: dict[tuple[int, int], float] = {}
+            per_row.setdefault(row, []).append((hit.cosine, item_id))
+    out: dict[tuple[int, int], RegionHit] = {}
     for row, found in per_row.items():
-        for score, item_id in sorted(found, reverse=True)[:kept]:
-            out[(row, item_id)] = score
+        for _, item_id in sorted(found, reverse=True)[:kept]:
+            out[(row, item_id)] = best[(row, item_id)]
     return out

@@ -32,6 +32,8 @@ class Pair:
     geometry: GeometricMatch | None = None
     # best cosine of a region of a large test image (``inset_candidates``): an inset copy
     region_cosine: float | None = None
+    # that region's number (``inset_candidates.region_fraction``): where a refit looks
+    region: int | None = None
     # cosine of the content region alone of a pair whose fit was refused as an overlay
     # (``content_region``): semantic only if it is similar too
     content_cosine: float | None = None

@@ -143,9 +143,10 @@ def region_pairs(
         return {i for i, side in short_sides(session, ids).items() if side >= th.small_side}
 
     floor = th.candidate_cosine - REGION_COSINE_MARGIN
-    for (row, item_id), score in region_candidates(search, regions, floor, eligible=large).items():
+    for (row, item_id), hit in region_candidates(search, regions, floor, eligible=large).items():
         p = pair(row, item_id)
-        p.region_cosine = max(score, p.region_cosine if p.region_cosine is not None else -1.0)
+        if p.region_cosine is None or hit.cosine > p.region_cosine:
+            p.region_cosine, p.region = hit.cosine, hit.region
 
 
 def fill_cosines(

@@ -19,7 +19,7 @@ from splitaudit.indexer.db.models import Item, SplitItem
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import GeometricMatch
-from splitaudit.indexer.match.inset_refit import needs_refit
+from splitaudit.indexer.match.inset_refit import needs_refit, needs_region_refit
 from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.pair_search import column_by_id
 from splitaudit.indexer.match.phases import PhaseTimes
@@ -101,10 +101,16 @@ def verify_candidates(
                 for p in chosen
                 if p.geometry is not None and needs_refit(p.geometry, th.geometry_inliers)
             ]
-            if again:
+            if again or any(_region_refit(p, th) for p in chosen):
                 with phases.phase("verification: inset refit"):
                     _refit_insets(
-                        again, split_locators.get(int(state.ids[row])), geometric, load, digests
+                        again,
+                        chosen,
+                        split_locators.get(int(state.ids[row])),
+                        geometric,
+                        load,
+                        digests,
+                        th,
                     )
             if content_embed is not None:
                 with phases.phase("verification: content region"):
@@ -206,26 +212,64 @@ def _content_cosines(
 
 
 def _refit_insets(
-    pairs: Sequence[Pair],
+    boxed: Sequence[Pair],
+    chosen: Sequence[Pair],
     locator: dict[str, Any] | None,
     geometric: GeometricTier,
     load: Callable[[int], Image.Image | None],
     digests: dict[int, str],
+    th: Thresholds,
 ) -> None:
-    """The inset fits ``needs_refit`` marks, fitted again on a crop of the test image decoded at
-    up to ``inset_refit.DECODE_SIDE`` px (``inset_refit.refit``)."""
-    from splitaudit.indexer.match.inset_refit import DECODE_SIDE, refit
+    """The inset fits ``needs_refit`` marks (``boxed``), fitted again on a crop of the test image
+    decoded at up to ``inset_refit.DECODE_SIDE`` px around their box (``inset_refit.refit``);
+    then the ``chosen`` pairs still open that a region nominated (``needs_region_refit``), on
+    that region's crop."""
+    from splitaudit.indexer.match.inset_candidates import region_fraction
+    from splitaudit.indexer.match.inset_refit import (
+        DECODE_SIDE,
+        REGION_MARGIN,
+        refit,
+        refit_many,
+    )
 
     full = _load_image(locator, DECODE_SIDE)
     if full is None:
         return
-    for p in pairs:
+
+    def fit_to(item_id: int) -> Callable[[Image.Image], GeometricMatch]:
+        return lambda crop: geometric.match(crop, [item_id], load, digests)[0]
+
+    for p in boxed:
         assert p.geometry is not None
+        p.geometry = refit(p.geometry, full, fit_to(p.item_id))
+    by_region: dict[int, list[Pair]] = defaultdict(list)
+    for p in chosen:
+        if _region_refit(p, th):
+            assert p.region is not None
+            by_region[p.region].append(p)
+    for region, pairs in by_region.items():
+        # one crop, its keypoints found once, for every pair this region nominated
+        firsts = [
+            p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
+            for p in pairs
+        ]
+        ids = [p.item_id for p in pairs]
+        fits = refit_many(
+            firsts,
+            full,
+            lambda crop, ids=ids: geometric.match(crop, ids, load, digests),
+            region_fraction(region),
+            REGION_MARGIN,
+        )
+        for p, geometry in zip(pairs, fits, strict=True):
+            p.geometry = geometry
 
-        def fit(crop: Image.Image, item_id: int = p.item_id) -> GeometricMatch:
-            return geometric.match(crop, [item_id], load, digests)[0]
 
-        p.geometry = refit(p.geometry, full, fit)
+def _region_refit(p: Pair, th: Thresholds) -> bool:
+    """Whether ``p`` is due a fit on the crop of the region that nominated it."""
+    return p.region is not None and needs_region_refit(
+        p.geometry, p.region_cosine, p.cosine, th.geometry_inliers
+    )
 
 
 def _region_nominated(

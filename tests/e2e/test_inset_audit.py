@@ -12,6 +12,8 @@ from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match.inset_candidates import INSET_MIN_SIDE, region_boxes
 
 pytestmark = pytest.mark.slow
+Box = tuple[float, ...]
+Audited = tuple[dict, Box, Box, Box, dict[str, Box]]
 CANVAS = (960, 600)
 
 
@@ -37,7 +39,7 @@ def screenshot(
 @pytest.fixture(scope="module")
 def audited(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+) -> Audited:
     from click.testing import CliRunner
 
     from splitaudit.indexer.cli.main import cli
@@ -46,7 +48,7 @@ def audited(
     corpus, split, home = root / "corpus", root / "split", root / "home"
     corpus.mkdir()
     split.mkdir()
-    for name in ("chelsea", "coffee", "rocket", "camera"):
+    for name in ("chelsea", "coffee", "rocket", "camera", "hubble_deep_field"):
         sample_photo(name).save(corpus / f"{name}.png")
     shot, box = screenshot(sample_photo("chelsea"), 0.4, (0.45, 0.3))
     shot.save(split / "screenshot.png")
@@ -57,6 +59,10 @@ def audited(
     # of the screenshot around that fit's box settles it
     rocket, rocket_box = screenshot(sample_photo("rocket"), 0.3, (0.6, 0.12))
     rocket.save(split / "screenshot_rocket_30.png")
+    # a star field at 30%: the reduced decode keeps a few scattered inliers and no box; the
+    # crop of the region that nominated it settles it
+    stars, stars_box = screenshot(sample_photo("hubble_deep_field"), 0.3, (0.62, 0.58))
+    stars.save(split / "screenshot_stars_30.png")
     other, _ = screenshot(sample_photo("astronaut"), 0.4, (0.1, 0.2))
     other.save(split / "unrelated_screenshot.png")
     runner = CliRunner()
@@ -68,7 +74,8 @@ def audited(
     assert done.exit_code in (0, 1), done.output
     import json
 
-    return json.loads(out.read_text()), box, small_box, rocket_box
+    boxes = {"stars": stars_box}
+    return json.loads(out.read_text()), box, small_box, rocket_box, boxes
 
 
 def _near(report: dict, key: str) -> dict[str, dict]:
@@ -77,9 +84,9 @@ def _near(report: dict, key: str) -> dict[str, dict]:
 
 
 def test_a_photo_inset_at_40_percent_is_near_with_its_box_on_the_test_image(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+    audited: Audited,
 ) -> None:
-    report, box, _, _ = audited
+    report, box, _, _, _ = audited
     near = _near(report, "screenshot.png")
     assert set(near) == {"chelsea.png"}
     geometry = near["chelsea.png"]["evidence"]["geometry"]
@@ -88,16 +95,16 @@ def test_a_photo_inset_at_40_percent_is_near_with_its_box_on_the_test_image(
 
 
 def test_a_screenshot_of_a_photo_not_in_the_corpus_is_not_near(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+    audited: Audited,
 ) -> None:
-    report, _, _, _ = audited
+    report, _, _, _, _ = audited
     assert _near(report, "unrelated_screenshot.png") == {}
 
 
 def test_a_photo_inset_at_30_percent_is_near_through_a_region_of_the_test_image(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+    audited: Audited,
 ) -> None:
-    report, _, box, _ = audited
+    report, _, box, _, _ = audited
     near = _near(report, "screenshot_30.png")
     assert set(near) == {"coffee.png"}
     geometry = near["coffee.png"]["evidence"]["geometry"]
@@ -105,14 +112,25 @@ def test_a_photo_inset_at_30_percent_is_near_through_a_region_of_the_test_image(
 
 
 def test_a_small_inset_with_few_keypoints_on_the_reduced_decode_is_near_after_the_refit(
-    audited: tuple[dict, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+    audited: Audited,
 ) -> None:
-    report, _, _, box = audited
+    report, _, _, box, _ = audited
     near = _near(report, "screenshot_rocket_30.png")
     assert set(near) == {"rocket.png"}
     geometry = near["rocket.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True and geometry["inliers"] >= 50
     assert np.allclose(geometry["test_box"], box, atol=0.02), (geometry["test_box"], box)
+
+
+def test_a_star_field_inset_without_keypoints_on_the_reduced_decode_is_near_by_its_region(
+    audited: Audited,
+) -> None:
+    report, _, _, _, boxes = audited
+    near = _near(report, "screenshot_stars_30.png")
+    assert set(near) == {"hubble_deep_field.png"}
+    geometry = near["hubble_deep_field.png"]["evidence"]["geometry"]
+    assert geometry["inset"] is True and geometry["inliers"] >= 12
+    assert np.allclose(geometry["test_box"], boxes["stars"], atol=0.02), geometry["test_box"]
 
 
 def test_only_large_test_images_get_regions() -> None:

@@ -17,10 +17,13 @@ from splitaudit.indexer.match.inset_candidates import (
     INSET_MIN_SIDE,
     REGION_DECODE_SIDE,
     REGION_TOP_K,
+    RegionHit,
     RegionVectors,
+    region_boxes,
     region_candidates,
     region_crops,
     region_decode,
+    region_fraction,
 )
 
 
@@ -93,7 +96,10 @@ def test_each_rows_best_region_hits_above_the_floor_become_candidates() -> None:
     found = region_candidates(search, regions, floor=0.5)
     # row 0: item 12 is seen by two regions (best 0.8 kept); top 3 by cosine: 11, 12, 14
     assert set(found) == {(0, 11), (0, 12), (0, 14)}
-    assert np.allclose([found[(0, 11)], found[(0, 12)], found[(0, 14)]], [0.9, 0.8, 0.75])
+    hits = [found[(0, 11)], found[(0, 12)], found[(0, 14)]]
+    assert np.allclose([h.cosine for h in hits], [0.9, 0.8, 0.75])
+    # each hit names the row's region it came from (row 0's first and second regions)
+    assert [h.region for h in hits] == [0, 1, 1]
     assert len(found) <= REGION_TOP_K * 2
     assert region_candidates(search, RegionVectors.concat([], 4), floor=0.5) == {}
 
@@ -114,7 +120,10 @@ def test_corpus_images_the_geometric_step_cannot_match_give_way_to_those_it_can(
 
     found = region_candidates(search, regions, floor=0.4, kept=2, eligible=large)
     assert asked == [[11, 12, 13, 20, 21, 22]]
-    assert found == pytest.approx({(5, 21): 0.47, (5, 20): 0.45})
+    assert {key: hit.cosine for key, hit in found.items()} == pytest.approx(
+        {(5, 21): 0.47, (5, 20): 0.45}
+    )
+    assert found[(5, 21)].region == 0 and found[(5, 20)].region == 1
     # without the filter the small tiles fill the test image's slots
     assert set(region_candidates(search, regions, floor=0.4, kept=2)) == {(5, 11), (5, 12)}
 
@@ -128,3 +137,25 @@ def test_a_large_jpeg_is_decoded_at_the_dct_scale_the_side_needs() -> None:
     assert region_decode(data).size == (REGION_DECODE_SIDE, 432)
     with pytest.raises(ValueError, match="pixels_only"):
         decode_image(data, draft=(1280, 1280))
+
+
+def test_a_rows_regions_are_numbered_from_its_first_one_in_region_boxes_order() -> None:
+    # two large test images (rows 2 and 7), nine regions each; item 30 is closest to row 7's
+    # sixth region (the middle row's right-hand window)
+    rows = np.repeat(np.asarray([2, 7]), 9)
+    regions = RegionVectors(rows, np.zeros((18, 4), np.float32))
+    scores = np.full((18, 1), 0.6, np.float32)
+    scores[9 + 5] = 0.9
+    ids = np.where(np.arange(18)[:, None] < 9, 40, 30)
+    found = region_candidates(_search_returning(scores.tolist(), ids.tolist()), regions, 0.5)
+    hit = found[(7, 30)]
+    assert isinstance(hit, RegionHit) and hit.region == 5 and hit.cosine == pytest.approx(0.9)
+    assert found[(2, 40)].region == 0  # equal cosines: the first region keeps it
+    assert region_fraction(5) == pytest.approx((0.55, 0.275, 1.0, 0.725))
+    boxes = region_boxes(1000, 800)
+    for n, (x0, y0, x1, y1) in enumerate(boxes):
+        assert np.allclose(
+            region_fraction(n), (x0 / 1000, y0 / 800, x1 / 1000, y1 / 800), atol=1e-3
+        )
+    with pytest.raises(ValueError, match=r"region must be in 0\.\.8"):
+        region_fraction(9)

@@ -4,6 +4,7 @@ image, and the crop's fit mapped back onto the whole test image."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,12 +20,15 @@ from splitaudit.indexer.match.geometry import (
     keypoints,
     match_keypoints,
 )
+from splitaudit.indexer.match.inset_candidates import region_fraction
 from splitaudit.indexer.match.inset_refit import (
     MIN_INLIERS as REFIT_FROM,
 )
 from splitaudit.indexer.match.inset_refit import (
+    REGION_GAIN,
     crop_box,
     needs_refit,
+    needs_region_refit,
     on_whole_image,
     refit,
 )
@@ -103,6 +107,41 @@ def test_only_open_plausible_inset_fits_with_a_box_are_looked_at_again() -> None
     assert not needs_refit(whole, MIN_INLIERS)  # not an inset
     turned = GeometricMatch(inliers=8, matches=20, scale=3.0, angle=45.0, test_box=inset.test_box)
     assert not needs_refit(turned, MIN_INLIERS)  # no copy is turned that much
+
+
+def test_a_star_field_inset_without_a_box_on_the_reduced_decode_is_a_copy_on_its_regions_crop() -> (
+    None
+):
+    # a sparse star field at 30%: the reduced decode keeps a few scattered inliers (no copy,
+    # no box to trust); the crop of the region that nominated it finds the photo
+    photo = sample_photo("hubble_deep_field").resize((384, 384))
+    shot, truth = _screenshot(photo, 0.3, (820, 420))
+    first = _fit(shot.resize((410, 256), Image.Resampling.LANCZOS), photo)
+    assert not first.is_copy()
+    # the region at the bottom right (0.55-1.0 of each side) holds the inset, its margin the
+    # top edge that sticks out of it
+    assert needs_region_refit(first, region_cosine=0.55, cosine=0.2, min_inliers=MIN_INLIERS)
+    again = refit(first, shot, lambda crop: _fit(crop, photo), around=region_fraction(8))
+    assert again.is_copy() and again.support >= 2 * MIN_INLIERS
+    assert np.allclose(again.test_box, truth, atol=0.01), (again.test_box, truth)
+    assert again.inset and 0.28 <= again.inset_side <= 0.32
+
+
+def test_only_open_unrefused_pairs_whose_region_beats_the_whole_image_get_the_regions_crop() -> (
+    None
+):
+    open_fit = GeometricMatch(inliers=6, matches=20, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
+    gain = REGION_GAIN
+    assert needs_region_refit(open_fit, 0.6, 0.6 - gain, MIN_INLIERS)
+    assert needs_region_refit(None, 0.6, None, MIN_INLIERS)  # no fit, no whole-image cosine
+    # a photo that resembles the corpus image all over: the region is no closer than the whole
+    assert not needs_region_refit(open_fit, 0.6, 0.6 - gain / 2, MIN_INLIERS)
+    assert not needs_region_refit(open_fit, None, 0.1, MIN_INLIERS)  # no region nominated it
+    copy = GeometricMatch(inliers=40, matches=50, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
+    assert copy.is_copy() and not needs_region_refit(copy, 0.6, 0.1, MIN_INLIERS)
+    # its inliers rest on an overlay the test image shares with other corpus images
+    refused = replace(open_fit, shared=6, shared_with=2)
+    assert refused.vetoes and not needs_region_refit(refused, 0.6, 0.1, MIN_INLIERS)
 
 
 def test_the_crop_widens_the_box_and_stays_on_the_image() -> None:

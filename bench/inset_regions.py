@@ -1,0 +1,240 @@
+"""``python -m bench.inset_regions``: the regions of large test images on web-sized pages
+(issue 23): insets found, false positives and what the inset refits cost, before / after.
+
+``bench.recall`` measures insets on a screenshot canvas against 384-px corpus photos; its other
+large test images are under 400 px, so they get no regions and never reach the inset refits.
+This bench holds what a web corpus holds at web size (960 x 720, every test image gets
+regions, ``inset_candidates.INSET_MIN_SIDE``):
+
+- corpus: half of the offline photos (``bench.accuracy.photos``), each plain and under each of
+  the six shared overlays of ``bench.accuracy.overlays`` (tiled and centred watermarks, corner
+  logo, caption bands, frame, window chrome);
+- positives: each corpus photo inset at 30 / 50 / 70% of a screenshot-like canvas
+  (``bench.accuracy.overlays.inset``), to be near its plain corpus copy;
+- negatives, to match nothing: the other half of the photos plain (``plain``), under each same
+  overlay (``overlay``: a region can hold the watermark or frame alone) and inset in the same
+  canvas (``inset-unrelated``).
+
+Each library (``--before PATH``: another checkout, e.g. ``git worktree add /tmp/before HEAD``)
+indexes the corpus and audits the split through the CLI in its own subprocess, on the same
+files; printed: near per family, the audit's CPU per test image and the seconds its inset
+refits took (``verification: inset refit``, from the audit's phase log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+CACHE = Path(__file__).resolve().parent / ".cache" / "inset_regions"
+RECIPE = 2  # bump when the dataset recipe changes
+WEB_SIZE = (960, 720)
+FRACTIONS = (0.3, 0.5, 0.7)
+REFIT_PHASE = "verification: inset refit"
+
+
+@dataclass(frozen=True)
+class Query:
+    """One split image: its family and the corpus photo it shows (None: a negative); that
+    photo's corpus images are its plain copy and its overlaid ones (all copies of it)."""
+
+    key: str
+    family: str
+    target: str | None
+
+
+def build(root: Path, seed: int) -> list[Query]:
+    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels."""
+    from bench.accuracy.overlays import OVERLAYS, fit_photo, inset
+    from bench.accuracy.photos import collect_photos
+
+    manifest = root / "queries.json"
+    if manifest.is_file():
+        data = json.loads(manifest.read_text())
+        if data.get("recipe") == RECIPE and data.get("seed") == seed:
+            return [Query(**q) for q in data["queries"]]
+    for stale in ("corpus", "split", "warmup"):
+        shutil.rmtree(root / stale, ignore_errors=True)
+    rng = np.random.default_rng(seed)
+    photos = collect_photos()
+    order = rng.permutation(len(photos))
+    half = len(photos) // 2
+    indexed = [photos[i] for i in sorted(order[:half])]
+    held_out = [photos[i] for i in sorted(order[half:])]
+    corpus, split = root / "corpus", root / "split"
+    for folder in (corpus, split):
+        folder.mkdir(parents=True, exist_ok=True)
+    queries: list[Query] = []
+
+    def add(image: Image.Image, family: str, target: str | None) -> None:
+        key = f"{family}/{len(queries):04d}.png"
+        (split / family).mkdir(exist_ok=True)
+        image.convert("RGB").save(split / key)
+        queries.append(Query(key, family, target))
+
+    def web(image: Image.Image) -> Image.Image:
+        return image.resize(WEB_SIZE, Image.Resampling.LANCZOS)
+
+    placing = np.random.default_rng(seed + 7)
+    for photo in indexed:
+        plain = fit_photo(photo.image)
+        web(plain).save(corpus / f"{photo.name}.png")
+        for kind, draw in OVERLAYS.items():
+            web(draw(plain)).save(corpus / f"{photo.name}-{kind}.png")
+        for fraction in FRACTIONS:
+            shot = inset(web(plain), fraction, placing)
+            add(shot, f"inset-{round(100 * fraction)}", photo.name)
+    for k, photo in enumerate(held_out):
+        plain = fit_photo(photo.image)
+        add(web(plain), "plain", None)
+        for kind, draw in OVERLAYS.items():
+            add(web(draw(plain)), f"overlay-{kind}", None)
+        add(inset(web(plain), FRACTIONS[k % len(FRACTIONS)], placing), "inset-unrelated", None)
+    (root / "warmup").mkdir(exist_ok=True)
+    fit_photo(held_out[0].image).resize((64, 48)).save(root / "warmup" / "w.png")
+    manifest.write_text(
+        json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
+    )
+    return queries
+
+
+def _cli(*argv: str) -> None:
+    from splitaudit.indexer.cli.main import cli
+
+    try:
+        cli.main(list(argv), prog_name="splitaudit", standalone_mode=False)
+    except SystemExit as exc:  # the audit gate's exit code 1 is a verdict, not a failure
+        if exc.code not in (0, 1, None):
+            raise
+
+
+class _PhaseLog(logging.Handler):
+    """Keeps the audit's phase summary (``PhaseTimes.log``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("audit phases"):
+            self.lines.append(message)
+
+
+def run_audit(root: Path, home: Path) -> dict[str, Any]:
+    """Index ``root/corpus`` and audit ``root/split`` into a fresh ``home``: report and costs."""
+    if home.exists():
+        shutil.rmtree(home)
+    common = ("--corpus", "web", "--home", str(home))
+    _cli("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
+    _cli("audit", str(root / "warmup"), *common)  # loads the model: the timed audit is steady
+    phases = _PhaseLog()
+    logger = logging.getLogger("splitaudit.indexer.match.phases")
+    logger.addHandler(phases)
+    logger.setLevel(logging.INFO)
+    report = home / "report.json"
+    wall, cpu = time.perf_counter(), time.process_time()
+    _cli("audit", str(root / "split"), *common, "--json", str(report))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    found = re.search(
+        rf"{re.escape(REFIT_PHASE)} ([0-9.]+) s", phases.lines[-1] if phases.lines else ""
+    )
+    return {
+        "report": json.loads(report.read_text()),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "refit_s": float(found.group(1)) if found else 0.0,
+    }
+
+
+def _in_subprocess(root: Path, home: Path, checkout: Path | None) -> dict[str, Any]:
+    out = home.with_suffix(".json")
+    command = [sys.executable, "-m", "bench.inset_regions", "--audit-only", str(out)]
+    command += ["--root", str(root)] + (["--library", str(checkout)] if checkout else [])
+    subprocess.run(command, check=True, cwd=Path(__file__).resolve().parent.parent)
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def tally(queries: list[Query], report: dict[str, Any]) -> dict[str, list[int]]:
+    """Per family: [right, total] — positives near one of their photo's corpus images (plain
+    or overlaid), negatives near nothing."""
+    from bench.accuracy.overlays import OVERLAYS
+
+    near: dict[str, set[str]] = {}
+    for item in report["items"]:
+        near[item["key"]] = {
+            m["corpus_key"] for m in item["matches"] if m["kind"] in ("near", "exact")
+        }
+    out: dict[str, list[int]] = {}
+    for q in queries:
+        hits = near.get(q.key, set())
+        copies = {f"{q.target}.png"} | {f"{q.target}-{kind}.png" for kind in OVERLAYS}
+        right = bool(hits & copies) if q.target is not None else not hits
+        row = out.setdefault(q.family, [0, 0])
+        row[0] += int(right)
+        row[1] += 1
+    return out
+
+
+def main() -> None:
+    """Build the bench, audit it with each library, print the tables."""
+    parser = argparse.ArgumentParser(prog="python -m bench.inset_regions", description=__doc__)
+    parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder")
+    parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
+    parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--audit-only", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if args.audit_only:
+        if args.library:
+            from bench.dedup import use_library
+
+            use_library(args.library)
+        outcome = run_audit(args.root, args.audit_only.with_suffix(""))
+        args.audit_only.write_text(json.dumps(outcome))
+        return
+    root = args.cache / f"seed{args.seed}"
+    queries = build(root, args.seed)
+    runs = ({"before": args.before} if args.before else {}) | {"after": None}
+    results = {name: _in_subprocess(root, root / f"home-{name}", lib) for name, lib in runs.items()}
+    tallies = {name: tally(queries, r["report"]) for name, r in results.items()}
+    n = len(queries)
+    print(f"\ninset regions bench (seed {args.seed}): {n} test images at {WEB_SIZE}\n")
+    print(
+        "| family (positives: near their copy; negatives: near nothing) | n | "
+        + " | ".join(runs)
+        + " |"
+    )
+    print("|---|---:|" + "---:|" * len(runs))
+    for family in sorted(tallies["after"]):
+        total = tallies["after"][family][1]
+        cells = " | ".join(str(tallies[name][family][0]) for name in runs)
+        print(f"| {family} | {total} | {cells} |")
+    print()
+    for name, r in results.items():
+        print(
+            f"audit {name}: {1000 * r['cpu_s'] / n:.1f} ms CPU, {1000 * r['wall_s'] / n:.1f} ms "
+            f"wall per test image; inset refits {1000 * r['refit_s'] / n:.1f} ms wall per image"
+        )
+    if "before" in results:
+        ratio = results["after"]["cpu_s"] / results["before"]["cpu_s"]
+        print(f"after / before: {ratio:.2f}x CPU time")
+
+
+if __name__ == "__main__":
+    main()
