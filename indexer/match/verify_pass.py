@@ -239,6 +239,9 @@ def _refit_insets(
     def fit_to(item_id: int) -> Callable[[Image.Image], GeometricMatch]:
         return lambda crop: geometric.match(crop, [item_id], load, digests)[0]
 
+    def fit_to_all(ids: list[int]) -> Callable[[Image.Image], list[GeometricMatch]]:
+        return lambda crop: geometric.match(crop, ids, load, digests)
+
     for p in boxed:
         assert p.geometry is not None
         p.geometry = refit(p.geometry, full, fit_to(p.item_id))
@@ -253,11 +256,10 @@ def _refit_insets(
             p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
             for p in pairs
         ]
-        ids = [p.item_id for p in pairs]
         fits = refit_many(
             firsts,
             full,
-            lambda crop, ids=ids: geometric.match(crop, ids, load, digests),
+            fit_to_all([p.item_id for p in pairs]),
             region_fraction(region),
             REGION_MARGIN,
         )
