@@ -227,7 +227,7 @@ def _refit_insets(
     from splitaudit.indexer.match.inset_candidates import region_fraction
     from splitaudit.indexer.match.inset_refit import (
         DECODE_SIDE,
-        REGION_MARGIN,
+        REGION_MARGINS,
         refit,
         refit_many,
     )
@@ -245,26 +245,27 @@ def _refit_insets(
     for p in boxed:
         assert p.geometry is not None
         p.geometry = refit(p.geometry, full, fit_to(p.item_id))
-    by_region: dict[int, list[Pair]] = defaultdict(list)
-    for p in chosen:
-        if _region_refit(p, th):
-            assert p.region is not None
-            by_region[p.region].append(p)
-    for region, pairs in by_region.items():
-        # one crop, its keypoints found once, for every pair this region nominated
-        firsts = [
-            p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
-            for p in pairs
-        ]
-        fits = refit_many(
-            firsts,
-            full,
-            fit_to_all([p.item_id for p in pairs]),
-            region_fraction(region),
-            REGION_MARGIN,
-        )
-        for p, geometry in zip(pairs, fits, strict=True):
-            p.geometry = geometry
+    for margin in REGION_MARGINS:  # the tight crop first; the wide one for what it cut off
+        by_region: dict[int, list[Pair]] = defaultdict(list)
+        for p in chosen:
+            if _region_refit(p, th):
+                assert p.region is not None
+                by_region[p.region].append(p)
+        for region, pairs in by_region.items():
+            # one crop, its keypoints found once, for every pair this region nominated
+            firsts = [
+                p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
+                for p in pairs
+            ]
+            fits = refit_many(
+                firsts,
+                full,
+                fit_to_all([p.item_id for p in pairs]),
+                region_fraction(region),
+                margin,
+            )
+            for p, geometry in zip(pairs, fits, strict=True):
+                p.geometry = geometry
 
 
 def _region_refit(p: Pair, th: Thresholds) -> bool:

@@ -26,11 +26,13 @@ from splitaudit.indexer.match.inset_refit import (
 )
 from splitaudit.indexer.match.inset_refit import (
     REGION_GAIN,
+    REGION_MARGINS,
     crop_box,
     needs_refit,
     needs_region_refit,
     on_whole_image,
     refit,
+    refit_many,
 )
 
 CANVAS = (1280, 800)
@@ -125,6 +127,24 @@ def test_a_star_field_inset_without_a_box_on_the_reduced_decode_is_a_copy_on_its
     assert again.is_copy() and again.support >= 2 * MIN_INLIERS
     assert np.allclose(again.test_box, truth, atol=0.01), (again.test_box, truth)
     assert again.inset and 0.28 <= again.inset_side <= 0.32
+
+
+def test_the_wide_region_crop_keeps_whole_an_inset_the_tight_one_cuts_off() -> None:
+    # a star field at 30% whose top sticks out of the middle-left region (0.275-0.725 of the
+    # height) by more than the tight margin: cut off, its box is too small to be a plausible
+    # inset; the wide crop holds it whole
+    photo = sample_photo("hubble_deep_field").resize((384, 384))
+    shot, truth = _screenshot(photo, 0.3, (100, 110))
+    tight, wide = REGION_MARGINS
+    none = [GeometricMatch(inliers=0, matches=0)]
+
+    def fit(crop: Image.Image) -> list[GeometricMatch]:
+        return [_fit(crop, photo)]
+
+    [cut] = refit_many(none, shot, fit, region_fraction(3), tight)
+    assert cut.inliers >= MIN_INLIERS and not cut.plausible and cut.inset_side < 0.25
+    [whole] = refit_many(none, shot, fit, region_fraction(3), wide)
+    assert whole.is_copy() and np.allclose(whole.test_box, truth, atol=0.01)
 
 
 def test_only_open_unrefused_pairs_whose_region_beats_the_whole_image_get_the_regions_crop() -> (
