@@ -79,6 +79,14 @@ def needs_region_refit(
     return cosine is None or region_cosine - cosine >= REGION_GAIN
 
 
+def needs_wide_crop(tight: GeometricMatch) -> bool:
+    """Whether a pair is fitted on its region's wide crop too: the tight crop's own fit found
+    the corpus image (``MIN_INLIERS`` inliers or more) yet is no plausible copy (an inset cut
+    off by the crop's edge has too small a box). Unrelated pages' tight fits keep 0-6 scattered
+    inliers on ``bench.inset_regions``, so most stop at one crop."""
+    return tight.inliers >= MIN_INLIERS and not (tight.plausible and tight.support > 0)
+
+
 def crop_box(test_box: Box, margin: float = MARGIN) -> Box:
     """``test_box`` (fractions of the test image) widened by ``margin`` of its sides, clipped."""
     x0, y0, x1, y1 = test_box

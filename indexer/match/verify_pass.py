@@ -224,13 +224,7 @@ def _refit_insets(
     decoded at up to ``inset_refit.DECODE_SIDE`` px around their box (``inset_refit.refit``);
     then the ``chosen`` pairs still open that a region nominated (``needs_region_refit``), on
     that region's crop."""
-    from splitaudit.indexer.match.inset_candidates import region_fraction
-    from splitaudit.indexer.match.inset_refit import (
-        DECODE_SIDE,
-        REGION_MARGINS,
-        refit,
-        refit_many,
-    )
+    from splitaudit.indexer.match.inset_refit import DECODE_SIDE, refit
 
     full = _load_image(locator, DECODE_SIDE)
     if full is None:
@@ -239,32 +233,48 @@ def _refit_insets(
     def fit_to(item_id: int) -> Callable[[Image.Image], GeometricMatch]:
         return lambda crop: geometric.match(crop, [item_id], load, digests)[0]
 
-    def fit_to_all(ids: list[int]) -> Callable[[Image.Image], list[GeometricMatch]]:
-        return lambda crop: geometric.match(crop, ids, load, digests)
-
     for p in boxed:
         assert p.geometry is not None
         p.geometry = refit(p.geometry, full, fit_to(p.item_id))
-    for margin in REGION_MARGINS:  # the tight crop first; the wide one for what it cut off
+    _refit_regions([p for p in chosen if _region_refit(p, th)], full, geometric, load, digests)
+
+
+def _refit_regions(
+    pairs: Sequence[Pair],
+    full: Image.Image,
+    geometric: GeometricTier,
+    load: Callable[[int], Image.Image | None],
+    digests: dict[int, str],
+) -> None:
+    """``pairs`` (``needs_region_refit``) fitted on the crop of the region that nominated them,
+    one crop per region: the tight crop (``REGION_MARGINS[0]``), then the wide one for the
+    pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``)."""
+    from splitaudit.indexer.match.inset_candidates import region_fraction
+    from splitaudit.indexer.match.inset_refit import REGION_MARGINS, needs_wide_crop, refit_many
+
+    tight_fits: dict[int, GeometricMatch] = {}  # item id -> its tight crop's own fit
+    for n, margin in enumerate(REGION_MARGINS):
+        if n:
+            pairs = [p for p in pairs if needs_wide_crop(tight_fits[p.item_id])]
         by_region: dict[int, list[Pair]] = defaultdict(list)
-        for p in chosen:
-            if _region_refit(p, th):
-                assert p.region is not None
-                by_region[p.region].append(p)
-        for region, pairs in by_region.items():
-            # one crop, its keypoints found once, for every pair this region nominated
+        for p in pairs:
+            assert p.region is not None
+            by_region[p.region].append(p)
+        for region, nominated in by_region.items():
+            ids = [p.item_id for p in nominated]
+
+            def fit(crop: Image.Image, ids: list[int] = ids) -> list[GeometricMatch]:
+                # one crop, its keypoints found once, for every pair this region nominated
+                found = geometric.match(crop, ids, load, digests)
+                tight_fits.update(zip(ids, found, strict=True))
+                return found
+
             firsts = [
                 p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
-                for p in pairs
+                for p in nominated
             ]
-            fits = refit_many(
-                firsts,
-                full,
-                fit_to_all([p.item_id for p in pairs]),
-                region_fraction(region),
-                margin,
-            )
-            for p, geometry in zip(pairs, fits, strict=True):
+            fits = refit_many(firsts, full, fit, region_fraction(region), margin)
+            for p, geometry in zip(nominated, fits, strict=True):
                 p.geometry = geometry
 
 

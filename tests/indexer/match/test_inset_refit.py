@@ -30,6 +30,7 @@ from splitaudit.indexer.match.inset_refit import (
     crop_box,
     needs_refit,
     needs_region_refit,
+    needs_wide_crop,
     on_whole_image,
     refit,
     refit_many,
@@ -145,6 +146,10 @@ def test_the_wide_region_crop_keeps_whole_an_inset_the_tight_one_cuts_off() -> N
     assert cut.inliers >= MIN_INLIERS and not cut.plausible and cut.inset_side < 0.25
     [whole] = refit_many(none, shot, fit, region_fraction(3), wide)
     assert whole.is_copy() and np.allclose(whole.test_box, truth, atol=0.01)
+    # the cut-off fit found the photo: the wide crop is due; a scattered few inliers are not
+    assert needs_wide_crop(cut)
+    assert not needs_wide_crop(GeometricMatch(inliers=3, matches=9, scale=5.0))
+    assert not needs_wide_crop(whole)
 
 
 def test_only_open_unrefused_pairs_whose_region_beats_the_whole_image_get_the_regions_crop() -> (
