@@ -1,0 +1,33 @@
+"""bench.inset_regions' scoring: an inset is found when it is near any corpus copy of its photo
+(plain or under an overlay), a negative only when it is near nothing."""
+
+from __future__ import annotations
+
+from bench.inset_regions import Query, tally
+
+
+def _item(key: str, *near: str, semantic: str | None = None) -> dict:
+    matches = [{"corpus_key": k, "kind": "near"} for k in near]
+    if semantic is not None:
+        matches.append({"corpus_key": semantic, "kind": "semantic"})
+    return {"key": key, "matches": matches}
+
+
+def test_insets_count_any_copy_of_their_photo_and_negatives_count_when_clean() -> None:
+    queries = [
+        Query("inset-30/0.png", "inset-30", "skimage-coffee"),
+        Query("inset-30/1.png", "inset-30", "skimage-coffee"),
+        Query("inset-30/2.png", "inset-30", "skimage-rocket"),
+        Query("plain/3.png", "plain", None),
+        Query("plain/4.png", "plain", None),
+    ]
+    report = {
+        "items": [
+            _item("inset-30/0.png", "skimage-coffee-frame.png"),  # an overlaid copy: found
+            _item("inset-30/1.png", "skimage-coffee-x.png"),  # another photo's name: not
+            _item("inset-30/2.png", semantic="skimage-rocket.png"),  # semantic is not near
+            _item("plain/3.png", semantic="skimage-rocket.png"),  # clean: semantic only
+            _item("plain/4.png", "skimage-rocket.png"),  # a false positive
+        ]
+    }
+    assert tally(queries, report) == {"inset-30": [1, 3], "plain": [1, 2]}
