@@ -122,16 +122,32 @@ def refit_many(
     """``refit`` of several pairs of one test image on one crop (around ``around``, widened by
     ``margin``): ``fit(crop)`` matches the crop against each pair's corpus image, in order (the
     crop's keypoints found once for all of them); each pair keeps the better fit."""
+    found = crop_fits(full, fit, around, margin)
+    if found is None:
+        return list(matches)
+    return [better(match, again) for match, again in zip(matches, found, strict=True)]
+
+
+def crop_fits(
+    full: Image.Image,
+    fit: Callable[[Image.Image], Sequence[GeometricMatch]],
+    around: Box,
+    margin: float = MARGIN,
+) -> list[GeometricMatch] | None:
+    """``fit`` of the crop of ``full`` around ``around`` (widened by ``margin``), each fit mapped
+    back onto the whole test image (``on_whole_image``: a fit is judged as a fit of the test
+    image, an inset cut off by the crop's edge by its cut box); None for a crop under 8 px."""
     box = crop_box(around, margin)
     w, h = full.size
     pixels = (round(box[0] * w), round(box[1] * h), round(box[2] * w), round(box[3] * h))
     if pixels[2] - pixels[0] < 8 or pixels[3] - pixels[1] < 8:
-        return list(matches)
-    found = fit(full.crop(pixels))
-    return [
-        match if again.support <= match.support else on_whole_image(again, box, full.size)
-        for match, again in zip(matches, found, strict=True)
-    ]
+        return None
+    return [on_whole_image(again, box, full.size) for again in fit(full.crop(pixels))]
+
+
+def better(match: GeometricMatch, again: GeometricMatch) -> GeometricMatch:
+    """``again`` where its support beats ``match``'s, else ``match`` (ties keep the first)."""
+    return again if again.support > match.support else match
 
 
 def on_whole_image(found: GeometricMatch, box: Box, size: tuple[int, int]) -> GeometricMatch:

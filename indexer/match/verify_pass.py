@@ -250,32 +250,35 @@ def _refit_regions(
     one crop per region: the tight crop (``REGION_MARGINS[0]``), then the wide one for the
     pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``)."""
     from splitaudit.indexer.match.inset_candidates import region_fraction
-    from splitaudit.indexer.match.inset_refit import REGION_MARGINS, needs_wide_crop, refit_many
+    from splitaudit.indexer.match.inset_refit import (
+        REGION_MARGINS,
+        better,
+        crop_fits,
+        needs_wide_crop,
+    )
 
-    tight_fits: dict[int, GeometricMatch] = {}  # item id -> its tight crop's own fit
+    tight: dict[int, GeometricMatch] = {}  # item id -> its tight crop's fit (whole image)
     for n, margin in enumerate(REGION_MARGINS):
         if n:
-            pairs = [p for p in pairs if needs_wide_crop(tight_fits[p.item_id])]
+            pairs = [p for p in pairs if p.item_id in tight and needs_wide_crop(tight[p.item_id])]
         by_region: dict[int, list[Pair]] = defaultdict(list)
         for p in pairs:
             assert p.region is not None
             by_region[p.region].append(p)
         for region, nominated in by_region.items():
+            # one crop, its keypoints found once, for every pair this region nominated
             ids = [p.item_id for p in nominated]
 
             def fit(crop: Image.Image, ids: list[int] = ids) -> list[GeometricMatch]:
-                # one crop, its keypoints found once, for every pair this region nominated
-                found = geometric.match(crop, ids, load, digests)
-                tight_fits.update(zip(ids, found, strict=True))
-                return found
+                return geometric.match(crop, ids, load, digests)
 
-            firsts = [
-                p.geometry if p.geometry is not None else GeometricMatch(inliers=0, matches=0)
-                for p in nominated
-            ]
-            fits = refit_many(firsts, full, fit, region_fraction(region), margin)
-            for p, geometry in zip(nominated, fits, strict=True):
-                p.geometry = geometry
+            found = crop_fits(full, fit, region_fraction(region), margin)
+            if found is None:
+                continue
+            for p, again in zip(nominated, found, strict=True):
+                tight.setdefault(p.item_id, again)
+                first = p.geometry if p.geometry is not None else again
+                p.geometry = better(first, again)
 
 
 def _region_refit(p: Pair, th: Thresholds) -> bool:
