@@ -47,6 +47,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.library import use_library
+
 DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "dedup"
 DIM = 64
 RATE = 0.05  # fraction of items that are planted copies
@@ -395,27 +397,6 @@ def dedup_one(n: int, home: Path, baseline: bool = False) -> dict[str, Any]:
         out["baseline"] = join_baseline(ws, index)
     ws.close()
     return out
-
-
-def use_library(checkout: Path) -> None:
-    """Import ``splitaudit`` from another checkout (the editable install's finder, remapped)."""
-    import importlib
-    import pkgutil
-
-    names = sorted(
-        m.name
-        for m in pkgutil.iter_modules()
-        if m.name.startswith("__editable___splitaudit_") and m.name.endswith("_finder")
-    )
-    if not names:
-        raise SystemExit("--before needs splitaudit installed editable (pip install -e .)")
-    importlib.import_module(names[-1]).MAPPING.update(
-        {
-            "splitaudit": str(checkout / "indexer" / "public"),
-            "splitaudit.app": str(checkout / "app"),
-            "splitaudit.indexer": str(checkout / "indexer"),
-        }
-    )
 
 
 def _child(args: list[str]) -> dict[str, Any]:

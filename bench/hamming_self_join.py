@@ -105,7 +105,7 @@ def brute(n: int) -> dict[str, Any]:
 
 def use_checkout(checkout: Path) -> None:
     """Import ``splitaudit`` from another checkout."""
-    from bench.dedup import use_library
+    from bench.library import use_library
 
     use_library(checkout)
 

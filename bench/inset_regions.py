@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from bench.library import cli_in_process, use_library
+
 CACHE = Path(__file__).resolve().parent / ".cache" / "inset_regions"
 RECIPE = 2  # bump when the dataset recipe changes
 WEB_SIZE = (960, 720)
@@ -110,16 +112,6 @@ def build(root: Path, seed: int) -> list[Query]:
     return queries
 
 
-def _cli(*argv: str) -> None:
-    from splitaudit.indexer.cli.main import cli
-
-    try:
-        cli.main(list(argv), prog_name="splitaudit", standalone_mode=False)
-    except SystemExit as exc:  # the audit gate's exit code 1 is a verdict, not a failure
-        if exc.code not in (0, 1, None):
-            raise
-
-
 class _PhaseLog(logging.Handler):
     """Keeps the audit's phase summary (``PhaseTimes.log``)."""
 
@@ -138,15 +130,17 @@ def run_audit(root: Path, home: Path) -> dict[str, Any]:
     if home.exists():
         shutil.rmtree(home)
     common = ("--corpus", "web", "--home", str(home))
-    _cli("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
-    _cli("audit", str(root / "warmup"), *common)  # loads the model: the timed audit is steady
+    cli_in_process("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
+    cli_in_process(
+        "audit", str(root / "warmup"), *common
+    )  # loads the model: the timed audit is steady
     phases = _PhaseLog()
     logger = logging.getLogger("splitaudit.indexer.match.phases")
     logger.addHandler(phases)
     logger.setLevel(logging.INFO)
     report = home / "report.json"
     wall, cpu = time.perf_counter(), time.process_time()
-    _cli("audit", str(root / "split"), *common, "--json", str(report))
+    cli_in_process("audit", str(root / "split"), *common, "--json", str(report))
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     found = re.search(
         rf"{re.escape(REFIT_PHASE)} ([0-9.]+) s", phases.lines[-1] if phases.lines else ""
@@ -202,8 +196,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if args.audit_only:
         if args.library:
-            from bench.dedup import use_library
-
             use_library(args.library)
         outcome = run_audit(args.root, args.audit_only.with_suffix(""))
         args.audit_only.write_text(json.dumps(outcome))

@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from bench.library import cli_in_process, use_library
+
 log = logging.getLogger(__name__)
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "recall"
@@ -239,41 +241,6 @@ def build(root: Path, seed: int) -> list[Query]:
     return queries
 
 
-def _use_library(checkout: Path) -> None:
-    """Import ``splitaudit`` from another checkout (an editable install's finder, remapped)."""
-    import importlib
-    import pkgutil
-
-    # setuptools names the finder after the version installed, which may not be the version
-    # the checkout now declares (a bump without a reinstall): find it by its prefix.
-    names = sorted(
-        m.name
-        for m in pkgutil.iter_modules()
-        if m.name.startswith("__editable___splitaudit_") and m.name.endswith("_finder")
-    )
-    if not names:
-        raise SystemExit("--before / --after need splitaudit installed editable (pip install -e .)")
-    finder = importlib.import_module(names[-1])
-    finder.MAPPING.update(
-        {
-            "splitaudit": str(checkout / "indexer" / "public"),
-            "splitaudit.app": str(checkout / "app"),
-            "splitaudit.indexer": str(checkout / "indexer"),
-        }
-    )
-
-
-def _cli(*argv: str) -> None:
-    """Run one ``splitaudit`` command in this process (the CLI contract: stable across versions)."""
-    from splitaudit.indexer.cli.main import cli
-
-    try:
-        cli.main(list(argv), prog_name="splitaudit", standalone_mode=False)
-    except SystemExit as exc:  # the audit gate's exit code 1 is a verdict, not a failure
-        if exc.code not in (0, 1, None):
-            raise
-
-
 def run_audit(root: Path, home: Path) -> dict[str, Any]:
     """Index ``root/corpus`` and audit ``root/split`` into a fresh ``home``; report and times."""
     import splitaudit.indexer
@@ -281,12 +248,12 @@ def run_audit(root: Path, home: Path) -> dict[str, Any]:
     if home.exists():
         shutil.rmtree(home)
     common = ("--corpus", "bench", "--home", str(home))
-    _cli("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
+    cli_in_process("index", str(root / "corpus"), *common, "--model", "efficientnet-lite0")
     # A one-image audit first loads the model: the timed audit is the steady state.
-    _cli("audit", str(root / "warmup"), *common)
+    cli_in_process("audit", str(root / "warmup"), *common)
     report = home / "report.json"
     wall, cpu = time.perf_counter(), time.process_time()
-    _cli("audit", str(root / "split"), *common, "--json", str(report))
+    cli_in_process("audit", str(root / "split"), *common, "--json", str(report))
     return {
         "verify_us_per_pair": _pair_cost(root),
         "align_us_per_pair": _align_cost(root),
@@ -495,7 +462,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if args.audit_only:
         if args.library:
-            _use_library(args.library)
+            use_library(args.library)
         outcome = run_audit(args.root, args.audit_only.with_suffix(""))
         args.audit_only.write_text(json.dumps(outcome))
         return
