@@ -257,14 +257,14 @@ def _refit_regions(
         needs_wide_crop,
     )
 
-    tight: dict[int, GeometricMatch] = {}  # item id -> its tight crop's fit (whole image)
-    for n, margin in enumerate(REGION_MARGINS):
-        if n:
-            pairs = [p for p in pairs if p.item_id in tight and needs_wide_crop(tight[p.item_id])]
+    def fit_regions(pairs: Sequence[Pair], margin: float) -> dict[int, GeometricMatch]:
+        """Each pair fitted on its region's crop widened by ``margin``, the better fit kept;
+        the crop's own fits (whole test image) by item id."""
         by_region: dict[int, list[Pair]] = defaultdict(list)
         for p in pairs:
             assert p.region is not None
             by_region[p.region].append(p)
+        fits: dict[int, GeometricMatch] = {}
         for region, nominated in by_region.items():
             # one crop, its keypoints found once, for every pair this region nominated
             ids = [p.item_id for p in nominated]
@@ -276,9 +276,15 @@ def _refit_regions(
             if found is None:
                 continue
             for p, again in zip(nominated, found, strict=True):
-                tight.setdefault(p.item_id, again)
-                first = p.geometry if p.geometry is not None else again
-                p.geometry = better(first, again)
+                fits[p.item_id] = again
+                p.geometry = better(p.geometry if p.geometry is not None else again, again)
+        return fits
+
+    tight_margin, wide_margin = REGION_MARGINS
+    tight = fit_regions(pairs, tight_margin)
+    fit_regions(
+        [p for p in pairs if p.item_id in tight and needs_wide_crop(tight[p.item_id])], wide_margin
+    )
 
 
 def _region_refit(p: Pair, th: Thresholds) -> bool:
