@@ -28,8 +28,6 @@ import json
 import logging
 import re
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +36,12 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from bench.library import cli_in_process, use_library
+from bench.library import (
+    add_audit_only_options,
+    audit_in_subprocess,
+    audit_only,
+    cli_in_process,
+)
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "inset_regions"
 RECIPE = 2  # bump when the dataset recipe changes
@@ -153,15 +156,6 @@ def run_audit(root: Path, home: Path) -> dict[str, Any]:
     }
 
 
-def _in_subprocess(root: Path, home: Path, checkout: Path | None) -> dict[str, Any]:
-    out = home.with_suffix(".json")
-    command = [sys.executable, "-m", "bench.inset_regions", "--audit-only", str(out)]
-    command += ["--root", str(root)] + (["--library", str(checkout)] if checkout else [])
-    subprocess.run(command, check=True, cwd=Path(__file__).resolve().parent.parent)
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
-
-
 def tally(queries: list[Query], report: dict[str, Any]) -> dict[str, list[int]]:
     """Per family: [right, total] — positives near one of their photo's corpus images (plain
     or overlaid), negatives near nothing."""
@@ -189,21 +183,18 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder")
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
     parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
-    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--audit-only", type=Path, help=argparse.SUPPRESS)
+    add_audit_only_options(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    if args.audit_only:
-        if args.library:
-            use_library(args.library)
-        outcome = run_audit(args.root, args.audit_only.with_suffix(""))
-        args.audit_only.write_text(json.dumps(outcome))
+    if audit_only(args, run_audit):
         return
     root = args.cache / f"seed{args.seed}"
     queries = build(root, args.seed)
     runs = ({"before": args.before} if args.before else {}) | {"after": None}
-    results = {name: _in_subprocess(root, root / f"home-{name}", lib) for name, lib in runs.items()}
+    results = {
+        name: audit_in_subprocess("bench.inset_regions", root, root / f"home-{name}", lib)
+        for name, lib in runs.items()
+    }
     tallies = {name: tally(queries, r["report"]) for name, r in results.items()}
     n = len(queries)
     print(f"\ninset regions bench (seed {args.seed}): {n} test images at {WEB_SIZE}\n")

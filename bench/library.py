@@ -3,9 +3,16 @@ installed one, and the ``splitaudit`` CLI run in this process."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
+import os
 import pkgutil
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def use_library(checkout: Path) -> None:
@@ -39,3 +46,38 @@ def cli_in_process(*argv: str) -> None:
     except SystemExit as exc:
         if exc.code not in (0, 1, None):
             raise
+
+
+def audit_in_subprocess(
+    module: str, root: Path, home: Path, checkout: Path | None
+) -> dict[str, Any]:
+    """``python -m module --audit-only HOME.json --root ROOT [--library CHECKOUT]`` (offline, from
+    the repository root): the bench's audit with one library, in a process of its own; what it
+    wrote back."""
+    out = home.with_suffix(".json")
+    command = [sys.executable, "-m", module, "--audit-only", str(out), "--root", str(root)]
+    if checkout is not None:
+        command += ["--library", str(checkout)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    subprocess.run(command, check=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def add_audit_only_options(parser: argparse.ArgumentParser) -> None:
+    """The hidden options ``audit_in_subprocess`` passes to the bench it starts."""
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--audit-only", type=Path, help=argparse.SUPPRESS)
+
+
+def audit_only(args: argparse.Namespace, run: Callable[[Path, Path], dict[str, Any]]) -> bool:
+    """In a process ``audit_in_subprocess`` started: the library swapped in, ``run(root, home)``
+    written back as JSON; True. False in the bench's own process."""
+    if not args.audit_only:
+        return False
+    if args.library:
+        use_library(args.library)
+    outcome = run(args.root, args.audit_only.with_suffix(""))
+    args.audit_only.write_text(json.dumps(outcome))
+    return True

@@ -32,9 +32,7 @@ import argparse
 import io
 import json
 import logging
-import os
 import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -45,7 +43,12 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from bench.library import cli_in_process, use_library
+from bench.library import (
+    add_audit_only_options,
+    audit_in_subprocess,
+    audit_only,
+    cli_in_process,
+)
 
 log = logging.getLogger(__name__)
 
@@ -303,17 +306,6 @@ def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | 
     return 1e6 * (time.process_time() - started) / (len(images) * candidates)
 
 
-def _audit_in_subprocess(root: Path, home: Path, checkout: Path | None) -> dict[str, Any]:
-    out = home.with_suffix(".json")
-    command = [sys.executable, "-m", "bench.recall", "--audit-only", str(out), "--root", str(root)]
-    if checkout is not None:
-        command += ["--library", str(checkout)]
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    subprocess.run(command, check=True, env=env, cwd=Path(__file__).resolve().parent.parent)
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
-
-
 @dataclass
 class Outcome:
     """Per-family found / total for positives, flagged / total for negatives, wrong targets."""
@@ -455,16 +447,10 @@ def main() -> None:
         help="a site-packages folder with imagededup (e.g. another venv's), for its column",
     )
     parser.add_argument("--skip-after", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--audit-only", type=Path, help=argparse.SUPPRESS)
+    add_audit_only_options(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    if args.audit_only:
-        if args.library:
-            use_library(args.library)
-        outcome = run_audit(args.root, args.audit_only.with_suffix(""))
-        args.audit_only.write_text(json.dumps(outcome))
+    if audit_only(args, run_audit):
         return
     root = args.cache / f"seed{args.seed}"
     queries = build(root, args.seed)
@@ -477,7 +463,7 @@ def main() -> None:
     align_costs: dict[str, float] = {}
     for name, checkout in runs.items():
         # Each seed keeps its own index homes: two seeds never overwrite each other's.
-        result = _audit_in_subprocess(root, root / f"home-{name}", checkout)
+        result = audit_in_subprocess("bench.recall", root, root / f"home-{name}", checkout)
         columns[name] = score(queries, _near_keys(result["report"]))
         times[name] = (result["wall_s"], result["cpu_s"])
         costs[name] = result["verify_us_per_pair"]
