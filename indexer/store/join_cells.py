@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.store.float_build import spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
+from splitaudit.indexer.store.join_bound import bound_rows
 
 DECODE_CACHE_BYTES = 1 << 30  # decoded IVF lists kept across query batches up to this size
 JOIN_CELL = 400  # target vectors per join cell (``split_cells``)
@@ -37,6 +38,7 @@ class Cells:
         default_factory=dict
     )
     cache_limit: int = DECODE_CACHE_BYTES
+    _bounds: dict[int, npt.NDArray[np.float32]] = field(default_factory=dict)
 
     @property
     def nlist(self) -> int:
@@ -58,6 +60,20 @@ class Cells:
         if held <= self.cache_limit:
             self._cache[cell] = (ids, vecs)
         return ids, vecs
+
+    def bounded(
+        self, cell: int, head: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """One cell's ids, vectors and ``join_bound.bound_rows`` at ``head`` (kept across query
+        batches while every cell's fit in ``DECODE_CACHE_BYTES``; one ``head`` per join)."""
+        ids, vecs = self.get(cell)
+        hit = self._bounds.get(cell)
+        if hit is not None and hit.shape[1] == head + 1:
+            return ids, vecs, hit
+        rows = bound_rows(vecs, head)
+        if int(self.sizes.sum()) * (head + 1) * 4 <= DECODE_CACHE_BYTES:
+            self._bounds[cell] = rows
+        return ids, vecs, rows
 
 
 def ivf_cells(store: FloatStore) -> Cells:

@@ -145,9 +145,12 @@ def _ivf_store(ids: np.ndarray, x: np.ndarray, nlist: int, storage: str) -> Floa
     return store
 
 
+@pytest.mark.parametrize("head", [None, 16])
 @pytest.mark.parametrize("probing", ["fixed", "gap"])
 @pytest.mark.parametrize("source", ["kmeans", "ivf-fp16", "ivf-fp16-split"])
-def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str, probing: str) -> None:
+def test_cell_join_finds_every_planted_pair_and_no_false_one(
+    source: str, probing: str, head: int | None
+) -> None:
     ids, x = _planted_vectors(4000)
     cells = (
         kmeans_cells(ids, x, 64)
@@ -168,7 +171,15 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str, probin
     own = cell_lookup(cells) if probing == "gap" else None
     found = _pairs(
         ivf_join(
-            cells, _chunks(ids, x), k=10, floor=0.8, nprobe=nprobe, gap=gap, stats=stats, own=own
+            cells,
+            _chunks(ids, x),
+            k=10,
+            floor=0.8,
+            nprobe=nprobe,
+            gap=gap,
+            stats=stats,
+            own=own,
+            head=head,
         )
     )
     assert stats["scored"] < len(ids) * cells.sizes.sum() / 4  # far from exhaustive
