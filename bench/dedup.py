@@ -546,6 +546,12 @@ def main(argv: list[str] | None = None) -> None:
         help="dedup each size this many times (alternating with --before) and report the run"
         " of median CPU: the smallest size's CPU, the growth's denominator, varies the most",
     )
+    ap.add_argument(
+        "--after",
+        type=Path,
+        help="the checkout to measure (default: the installed library); with --before, "
+        "both sides are fixed while the working tree changes",
+    )
     ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--library", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
@@ -587,7 +593,10 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 old_runs.append({**built, **old})
                 print(json.dumps({"before": old_runs[-1]}, default=str), flush=True)
-            runs.append({**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra])})
+            after = ["--library", str(args.after)] if args.after else []
+            runs.append(
+                {**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra, *after])}
+            )
             extra = []  # brute force once, at the first repetition
             print(json.dumps(runs[-1], default=str), flush=True)
         if old_runs:

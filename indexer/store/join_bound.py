@@ -1,21 +1,26 @@
-"""The cell join's scores in two parts: the leading dimensions exactly, the rest bounded.
+"""The cell join's scores in two parts: the leading directions exactly, the rest bounded.
 
-A pair's cosine is ``q·v = q[:h]·v[:h] + q[h:]·v[h:]`` and, by Cauchy-Schwarz,
-``q[h:]·v[h:] <= |q[h:]| |v[h:]|``. So one product of ``h + 1`` columns, ``[q[:h], |q[h:]|]``
-against ``[v[:h], |v[h:]|]`` (``bound_rows``), gives an upper bound of every pair's cosine;
-only the pairs whose bound reaches the join's floor are scored in full (``score_bounded``).
-No pair at the floor is lost: the bound is never below the cosine (a margin covers float
-rounding), and what survives is scored exactly.
+In an orthonormal basis ``B`` (rows: a corpus sample's principal directions, most energy
+first), a pair's cosine is ``q·v = (Bq)[:h]·(Bv)[:h] + (Bq)[h:]·(Bv)[h:]`` and, by
+Cauchy-Schwarz, the second part is at most ``|(Bq)[h:]| |(Bv)[h:]|``. So one product of
+``h + 1`` columns, ``[(Bq)[:h], |(Bq)[h:]|]`` against the same of ``v`` (``Split.rows``),
+bounds every pair's cosine from above; only the pairs whose bound reaches the join's floor
+are scored in full, on the vectors as stored (``score_bounded``). No pair at the floor is
+lost: the bound is never below the cosine (the tail norms are rounded up, a margin covers the
+product's rounding), and what passes is scored exactly.
 
-On vectors whose energy is spread over their dimensions (the dedup bench's uniform 64-d ones:
-a random pair's head product has a standard deviation of ~0.09, its tail bound is ~0.5) the
-bound at a 0.80 floor lets through ~0.05% of the pairs, and a product of 33 columns costs
-about half one of 64. Where the tail holds more of a random pair's cosine the bound lets
-through more and gains nothing: ``choose_head`` measures the share on a sample of the corpus
-and keeps the full product (``None``) unless the split costs clearly less.
+How much the bound lets through depends on how much of a random pair's cosine lies in the
+tail. On the dedup bench's uniform 64-d vectors, 32 directions: ~0.05% of the pairs at a 0.80
+floor, for a product of 33 columns instead of 64. On image-model features (non-negative, a
+random pair's cosine ~0.25 and most of the energy in a few directions) the principal
+directions carry it. ``choose_split`` fits the basis on half a corpus sample, measures the
+cost of each width on the other half, and keeps the full product (``None``) unless the
+split costs clearly less.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -25,41 +30,66 @@ THRESHOLD_SHARE = 0.36  # a block's threshold pass, as a share of a full product
 SURVIVOR_COST = 25.0  # a pair scored in full after the bound, in scores of a full product
 MAX_COST = 0.85  # the split is used where it is estimated to cost at most this share
 MARGIN = 1e-5  # float rounding of the bound's product against the exact one
+TAIL_EPS = 1e-5  # added to a squared tail norm: covers its float32 rounding (~1e-6)
 
 
-def bound_rows(x: npt.NDArray[np.float32], head: int) -> npt.NDArray[np.float32]:
-    """``[x[:, :head], |x[:, head:]|]``: the rows a bound product takes (float32, contiguous)."""
-    out = np.empty((len(x), head + 1), np.float32)
-    out[:, :head] = x[:, :head]
-    tail = x[:, head:]
-    out[:, head] = np.sqrt(np.einsum("ij,ij->i", tail, tail))
-    return out
+@dataclass(frozen=True)
+class Split:
+    """The leading ``head`` directions of ``basis`` scored exactly, the rest bounded."""
+
+    basis: npt.NDArray[np.float32]  # (head, dim), orthonormal rows
+
+    @property
+    def head(self) -> int:
+        """Directions scored exactly."""
+        return int(self.basis.shape[0])
+
+    def rows(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``[(Bx)[:h], |(Bx)[h:]|]`` of each row of ``x`` (float32, contiguous); the tail
+        norm from ``|x|^2 - |(Bx)[:h]|^2``, rounded up."""
+        out = np.empty((len(x), self.head + 1), np.float32)
+        head = out[:, : self.head]
+        np.matmul(x, self.basis.T, out=head)
+        tail = np.einsum("ij,ij->i", x, x) - np.einsum("ij,ij->i", head, head)
+        out[:, self.head] = np.sqrt(np.maximum(tail, 0.0) + TAIL_EPS)
+        return out
 
 
-def split_cost(sample: npt.NDArray[np.float32], head: int, floor: float) -> float:
-    """The estimated cost of the split at ``head``, as a share of the full product's: the
-    narrower product plus each pair of the sample (itself aside) whose bound reaches
-    ``floor``, scored in full."""
-    dim = sample.shape[1]
-    rows = bound_rows(sample, head)
+def principal_basis(sample: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The eigenvectors of ``sample``'s second-moment matrix as rows, most energy first."""
+    x = np.asarray(sample, np.float64)
+    _values, vectors = np.linalg.eigh(x.T @ x)
+    return np.ascontiguousarray(vectors[:, ::-1].T, dtype=np.float32)
+
+
+def split_cost(split: Split, sample: npt.NDArray[np.float32], floor: float) -> float:
+    """The estimated cost of ``split``, as a share of the full product's: the narrower product
+    plus each pair of ``sample`` (itself aside) whose bound reaches ``floor``, scored in full."""
+    rows = split.rows(sample)
     bound = rows @ rows.T
     np.fill_diagonal(bound, -np.inf)
     share = float(np.count_nonzero(bound >= floor - MARGIN)) / max(1, len(rows) * (len(rows) - 1))
-    product = ((head + 1) / dim + THRESHOLD_SHARE) / (1 + THRESHOLD_SHARE)
+    product = ((split.head + 1) / sample.shape[1] + THRESHOLD_SHARE) / (1 + THRESHOLD_SHARE)
     return product + SURVIVOR_COST * share
 
 
-def choose_head(
+def choose_split(
     sample: npt.NDArray[np.float32], floor: float
-) -> tuple[int | None, dict[int, float]]:
-    """The leading dimensions the join scores exactly (the rest bounded), or None for the full
-    product; and the estimated cost of each width tried (``split_cost``)."""
+) -> tuple[Split | None, dict[int, float]]:
+    """The split the join bounds its scores with, or None for the full product; and the
+    estimated cost of each width tried (``split_cost``): the basis fitted on every other row
+    of ``sample``, the cost measured on the rest."""
     dim = sample.shape[1]
-    if dim < MIN_DIM or len(sample) < 2:
+    if dim < MIN_DIM or len(sample) < 4:
         return None, {}
-    costs = {h: round(split_cost(sample, h, floor), 4) for h in (dim // 4, 3 * dim // 8, dim // 2)}
-    head = min(costs, key=lambda h: costs[h])
-    return (head if costs[head] <= MAX_COST else None), costs
+    basis = principal_basis(sample[0::2])
+    held_out = np.ascontiguousarray(sample[1::2], np.float32)
+    widths = [w for w in (8, 16, 32, 64, 128, 256, 512) if w <= dim // 2]
+    costs = {w: round(split_cost(Split(basis[:w]), held_out, floor), 4) for w in widths}
+    width = min(costs, key=lambda w: costs[w])
+    if costs[width] > MAX_COST:
+        return None, costs
+    return Split(np.ascontiguousarray(basis[:width])), costs
 
 
 def score_bounded(
@@ -73,7 +103,7 @@ def score_bounded(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
     """(n, column, cosine) of the pairs of rows ``qrows`` of ``q`` (the n-th of them) and
     ``vecs`` at or above ``floor``, at most the best ``k`` per row, from the bound product of
-    ``q_bound[qrows]`` x ``v_bound`` (``bound_rows`` of ``q`` and ``vecs``); None where the
+    ``q_bound[qrows]`` x ``v_bound`` (``Split.rows`` of ``q`` and ``vecs``); None where the
     bound lets through more than ``k`` pairs per row on average (the caller scores that block
     in full)."""
     bound = q_bound[qrows] @ v_bound.T

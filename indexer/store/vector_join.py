@@ -42,7 +42,7 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import sorted_unique
-from splitaudit.indexer.store.join_bound import bound_rows, choose_head, score_bounded
+from splitaudit.indexer.store.join_bound import Split, choose_split, score_bounded
 from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
     calibrate_width,
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 EXACT_JOIN_MAX = 50_000  # vectors joined exhaustively; beyond, cell by cell
 QUERY_BATCH = 65_536
 _EXACT_BLOCK = 2_048
-SPLIT_SAMPLE = 1_024  # corpus vectors ``join_bound.choose_head`` measures the bound on
+SPLIT_SAMPLE = 2_048  # corpus vectors ``join_bound.choose_split`` fits and measures on
 
 Chunks = Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
@@ -84,7 +84,9 @@ class JoinReport:
     recall: float | None = None
     recall_at_floor: float | None = None
     coarse: dict[str, Any] | None = None  # the two-level coarse step (``CoarseCalibration``)
-    head: int | None = None  # dimensions scored exactly, the rest bounded (``join_bound``)
+    head: int | None = (
+        None  # principal directions scored exactly, the rest bounded (``join_bound``)
+    )
     head_costs: dict[int, float] | None = None  # estimated cost of each width tried
     pairs: int = 0
     cpu_s: dict[str, float] | None = None  # per step: cells (k-means, split), calibrate, join
@@ -204,7 +206,7 @@ def ivf_join(
     stats: dict[str, int] | None = None,
     own: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
     graph: npt.NDArray[np.int64] | None = None,
-    head: int | None = None,
+    split: Split | None = None,
 ) -> Neighbours:
     """Each query's ``k`` best vectors with cosine >= ``floor`` among its ``nprobe`` nearest
     cells; with ``gap``, only those of them scoring within ``gap`` of its nearest one
@@ -212,7 +214,7 @@ def ivf_join(
     (``scored``). ``own`` (``cell_lookup``): each query also probes the cell it is in (a
     split list's sub-cell is not always its nearest centroid's), so it finds itself and
     whatever shares its cell. ``graph`` (with ``gap`` and ``own``): the two-level coarse step,
-    each query's cells chosen among its own cell's neighbours (``calibrate_width``). ``head``:
+    each query's cells chosen among its own cell's neighbours (``calibrate_width``). ``split``:
     the scores bounded first (``join_bound``, ``score_cells``)."""
     out, keys = JoinPairs(), []
     done = 0
@@ -236,7 +238,7 @@ def ivf_join(
         if stats is not None:
             stats["probes"] = stats.get("probes", 0) + len(coarse)
             stats["scored"] = stats.get("scored", 0) + int(cells.sizes[coarse].sum())
-        r, i, scores = score_cells(cells, q, rows, coarse, k=k, floor=floor, head=head)
+        r, i, scores = score_cells(cells, q, rows, coarse, k=k, floor=floor, split=split)
         out.add(qids[r], i, scores)
         done += len(q)
         if progress is not None:
@@ -252,17 +254,17 @@ def score_cells(
     *,
     k: int,
     floor: float,
-    head: int | None = None,
+    split: Split | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The cell join's scoring of query rows ``rows`` against the cells ``probed`` they probe
     (both sorted by cell, rows ascending within a cell): one product per cell and the pairs
     ``_above`` keeps, in cell order, as (query row, neighbour id, cosine). ``ivf_join`` runs it
     on a whole batch; a shard of the join (``dedup.sharded_join``) on the probes of its cells.
-    ``head`` (``join_bound.choose_head``): each product bounds the scores from the first
-    ``head`` dimensions and the rest's norms, and only the pairs the bound lets through are
+    ``split`` (``join_bound.choose_split``): each product bounds the scores from the leading
+    principal directions and the rest's norms, and only the pairs the bound lets through are
     scored in full (``join_bound.score_bounded``; a block it lets too many through is scored
     in full)."""
-    q_bound = bound_rows(q, head) if head is not None else None
+    q_bound = split.rows(q) if split is not None else None
     out_r: list[npt.NDArray[np.int64]] = []
     out_i: list[npt.NDArray[np.int64]] = []
     out_s: list[npt.NDArray[np.float32]] = []
@@ -275,8 +277,8 @@ def score_cells(
             cell = int(probed[start])
             qrows = rows[start : bounds[j + 1]]
             got = None
-            if head is not None and q_bound is not None:
-                ids, vecs, v_bound = cells.bounded(cell, head)
+            if split is not None and q_bound is not None:
+                ids, vecs, v_bound = cells.bounded(cell, split)
                 if len(ids):
                     got = score_bounded(q, q_bound, qrows, vecs, v_bound, floor, k)
             else:
@@ -340,13 +342,13 @@ def self_join(
     gap, nprobe, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    head, head_costs = choose_head(sample_vectors(cells, SPLIT_SAMPLE), floor)
+    split, head_costs = choose_split(sample_vectors(cells, SPLIT_SAMPLE), floor)
     cpu["join"] = -time.process_time()
     cpu["calibrate"] -= cpu["join"]
     log.info(
         "vector self-join over %s: cells within %.4f of the nearest, at most %d of %d, "
         "among the %s nearest each item's own (recall %.4f at cosine %.2f, %.4f at %.2f); "
-        "scores bounded from the first %s dimensions",
+        "scores bounded from the first %s principal directions",
         cells.source,
         gap,
         nprobe,
@@ -356,7 +358,7 @@ def self_join(
         cosine,
         at_floor,
         floor,
-        head or "(none: full products)",
+        split.head if split else "(none: full products)",
     )
     work: dict[str, int] = {}
     table = ivf_join(
@@ -370,7 +372,7 @@ def self_join(
         stats=work,
         own=cell_lookup(cells),
         graph=graph,
-        head=head,
+        split=split,
     )
     queried = max(1, len(table.keys))
     cpu["join"] += time.process_time()
@@ -385,7 +387,7 @@ def self_join(
         recall=round(recall, 5),
         recall_at_floor=round(at_floor, 5),
         coarse=coarse.to_dict(),
-        head=head,
+        head=split.head if split else None,
         head_costs=head_costs,
         pairs=table.pairs,
         cpu_s={step: round(t, 3) for step, t in cpu.items()},
