@@ -54,6 +54,7 @@ from splitaudit.indexer.store.join_bound import Split, choose_split
 from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
     calibrate_width,
+    expected_scored,
     gap_recall,
     pair_scores,
     sample_vectors,
@@ -283,7 +284,8 @@ def plan_vector_join(
     gap, cap, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    split, _costs = choose_split(sample_vectors(cells, vector_join.SPLIT_SAMPLE), floor)
+    scored = expected_scored(cells, calibration, gap)
+    split, _costs = choose_split(sample_vectors(cells, vector_join.SPLIT_SAMPLE), floor, scored)
     cpu["calibrate"] += time.process_time()
     plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph, split)
     if parents is not None:

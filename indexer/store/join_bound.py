@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 MIN_DIM = 32  # below, the full product is cheap enough
+MIN_SCORED = 500  # vectors scored per item below which the join is cheap enough as it is
 THRESHOLD_SHARE = 0.36  # a block's threshold pass, as a share of a full product's cost
 SURVIVOR_COST = 25.0  # a pair scored in full after the bound, in scores of a full product
 MAX_COST = 0.85  # the split is used where it is estimated to cost at most this share
@@ -74,18 +75,30 @@ def split_cost(split: Split, sample: npt.NDArray[np.float32], floor: float) -> f
 
 
 def choose_split(
-    sample: npt.NDArray[np.float32], floor: float
+    sample: npt.NDArray[np.float32], floor: float, scored: float | None = None
 ) -> tuple[Split | None, dict[int, float]]:
     """The split the join bounds its scores with, or None for the full product; and the
     estimated cost of each width tried (``split_cost``): the basis fitted on every other row
-    of ``sample``, the cost measured on the rest."""
+    of ``sample``, the cost measured on the rest. ``scored``: the vectors each item is
+    expected to score (``join_calibrate.expected_scored``); turning an item into the basis
+    (as a query and as a cell's vector: ``2 * width`` products) is counted against them (on
+    image features the cells are tight, ~100 vectors scored per item, and it would cost more
+    than the narrower product saves; under ``MIN_SCORED`` nothing is fitted)."""
     dim = sample.shape[1]
-    if dim < MIN_DIM or len(sample) < 4:
+    if dim < MIN_DIM or len(sample) < 4 or (scored is not None and scored < MIN_SCORED):
+        return None, {}
+    held_out = np.ascontiguousarray(sample[1::2], np.float32)
+    # the bound lets through at least the pairs truly at the floor: where they alone cost
+    # more than the split can save, no basis is fitted (1.4 CPU-s at 1280-d)
+    exact = held_out @ held_out.T
+    np.fill_diagonal(exact, -np.inf)
+    at_floor = float(np.count_nonzero(exact >= floor)) / max(1, len(exact) * (len(exact) - 1))
+    if SURVIVOR_COST * at_floor + THRESHOLD_SHARE / (1 + THRESHOLD_SHARE) > MAX_COST:
         return None, {}
     basis = principal_basis(sample[0::2])
-    held_out = np.ascontiguousarray(sample[1::2], np.float32)
     widths = [w for w in (8, 16, 32, 64, 128, 256, 512) if w <= dim // 2]
-    costs = {w: round(split_cost(Split(basis[:w]), held_out, floor), 4) for w in widths}
+    turn = 2.0 / scored if scored else 0.0
+    costs = {w: round(split_cost(Split(basis[:w]), held_out, floor) + turn * w, 4) for w in widths}
     width = min(costs, key=lambda w: costs[w])
     if costs[width] > MAX_COST:
         return None, costs
@@ -102,10 +115,11 @@ def score_bounded(
     k: int,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
     """(n, column, cosine) of the pairs of rows ``qrows`` of ``q`` (the n-th of them) and
-    ``vecs`` at or above ``floor``, at most the best ``k`` per row, from the bound product of
-    ``q_bound[qrows]`` x ``v_bound`` (``Split.rows`` of ``q`` and ``vecs``); None where the
-    bound lets through more than ``k`` pairs per row on average (the caller scores that block
-    in full)."""
+    ``vecs`` at or above ``floor``, from the bound product of ``q_bound[qrows]`` x ``v_bound``
+    (``Split.rows`` of ``q`` and ``vecs``): every one of them, as ``vector_join._above`` keeps
+    them from a block that is not dense. None where the bound lets through more than ``k``
+    pairs per row on average: the caller scores that block in full (where ``_above`` may keep
+    only each row's best ``k``), so both ways keep the same pairs."""
     bound = q_bound[qrows] @ v_bound.T
     hits = np.flatnonzero(bound >= floor - MARGIN)
     if len(hits) > k * len(qrows):
@@ -113,11 +127,4 @@ def score_bounded(
     r, c = np.divmod(hits, bound.shape[1])
     scores = np.einsum("ij,ij->i", q[qrows[r]], vecs[c]).astype(np.float32)
     keep = scores >= floor
-    r, c, scores = r[keep], c[keep], scores[keep]
-    if len(r) > k and np.bincount(r).max() > k:  # rare: more than k at the floor in one row
-        order = np.lexsort((-scores, r))
-        r, c, scores = r[order], c[order], scores[order]
-        start = np.searchsorted(r, r, side="left")
-        first = np.arange(len(r)) - start < k
-        r, c, scores = r[first], c[first], scores[first]
-    return r.astype(np.int64), c.astype(np.int64), scores
+    return r[keep].astype(np.int64), c[keep].astype(np.int64), scores[keep]

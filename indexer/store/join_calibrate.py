@@ -118,6 +118,17 @@ def calibrate_nprobe(
     return nprobe, float((rank < nprobe).mean()) if len(rank) else 1.0
 
 
+def expected_scored(cells: Cells, scores: PairScores, gap: float) -> float:
+    """The vectors an item scores, on average, probing within ``gap``: the calibration's
+    sampled corpus vectors' cells within ``gap`` of their best (their own added), by size."""
+    _sq, sv, cell_v, _cell_q = scores
+    if not len(sv):
+        return 0.0
+    within = sv >= (sv.max(axis=1) - gap)[:, None]
+    within[np.arange(len(sv)), cell_v] = True
+    return float((within @ cells.sizes.astype(np.float64)).mean())
+
+
 def gap_recall(cells: Cells, cosine: float, gap: float, *, seed: int = 0) -> float:
     """Share of synthetic pairs at ``cosine`` that probing within ``gap`` joins."""
     sq, sv, cell_v, cell_q = pair_scores(cells, cosine, seed=seed)

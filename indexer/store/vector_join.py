@@ -46,6 +46,7 @@ from splitaudit.indexer.store.join_bound import Split, choose_split, score_bound
 from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
     calibrate_width,
+    expected_scored,
     gap_recall,
     pair_scores,
     sample_vectors,
@@ -342,7 +343,8 @@ def self_join(
     gap, nprobe, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    split, head_costs = choose_split(sample_vectors(cells, SPLIT_SAMPLE), floor)
+    scored = expected_scored(cells, calibration, gap)
+    split, head_costs = choose_split(sample_vectors(cells, SPLIT_SAMPLE), floor, scored)
     cpu["join"] = -time.process_time()
     cpu["calibrate"] -= cpu["join"]
     log.info(

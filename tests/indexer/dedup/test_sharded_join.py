@@ -13,7 +13,7 @@ import pytest
 
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.dedup.sharded_join import JoinShard, ShardedSelfJoins, value_parts
-from splitaudit.indexer.store import hamming_join, vector_join
+from splitaudit.indexer.store import hamming_join, join_bound, vector_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.exact import DB_BLOCK
 from splitaudit.indexer.store.float_build import build_flat, build_ivf
@@ -119,6 +119,7 @@ def test_bounded_scores_of_spread_vectors(tmp_path: Path, monkeypatch: pytest.Mo
     """64-d random vectors: the join bounds its scores from 32 dimensions (``join_bound``),
     and the shards score the same way, to the bit."""
     monkeypatch.setattr(vector_join, "EXACT_JOIN_MAX", 1000)
+    monkeypatch.setattr(join_bound, "MIN_SCORED", 0)  # a small corpus's join is cheap anyway
     n, dim = 6000, 64
     refs = _corpus(tmp_path, n, dim)
     store = _saved(tmp_path, build_flat(tmp_path, refs, model_id="m", dim=dim))

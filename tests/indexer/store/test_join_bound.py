@@ -89,7 +89,9 @@ def test_bounded_scores_keep_the_pairs_of_the_full_product() -> None:
             assert np.allclose([found[p] for p in want], list(want.values()), atol=1e-6)
 
 
-def test_more_than_k_at_the_floor_keeps_each_rows_best_k() -> None:
+def test_more_than_k_at_the_floor_in_one_row_are_all_kept() -> None:
+    """As ``_above`` keeps them from a block that is not dense: a pair beyond a row's best k
+    still joins the other item's table (the join is symmetric)."""
     rng = np.random.default_rng(2)
     base = _unit(rng.standard_normal((1, 64)))
     v = _unit(base + np.linspace(0.0, 0.6, 30)[:, None] * _unit(rng.standard_normal((30, 64))))
@@ -99,11 +101,10 @@ def test_more_than_k_at_the_floor_keeps_each_rows_best_k() -> None:
     got = score_bounded(q, split.rows(q), np.arange(len(q)), v, split.rows(v), 0.8, 5)
     assert got is not None
     r, c, s = got
-    exact = (q[0] @ v.T).astype(np.float32)
-    assert np.count_nonzero(exact >= 0.8) > 5  # more than k near the first query
-    assert r.tolist() == [0] * 5
-    assert sorted(c.tolist()) == sorted(np.argsort(-exact)[:5].tolist())
-    assert np.all(np.diff(s) <= 0)  # best first
+    want = _full(q, v, 0.8, 5)
+    assert len(want) > 5 and {int(a) for a, _b in want} == {0}  # more than k near the first
+    assert set(zip(r.tolist(), c.tolist(), strict=True)) == want.keys()
+    assert np.allclose(s, [want[(int(a), int(b))] for a, b in zip(r, c, strict=True)], atol=1e-6)
 
 
 def test_a_bound_that_lets_everything_through_hands_the_block_back() -> None:
@@ -125,3 +126,11 @@ def test_choose_split_where_the_bound_pays() -> None:
     close = _unit(common + 0.5 * rng.standard_normal((2048, 64)) / 8)
     assert choose_split(close, 0.8)[0] is None  # random pairs near the floor: no gain
     assert choose_split(_isotropic(1024, dim=16), 0.8) == (None, {})  # too few dimensions
+
+
+def test_a_cheap_join_is_not_split() -> None:
+    """Where each item scores few vectors (tight cells), turning the items into the basis
+    would cost more than the narrower product saves."""
+    sample = _isotropic(2048)
+    assert choose_split(sample, 0.8, scored=5000.0)[0] is not None
+    assert choose_split(sample, 0.8, scored=120.0) == (None, {})
