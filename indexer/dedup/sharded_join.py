@@ -50,14 +50,11 @@ from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
-from splitaudit.indexer.store.join_bound import Split, choose_split
 from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
     calibrate_width,
-    expected_scored,
     gap_recall,
     pair_scores,
-    sample_vectors,
 )
 from splitaudit.indexer.store.join_cells import (
     DECODE_CACHE_BYTES,
@@ -95,7 +92,6 @@ class CellPlan:
     k: int
     floor: float
     graph: npt.NDArray[np.int64] | None = None  # two-level coarse step (``calibrate_width``)
-    split: Split | None = None  # scores bounded first (``join_bound``)
 
 
 @dataclass(frozen=True)
@@ -183,13 +179,12 @@ class JoinShard:
         cells: npt.NDArray[np.int64],
         k: int,
         floor: float,
-        split: Split | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The pairs of query rows ``rows`` with the cells ``cells`` they probe (sorted by cell,
         rows ascending within a cell), as ``vector_join.ivf_join`` scores and keeps them:
         (query row, neighbour id, cosine)."""
         held = self.cells[shard][0]
-        return score_cells(held, q, rows, cells, k=k, floor=floor, split=split)
+        return score_cells(held, q, rows, cells, k=k, floor=floor)
 
     def close_cells(self, shard: int) -> None:
         """Drop a vector shard's cells (its decoded rows)."""
@@ -284,10 +279,8 @@ def plan_vector_join(
     gap, cap, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    scored = expected_scored(cells, calibration, gap)
-    split, _costs = choose_split(sample_vectors(cells, vector_join.SPLIT_SAMPLE), floor, scored)
     cpu["calibrate"] += time.process_time()
-    plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph, split)
+    plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph)
     if parents is not None:
         of_parent = cell_lookup(parents)
         parent = np.array([int(of_parent(i[:1])[0]) if len(i) else -1 for i in cell_ids], np.int64)
@@ -456,7 +449,7 @@ class ShardedSelfJoins(LocalSelfJoins):
             scored += int(cells.sizes[by_cell].sum())
             cut = np.searchsorted(by_cell, bounds)
             args = [
-                (shard.shard, q, rows[a:b], by_cell[a:b], cells.k, cells.floor, cells.split)
+                (shard.shard, q, rows[a:b], by_cell[a:b], cells.k, cells.floor)
                 for shard, a, b in zip(plan.shards, cut[:-1], cut[1:], strict=True)
             ]
             answers = self.submit("cell_pairs", args)
@@ -478,7 +471,6 @@ class ShardedSelfJoins(LocalSelfJoins):
             recall=plan.recall,
             recall_at_floor=plan.at_floor,
             coarse=plan.coarse,
-            head=cells.split.head if cells.split else None,
             pairs=table.pairs,
             cpu_s={
                 **{n: round(v, 2) for n, v in plan.cpu_s.items()},

@@ -35,7 +35,15 @@ def pair_scores(
     scores against every centroid.
     """
     rng = np.random.default_rng(seed)
-    v, cell_of = _sample(cells, pairs, rng)
+    total = int(cells.sizes.sum())
+    pos = np.sort(rng.choice(total, min(pairs, total), replace=False))
+    bounds = np.cumsum(cells.sizes)
+    cell_of = np.searchsorted(bounds, pos, side="right")
+    offset = pos - np.r_[0, bounds][cell_of]
+    v = np.empty((len(pos), cells.centroids.shape[1]), np.float32)
+    for c in np.unique(cell_of).tolist():  # each cell decoded once
+        at = np.flatnonzero(cell_of == c)
+        v[at] = cells.get(int(c))[1][offset[at]]
     u = rng.standard_normal((len(v), v.shape[1])).astype(np.float32)
     u -= (u * v).sum(axis=1, keepdims=True) * v
     u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-12)
@@ -56,27 +64,6 @@ def pair_ranks(
     rank_q = (sq > sq[rows, cell_v][:, None]).sum(axis=1)  # v's cell among q's probes
     rank_v = (sv > sv[rows, cell_q][:, None]).sum(axis=1)  # q's cell among v's probes
     return np.minimum(rank_q, rank_v).astype(np.int64)
-
-
-def _sample(
-    cells: Cells, n: int, rng: np.random.Generator
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """``n`` corpus vectors sampled without replacement (all when fewer) and their cells."""
-    total = int(cells.sizes.sum())
-    pos = np.sort(rng.choice(total, min(n, total), replace=False))
-    bounds = np.cumsum(cells.sizes)
-    cell_of = np.searchsorted(bounds, pos, side="right")
-    offset = pos - np.r_[0, bounds][cell_of]
-    v = np.empty((len(pos), cells.centroids.shape[1]), np.float32)
-    for c in np.unique(cell_of).tolist():  # each cell decoded once
-        at = np.flatnonzero(cell_of == c)
-        v[at] = cells.get(int(c))[1][offset[at]]
-    return v, cell_of
-
-
-def sample_vectors(cells: Cells, n: int, *, seed: int = 1) -> npt.NDArray[np.float32]:
-    """``n`` corpus vectors sampled from ``cells`` (all when fewer)."""
-    return _sample(cells, n, np.random.default_rng(seed))[0]
 
 
 def calibrate_gap(
@@ -116,17 +103,6 @@ def calibrate_nprobe(
     need = int(np.quantile(rank, target, method="higher")) + 1 if len(rank) else 1
     nprobe = min(max(need, 1), cells.nlist)
     return nprobe, float((rank < nprobe).mean()) if len(rank) else 1.0
-
-
-def expected_scored(cells: Cells, scores: PairScores, gap: float) -> float:
-    """The vectors an item scores, on average, probing within ``gap``: the calibration's
-    sampled corpus vectors' cells within ``gap`` of their best (their own added), by size."""
-    _sq, sv, cell_v, _cell_q = scores
-    if not len(sv):
-        return 0.0
-    within = sv >= (sv.max(axis=1) - gap)[:, None]
-    within[np.arange(len(sv)), cell_v] = True
-    return float((within @ cells.sizes.astype(np.float64)).mean())
 
 
 def gap_recall(cells: Cells, cosine: float, gap: float, *, seed: int = 0) -> float:

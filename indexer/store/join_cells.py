@@ -19,7 +19,6 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.store.float_build import spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
-from splitaudit.indexer.store.join_bound import Split
 
 DECODE_CACHE_BYTES = 1 << 30  # decoded IVF lists kept across query batches up to this size
 JOIN_CELL = 400  # target vectors per join cell (``split_cells``)
@@ -38,7 +37,6 @@ class Cells:
         default_factory=dict
     )
     cache_limit: int = DECODE_CACHE_BYTES
-    _bounds: dict[int, npt.NDArray[np.float32]] = field(default_factory=dict)
 
     @property
     def nlist(self) -> int:
@@ -60,20 +58,6 @@ class Cells:
         if held <= self.cache_limit:
             self._cache[cell] = (ids, vecs)
         return ids, vecs
-
-    def bounded(
-        self, cell: int, split: Split
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        """One cell's ids, vectors and ``split.rows`` of them (kept across query batches while
-        every cell's fit in ``DECODE_CACHE_BYTES``; one ``split`` per join)."""
-        ids, vecs = self.get(cell)
-        hit = self._bounds.get(cell)
-        if hit is not None and hit.shape[1] == split.head + 1:
-            return ids, vecs, hit
-        rows = split.rows(vecs)
-        if int(self.sizes.sum()) * (split.head + 1) * 4 <= DECODE_CACHE_BYTES:
-            self._bounds[cell] = rows
-        return ids, vecs, rows
 
 
 def ivf_cells(store: FloatStore) -> Cells:

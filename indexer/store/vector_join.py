@@ -42,14 +42,11 @@ from threadpoolctl import threadpool_limits
 
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import sorted_unique
-from splitaudit.indexer.store.join_bound import Split, choose_split, score_bounded
 from splitaudit.indexer.store.join_calibrate import (
     calibrate_gap,
     calibrate_width,
-    expected_scored,
     gap_recall,
     pair_scores,
-    sample_vectors,
 )
 from splitaudit.indexer.store.join_cells import (
     Cells,
@@ -66,7 +63,6 @@ log = logging.getLogger(__name__)
 EXACT_JOIN_MAX = 50_000  # vectors joined exhaustively; beyond, cell by cell
 QUERY_BATCH = 65_536
 _EXACT_BLOCK = 2_048
-SPLIT_SAMPLE = 2_048  # corpus vectors ``join_bound.choose_split`` fits and measures on
 
 Chunks = Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
@@ -85,10 +81,6 @@ class JoinReport:
     recall: float | None = None
     recall_at_floor: float | None = None
     coarse: dict[str, Any] | None = None  # the two-level coarse step (``CoarseCalibration``)
-    head: int | None = (
-        None  # principal directions scored exactly, the rest bounded (``join_bound``)
-    )
-    head_costs: dict[int, float] | None = None  # estimated cost of each width tried
     pairs: int = 0
     cpu_s: dict[str, float] | None = None  # per step: cells (k-means, split), calibrate, join
 
@@ -207,7 +199,6 @@ def ivf_join(
     stats: dict[str, int] | None = None,
     own: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
     graph: npt.NDArray[np.int64] | None = None,
-    split: Split | None = None,
 ) -> Neighbours:
     """Each query's ``k`` best vectors with cosine >= ``floor`` among its ``nprobe`` nearest
     cells; with ``gap``, only those of them scoring within ``gap`` of its nearest one
@@ -215,8 +206,7 @@ def ivf_join(
     (``scored``). ``own`` (``cell_lookup``): each query also probes the cell it is in (a
     split list's sub-cell is not always its nearest centroid's), so it finds itself and
     whatever shares its cell. ``graph`` (with ``gap`` and ``own``): the two-level coarse step,
-    each query's cells chosen among its own cell's neighbours (``calibrate_width``). ``split``:
-    the scores bounded first (``join_bound``, ``score_cells``)."""
+    each query's cells chosen among its own cell's neighbours (``calibrate_width``)."""
     out, keys = JoinPairs(), []
     done = 0
     for qids, q in rebatch(queries, QUERY_BATCH):
@@ -239,7 +229,7 @@ def ivf_join(
         if stats is not None:
             stats["probes"] = stats.get("probes", 0) + len(coarse)
             stats["scored"] = stats.get("scored", 0) + int(cells.sizes[coarse].sum())
-        r, i, scores = score_cells(cells, q, rows, coarse, k=k, floor=floor, split=split)
+        r, i, scores = score_cells(cells, q, rows, coarse, k=k, floor=floor)
         out.add(qids[r], i, scores)
         done += len(q)
         if progress is not None:
@@ -255,17 +245,11 @@ def score_cells(
     *,
     k: int,
     floor: float,
-    split: Split | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The cell join's scoring of query rows ``rows`` against the cells ``probed`` they probe
     (both sorted by cell, rows ascending within a cell): one product per cell and the pairs
     ``_above`` keeps, in cell order, as (query row, neighbour id, cosine). ``ivf_join`` runs it
-    on a whole batch; a shard of the join (``dedup.sharded_join``) on the probes of its cells.
-    ``split`` (``join_bound.choose_split``): each product bounds the scores from the leading
-    principal directions and the rest's norms, and only the pairs the bound lets through are
-    scored in full (``join_bound.score_bounded``; a block it lets too many through is scored
-    in full)."""
-    q_bound = split.rows(q) if split is not None else None
+    on a whole batch; a shard of the join (``dedup.sharded_join``) on the probes of its cells."""
     out_r: list[npt.NDArray[np.int64]] = []
     out_i: list[npt.NDArray[np.int64]] = []
     out_s: list[npt.NDArray[np.float32]] = []
@@ -275,25 +259,15 @@ def score_cells(
     # thread gives the same scores wherever the products run (bit-identical shards)
     with threadpool_limits(limits=1, user_api="blas"):
         for j, start in enumerate(starts.tolist()):
-            cell = int(probed[start])
-            qrows = rows[start : bounds[j + 1]]
-            got = None
-            if split is not None and q_bound is not None:
-                ids, vecs, v_bound = cells.bounded(cell, split)
-                if len(ids):
-                    got = score_bounded(q, q_bound, qrows, vecs, v_bound, floor, k)
-            else:
-                ids, vecs = cells.get(cell)
+            ids, vecs = cells.get(int(probed[start]))
             if len(ids) == 0:
                 continue
-            if got is None:
-                scores = q[qrows] @ vecs.T
-                r, c = _above(scores, floor, k)
-                got = (r, c, scores[r, c].astype(np.float32))
-            r, c, s = got
+            qrows = rows[start : bounds[j + 1]]
+            scores = q[qrows] @ vecs.T
+            r, c = _above(scores, floor, k)
             out_r.append(qrows[r])
             out_i.append(ids[c])
-            out_s.append(s)
+            out_s.append(scores[r, c].astype(np.float32))
     if not out_r:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
     return np.concatenate(out_r), np.concatenate(out_i), np.concatenate(out_s)
@@ -343,14 +317,11 @@ def self_join(
     gap, nprobe, recall = calibrate_gap(cells, cosine, scores=calibration)
     at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    scored = expected_scored(cells, calibration, gap)
-    split, head_costs = choose_split(sample_vectors(cells, SPLIT_SAMPLE), floor, scored)
     cpu["join"] = -time.process_time()
     cpu["calibrate"] -= cpu["join"]
     log.info(
         "vector self-join over %s: cells within %.4f of the nearest, at most %d of %d, "
-        "among the %s nearest each item's own (recall %.4f at cosine %.2f, %.4f at %.2f); "
-        "scores bounded from the first %s principal directions",
+        "among the %s nearest each item's own (recall %.4f at cosine %.2f, %.4f at %.2f)",
         cells.source,
         gap,
         nprobe,
@@ -360,7 +331,6 @@ def self_join(
         cosine,
         at_floor,
         floor,
-        split.head if split else "(none: full products)",
     )
     work: dict[str, int] = {}
     table = ivf_join(
@@ -374,7 +344,6 @@ def self_join(
         stats=work,
         own=cell_lookup(cells),
         graph=graph,
-        split=split,
     )
     queried = max(1, len(table.keys))
     cpu["join"] += time.process_time()
@@ -389,8 +358,6 @@ def self_join(
         recall=round(recall, 5),
         recall_at_floor=round(at_floor, 5),
         coarse=coarse.to_dict(),
-        head=split.head if split else None,
-        head_costs=head_costs,
         pairs=table.pairs,
         cpu_s={step: round(t, 3) for step, t in cpu.items()},
     )

@@ -13,7 +13,7 @@ import pytest
 
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.dedup.sharded_join import JoinShard, ShardedSelfJoins, value_parts
-from splitaudit.indexer.store import hamming_join, join_bound, vector_join
+from splitaudit.indexer.store import hamming_join, vector_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.exact import DB_BLOCK
 from splitaudit.indexer.store.float_build import build_flat, build_ivf
@@ -91,7 +91,6 @@ def _check_vectors(folder: Path, store: FloatStore, refs: list[tuple[str, int]],
         local_report.coarse,
     )
     assert report.probes_per_item == local_report.probes_per_item
-    assert report.head == local_report.head
     return report, joins.mapped
 
 
@@ -113,18 +112,6 @@ def test_kmeans_cells_of_a_flat_index(tmp_path: Path, monkeypatch: pytest.Monkey
     assert report.method == "ivf"
     # each shard was sent its own cells' vectors only
     assert sum(mapped) == n * dim * 4 and max(mapped) < n * dim * 4
-
-
-def test_bounded_scores_of_spread_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """64-d random vectors: the join bounds its scores from 32 dimensions (``join_bound``),
-    and the shards score the same way, to the bit."""
-    monkeypatch.setattr(vector_join, "EXACT_JOIN_MAX", 1000)
-    monkeypatch.setattr(join_bound, "MIN_SCORED", 0)  # a small corpus's join is cheap anyway
-    n, dim = 6000, 64
-    refs = _corpus(tmp_path, n, dim)
-    store = _saved(tmp_path, build_flat(tmp_path, refs, model_id="m", dim=dim))
-    report, _mapped = _check_vectors(tmp_path, store, refs, 3)
-    assert report.method == "ivf" and report.head == 32
 
 
 def test_two_level_coarse_step_of_clustered_vectors(

@@ -10,7 +10,6 @@ from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.float_build import new_ivf, spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
-from splitaudit.indexer.store.join_bound import Split, principal_basis
 from splitaudit.indexer.store.join_calibrate import calibrate_gap, calibrate_nprobe
 from splitaudit.indexer.store.join_cells import (
     cell_lookup,
@@ -146,12 +145,9 @@ def _ivf_store(ids: np.ndarray, x: np.ndarray, nlist: int, storage: str) -> Floa
     return store
 
 
-@pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("probing", ["fixed", "gap"])
 @pytest.mark.parametrize("source", ["kmeans", "ivf-fp16", "ivf-fp16-split"])
-def test_cell_join_finds_every_planted_pair_and_no_false_one(
-    source: str, probing: str, bounded: bool
-) -> None:
+def test_cell_join_finds_every_planted_pair_and_no_false_one(source: str, probing: str) -> None:
     ids, x = _planted_vectors(4000)
     cells = (
         kmeans_cells(ids, x, 64)
@@ -172,15 +168,7 @@ def test_cell_join_finds_every_planted_pair_and_no_false_one(
     own = cell_lookup(cells) if probing == "gap" else None
     found = _pairs(
         ivf_join(
-            cells,
-            _chunks(ids, x),
-            k=10,
-            floor=0.8,
-            nprobe=nprobe,
-            gap=gap,
-            stats=stats,
-            own=own,
-            split=Split(principal_basis(x)[:16]) if bounded else None,
+            cells, _chunks(ids, x), k=10, floor=0.8, nprobe=nprobe, gap=gap, stats=stats, own=own
         )
     )
     assert stats["scored"] < len(ids) * cells.sizes.sum() / 4  # far from exhaustive
