@@ -438,3 +438,17 @@ def three_way(
         with_b=int(with_b.sum()),
         with_either=int((with_a | with_b).sum()),
     )
+
+
+def whole_agreement(
+    query: npt.NDArray[np.uint8], reference: npt.NDArray[np.uint8], *, mirrored: bool = False
+) -> ContentAgreement | None:
+    """Agreement of two grayscale images compared whole, as they are (the query stretched
+    onto the reference; ``mirrored``: flipped left-right first): the frame the pixel verifier
+    compares them in. A copy agrees almost everywhere; two photos under one frame or window
+    chrome agree only on it."""
+    q = content_pixels(query[:, ::-1] if mirrored else query)
+    r = content_pixels(reference)
+    (qh, qw), (rh, rw) = q.shape, r.shape
+    transform = np.array([[rw / qw, 0.0, 0.0], [0.0, rh / qh, 0.0]], np.float64)
+    return content_agreement(q, (qw, qh), r, (rw, rh), transform)

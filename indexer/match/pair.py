@@ -40,6 +40,10 @@ class Pair:
     # a small pair's marginal verifier score that the low-resolution alignment did not confirm
     # (``low_res_align.needs_confirmation``): ``verify`` then holds the alignment's score
     unconfirmed_verify: float | None = None
+    # a large pair's verifier score refused as resting on a shared overlay
+    # (``verify_overlay``): compared whole, only ``whole_agreement`` of the textured cells agree
+    refused_verify: float | None = None
+    whole_agreement: float | None = None
     kind: str | None = None
     rules: list[str] = field(default_factory=list)
 
@@ -78,6 +82,13 @@ class Pair:
             ev["verify_score"] = round(self.verify, 4)
         if self.unconfirmed_verify is not None:
             ev["unconfirmed_verify_score"] = round(self.unconfirmed_verify, 4)
+        if self.refused_verify is not None:
+            ev["verify_refused"] = {
+                "verify_score": round(self.refused_verify, 4),
+                "whole_agreement": round(self.whole_agreement or 0.0, 3),
+                "reason": "overlay: compared whole, too little of the two images agrees "
+                "(a shared frame, window chrome or caption bands, not the picture)",
+            }
         if self.geometry is not None and self.geometry.inliers:
             ev["geometry"] = self.geometry.evidence()
         if self.content_cosine is not None:

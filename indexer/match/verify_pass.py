@@ -26,6 +26,7 @@ from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.small_pairs import align_small_pairs, verified_orientation
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
+from splitaudit.indexer.match.verify_overlay import refuse_overlay_verdicts
 from splitaudit.indexer.sources.record import Locator
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ def verify_candidates(
                         digests,
                         th,
                     )
+            with phases.phase("verification: overlay"):
+                refuse_overlay_verdicts(chosen, shown, load, th)
             if content_embed is not None:
                 with phases.phase("verification: content region"):
                     _content_cosines(chosen, shown, load, content_embed, th)
