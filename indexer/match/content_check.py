@@ -49,6 +49,8 @@ CELL = 12  # comparison cell side, px of the grid
 CELL_NCC = 0.6  # a cell agrees when its patches correlate at least this much
 FLAT_STD = 3.0  # gray levels: a patch flatter than this in both images carries no evidence
 MIN_AGREEMENT = 0.55  # share of the textured cells that must agree
+# the pixel verifier's zooms, where two images are compared whole: slight, none, inside a border
+WHOLE_SCALES = (0.9, 1.0, 1.2, 1.45)
 # Correlation of the cell means (the coarse brightness layout) from which a refused fit is no
 # evidence of an overlay: a darkened or faded copy loses texture in many cells (they stop
 # agreeing) but keeps its layout exactly (r 0.99999 in bench.accuracy); one window's chrome
@@ -443,12 +445,19 @@ def three_way(
 def whole_agreement(
     query: npt.NDArray[np.uint8], reference: npt.NDArray[np.uint8], *, mirrored: bool = False
 ) -> ContentAgreement | None:
-    """Agreement of two grayscale images compared whole, as they are (the query stretched
-    onto the reference; ``mirrored``: flipped left-right first): the frame the pixel verifier
-    compares them in. A copy agrees almost everywhere; two photos under one frame or window
-    chrome agree only on it."""
+    """Agreement of two grayscale images compared whole (``mirrored``: the query flipped
+    left-right first), in the frames the pixel verifier searches: the query stretched onto
+    the reference and zoomed about its centre by each of ``WHOLE_SCALES`` (1.2-1.45: a copy
+    inside a border or padding), the best of them. A copy agrees almost everywhere in one of
+    them; two photos under one frame or window chrome agree only on it in all."""
     q = content_pixels(query[:, ::-1] if mirrored else query)
     r = content_pixels(reference)
     (qh, qw), (rh, rw) = q.shape, r.shape
-    transform = np.array([[rw / qw, 0.0, 0.0], [0.0, rh / qh, 0.0]], np.float64)
-    return content_agreement(q, (qw, qh), r, (rw, rh), transform)
+    best: ContentAgreement | None = None
+    for zoom in WHOLE_SCALES:
+        sx, sy = zoom * rw / qw, zoom * rh / qh
+        transform = np.array([[sx, 0.0, rw * (1 - zoom) / 2], [0.0, sy, rh * (1 - zoom) / 2]])
+        found = content_agreement(q, (qw, qh), r, (rw, rh), transform)
+        if found is not None and (best is None or found.score > best.score):
+            best = found
+    return best

@@ -79,3 +79,13 @@ def test_only_large_pairs_near_by_the_verifier_alone_are_compared_whole() -> Non
     assert not needs_whole_check(_pair(1, min_side=64), TH)  # a thumbnail: the verifier decides
     assert not needs_whole_check(_pair(1, verify=0.5), TH)  # not near at all
     assert not needs_whole_check(_pair(1, orientation="rot90"), TH)  # not the verifier's frame
+
+
+def test_a_copy_inside_a_border_agrees_at_the_verifiers_zoom(
+    photos: dict[str, Image.Image],
+) -> None:
+    """A copy with a plain border (the verifier finds it zoomed by 1.2-1.45) is not refused."""
+    photo = photos["coffee"]
+    padded = ImageOps.expand(photo, border=photo.width // 7, fill=(250, 250, 250))
+    agreement = whole_agreement(_gray(padded), _gray(photo))
+    assert agreement is not None and agreement.passed
