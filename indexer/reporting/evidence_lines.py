@@ -23,6 +23,7 @@ _SENTENCES = (
     "cosine",
     "content_cosine",
     "verify_score",
+    "verify_refused",
     "geometry",
     "near_rules",
     "min_side",
@@ -145,6 +146,13 @@ def evidence_lines(evidence: Any) -> list[str]:
         )
     if ev.get("verify_score") is not None:
         lines.append(f"pixel verification score {float(ev['verify_score']):.3f}")
+    refused = ev.get("verify_refused")
+    if isinstance(refused, Mapping) and refused.get("verify_score") is not None:
+        lines.append(
+            f"pixel verification score {float(refused['verify_score']):.3f} not counted: compared "
+            f"whole, {_pct(refused.get('whole_agreement', 0.0))} of the textured cells agree "
+            "(a shared overlay: frame, window chrome, caption bands)"
+        )
     if isinstance(ev.get("geometry"), Mapping):
         lines += _geometry_lines(ev["geometry"])
     if ev.get("near_rules"):

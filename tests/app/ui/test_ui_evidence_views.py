@@ -71,6 +71,18 @@ def test_overlay_discarded_keypoints_are_named(tmp_path: Path) -> None:
     assert "23 keypoint matches" in line and "overlay: only the mark" in line
 
 
+def test_a_refused_verification_is_named_with_its_whole_agreement(tmp_path: Path) -> None:
+    home = new_home(tmp_path)
+    s = seed(home, tmp_path / "files")
+    refused = {"verify_score": 0.7421, "whole_agreement": 0.31, "reason": "overlay: ..."}
+    _set(home, s.matches["near"], evidence={"cosine": 0.71, "verify_refused": refused})
+    with ui_client(home) as client:
+        page = client.get(f"/ui/matches/{s.matches['near']}").text
+    line = parse(page).by_id("verify-refused-evidence").text
+    assert "0.742" in line and "not counted" in line and "31%" in line
+    assert "verify_refused:" not in page  # said once, as a sentence
+
+
 def test_a_caption_match_shows_both_captions_with_the_shared_span(tmp_path: Path) -> None:
     home = new_home(tmp_path)
     s = seed(home, tmp_path / "files")

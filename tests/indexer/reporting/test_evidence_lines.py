@@ -91,3 +91,13 @@ def test_a_content_cosine_is_said_as_the_content_region_alone() -> None:
         "embedding cosine 0.740",
         "content region alone (away from the overlay): embedding cosine 0.410",
     ]
+
+
+def test_a_refused_verification_is_said_with_its_whole_agreement() -> None:
+    refused = {"verify_score": 0.7421, "whole_agreement": 0.31, "reason": "overlay: ..."}
+    lines = evidence_lines({"cosine": 0.71, "verify_refused": refused})
+    assert lines == [
+        "embedding cosine 0.710",
+        "pixel verification score 0.742 not counted: compared whole, 31% of the textured cells "
+        "agree (a shared overlay: frame, window chrome, caption bands)",
+    ]
