@@ -55,8 +55,13 @@ def test_whole_agreement_tells_a_copy_from_another_photo_in_the_same_window(
 
 
 def _pair(item_id: int, **kw: object) -> Pair:
-    base: dict[str, object] = {"cosine": 0.71, "verify": 0.742, "min_side": 330}
-    return Pair(row=0, item_id=item_id, geometry=_junk_fit(), **{**base, **kw})  # type: ignore[arg-type]
+    base: dict[str, object] = {
+        "cosine": 0.71,
+        "verify": 0.742,
+        "min_side": 330,
+        "geometry": _junk_fit(),
+    }
+    return Pair(row=0, item_id=item_id, **{**base, **kw})  # type: ignore[arg-type]
 
 
 def test_a_verdict_on_the_chrome_alone_is_refused(photos: dict[str, Image.Image]) -> None:
@@ -89,3 +94,10 @@ def test_a_copy_inside_a_border_agrees_at_the_verifiers_zoom(
     padded = ImageOps.expand(photo, border=photo.width // 7, fill=(250, 250, 250))
     agreement = whole_agreement(_gray(padded), _gray(photo))
     assert agreement is not None and agreement.passed
+
+
+def test_a_fit_of_many_inliers_keeps_the_verdict_though_its_content_check_doubted() -> None:
+    """A re-uploaded cell texture: 257 inliers, content agreement 0.54 (refused), verifier 0.93:
+    SIFT found shared structure, so the whole comparison (which a re-upload fails) is not asked."""
+    many = GeometricMatch(inliers=257, matches=400, scale=0.9, angle=2.0)
+    assert not needs_whole_check(_pair(1, geometry=many), TH)
