@@ -11,10 +11,12 @@ content check that refuses fits on overlays (``content_check``) never ran.
 ``refuse_overlay_verdicts`` runs it where that happens: a large pair near by the verifier
 alone, in the verifier's own frame (as they are, or mirrored), whose geometric step found
 next to nothing (fewer than ``geometry_inliers`` inliers, none resting on content). On
-``bench.accuracy``'s copies the whole comparison alone would refuse 101 of the 292 large copy
+``bench.accuracy``'s copies the whole comparison alone would refuse 85 of the 279 large copy
 pairs the verifier passes (crops, re-uploads, borders, turns: compared whole they do not line
 up), but every one of them has a geometric fit of 12 or more inliers or one resting on
-content, so the rule never reaches them; no unrelated large pair there passes the verifier. Compared whole (``content_check.whole_agreement``), a copy agrees almost everywhere;
+content, so the rule never reaches them; no unrelated large pair there passes the verifier.
+
+Compared whole (``content_check.whole_agreement``), a copy agrees almost everywhere;
 where too little agrees and the coarse layouts differ (``ContentAgreement.overlay``), the
 verifier's score is kept as evidence (``Pair.refused_verify``) and no longer makes the pair
 near. Other rules (a pHash, a geometric fit) are left as they are.
