@@ -118,7 +118,7 @@ def ingest_split(
                 # regions of the large images: a corpus image inset in one is nominated by them
                 sizes = [(e.features.width, e.features.height) for e, _ in good]  # type: ignore[union-attr]
                 with phases.phase("decode regions"):
-                    crops, owners = region_crops(
+                    crops, owners, boxes = region_crops(
                         images,  # type: ignore[arg-type]
                         len(ids) - len(good),
                         sizes,
@@ -128,7 +128,7 @@ def ingest_split(
                     with phases.phase("embed regions"):
                         for model_id, embedder in embedders.items():
                             vectors = embedder.embed(crops)  # type: ignore[arg-type]
-                            region_parts[model_id].append(RegionVectors(owners, vectors))
+                            region_parts[model_id].append(RegionVectors(owners, vectors, boxes))
             total += len(batch)
             if progress:
                 progress(len(batch))

@@ -50,31 +50,44 @@ VectorSearch = Callable[
 @dataclass(frozen=True)
 class RegionVectors:
     """Embeddings of regions of a split's large images: ``rows[i]`` is the split row region
-    ``i`` belongs to, ``vectors[i]`` its L2-normalised embedding."""
+    ``i`` belongs to, ``vectors[i]`` its L2-normalised embedding, ``boxes[i]`` its box
+    (x0, y0, x1, y1 as fractions of the test image's width and height)."""
 
     rows: npt.NDArray[np.int64]
     vectors: npt.NDArray[np.float32]
+    boxes: npt.NDArray[np.float32]
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def rows_in(self, start: int, stop: int) -> RegionVectors:
+        """The regions of split rows ``start`` to ``stop`` (exclusive), rows renumbered from 0."""
+        keep = (self.rows >= start) & (self.rows < stop)
+        return RegionVectors(self.rows[keep] - start, self.vectors[keep], self.boxes[keep])
 
     @staticmethod
     def concat(parts: Sequence[RegionVectors], dim: int) -> RegionVectors:
         """One ``RegionVectors`` of several batches' (in row order)."""
         if not parts:
-            return RegionVectors(np.zeros(0, np.int64), np.zeros((0, dim), np.float32))
+            return RegionVectors(
+                np.zeros(0, np.int64), np.zeros((0, dim), np.float32), np.zeros((0, 4), np.float32)
+            )
         return RegionVectors(
-            np.concatenate([p.rows for p in parts]), np.concatenate([p.vectors for p in parts])
+            np.concatenate([p.rows for p in parts]),
+            np.concatenate([p.vectors for p in parts]),
+            np.concatenate([p.boxes for p in parts]),
         )
 
 
 @dataclass(frozen=True)
 class RegionHit:
-    """A corpus item a region of a test image came close to: the best region's cosine, and
-    that region's number (its place in ``region_boxes``' order)."""
+    """A corpus item a region of a test image came close to: the best region's cosine, that
+    region's number (its place among the row's regions: ``region_boxes``' order, then its
+    frames) and its box (fractions of the test image, ``RegionVectors.boxes``)."""
 
     cosine: float
     region: int
+    box: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
 
 
 def region_fraction(region: int) -> tuple[float, float, float, float]:
@@ -125,22 +138,33 @@ def region_crops(
     first_row: int,
     sizes: Sequence[tuple[int, int]],
     larger: Callable[[int], Image.Image | None] | None = None,
-) -> tuple[list[Image.Image], npt.NDArray[np.int64]]:
+) -> tuple[list[Image.Image], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The regions to embed of a batch of split images (rows ``first_row``, ``first_row + 1``,
-    ...), and the row each belongs to. ``sizes`` are the files' own (width, height): the
-    decodes in ``images`` may be reduced, the regions are the same fractions of them.
-    ``larger(n)``: the batch's ``n``-th image decoded larger (``region_decode``), to cut its
-    regions from; where it is absent or returns None, they are cut from ``images[n]``."""
+    ...), the row each belongs to and its box (fractions of the image): the grid of
+    ``region_boxes``, then the pictures the image frames (``framed_regions.framed_boxes``: a
+    photo in a screenshot, slide or collage, cut along its own edges). ``sizes`` are the
+    files' own (width, height): the decodes in ``images`` may be reduced, the regions are the
+    same fractions of them. ``larger(n)``: the batch's ``n``-th image decoded larger
+    (``region_decode``), to cut its regions from; where it is absent or returns None, they
+    are cut from ``images[n]``."""
+    from splitaudit.indexer.match.framed_regions import framed_boxes
+
     crops: list[Image.Image] = []
     rows: list[int] = []
+    boxes: list[tuple[float, float, float, float]] = []
     for n, (small, (width, height)) in enumerate(zip(images, sizes, strict=True)):
         if min(width, height) < INSET_MIN_SIDE:
             continue
         image = (larger(n) if larger is not None else None) or small
-        for box in region_boxes(image.width, image.height, gate=False):
-            crops.append(image.crop(box))
+        w, h = image.size
+        fractions = [
+            (x0 / w, y0 / h, x1 / w, y1 / h) for x0, y0, x1, y1 in region_boxes(w, h, gate=False)
+        ] + framed_boxes(image)
+        for x0, y0, x1, y1 in fractions:
+            crops.append(image.crop((round(x0 * w), round(y0 * h), round(x1 * w), round(y1 * h))))
             rows.append(first_row + n)
-    return crops, np.asarray(rows, np.int64)
+            boxes.append((x0, y0, x1, y1))
+    return crops, np.asarray(rows, np.int64), np.asarray(boxes, np.float32).reshape(-1, 4)
 
 
 def region_candidates(
@@ -170,7 +194,8 @@ def region_candidates(
         for score, item_id in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
             key = (int(row), int(item_id))
             if item_id >= 0 and score >= floor and (key not in best or score > best[key].cosine):
-                best[key] = RegionHit(float(score), n - first[row])
+                box = tuple(float(v) for v in regions.boxes[n])
+                best[key] = RegionHit(float(score), n - first[row], box)  # type: ignore[arg-type]
     allowed = None if eligible is None else set(eligible(sorted({i for _, i in best})))
     per_row: dict[int, list[tuple[float, int]]] = {}
     for (row, item_id), hit in best.items():

@@ -32,8 +32,9 @@ class Pair:
     geometry: GeometricMatch | None = None
     # best cosine of a region of a large test image (``inset_candidates``): an inset copy
     region_cosine: float | None = None
-    # that region's number (``inset_candidates.region_fraction``): where a refit looks
-    region: int | None = None
+    # that region's box (x0, y0, x1, y1, fractions of the test image: a window of the grid
+    # or a framed picture, ``inset_candidates.region_crops``): where a refit looks
+    region: tuple[float, float, float, float] | None = None
     # cosine of the content region alone of a pair whose fit was refused as an overlay
     # (``content_region``): semantic only if it is similar too
     content_cosine: float | None = None

@@ -146,7 +146,7 @@ def region_pairs(
     for (row, item_id), hit in region_candidates(search, regions, floor, eligible=large).items():
         p = pair(row, item_id)
         if p.region_cosine is None or hit.cosine > p.region_cosine:
-            p.region_cosine, p.region = hit.cosine, hit.region
+            p.region_cosine, p.region = hit.cosine, hit.box
 
 
 def fill_cosines(

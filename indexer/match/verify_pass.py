@@ -252,7 +252,6 @@ def _refit_regions(
     """``pairs`` (``needs_region_refit``) fitted on the crop of the region that nominated them,
     one crop per region: the tight crop (``REGION_MARGINS[0]``), then the wide one for the
     pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``)."""
-    from splitaudit.indexer.match.inset_candidates import region_fraction
     from splitaudit.indexer.match.inset_refit import (
         REGION_MARGINS,
         better,
@@ -263,7 +262,7 @@ def _refit_regions(
     def fit_regions(pairs: Sequence[Pair], margin: float) -> dict[int, GeometricMatch]:
         """Each pair fitted on its region's crop widened by ``margin``, the better fit kept;
         the crop's own fits (whole test image) by item id."""
-        by_region: dict[int, list[Pair]] = defaultdict(list)
+        by_region: dict[tuple[float, float, float, float], list[Pair]] = defaultdict(list)
         for p in pairs:
             assert p.region is not None
             by_region[p.region].append(p)
@@ -275,7 +274,7 @@ def _refit_regions(
             def fit(crop: Image.Image, ids: list[int] = ids) -> list[GeometricMatch]:
                 return geometric.match(crop, ids, load, digests)
 
-            found = crop_fits(full, fit, region_fraction(region), margin)
+            found = crop_fits(full, fit, region, margin)
             if found is None:
                 continue
             for p, again in zip(nominated, found, strict=True):

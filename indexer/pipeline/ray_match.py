@@ -460,9 +460,7 @@ def slice_state(
     oriented = state.phash_oriented
     extra: dict[str, Any] = {}
     # per-model region embeddings, rows -> split rows
-    extra["regions"] = {
-        m: _slice_rows(r, start, stop) for m, r in state.regions.items() if m in models
-    }
+    extra["regions"] = {m: r.rows_in(start, stop) for m, r in state.regions.items() if m in models}
     return replace(
         state,
         **extra,
@@ -482,13 +480,6 @@ def slice_state(
         if oriented is None or len(oriented) != len(state)
         else oriented[start:stop],
     )
-
-
-def _slice_rows(table: Any, start: int, stop: int) -> Any:
-    """The entries of a ``(rows, vectors)`` table whose split row is in ``start:stop``, rows
-    renumbered from 0."""
-    keep = (table.rows >= start) & (table.rows < stop)
-    return type(table)(table.rows[keep] - start, table.vectors[keep])
 
 
 def match_bounds(n: int, parts: int) -> list[tuple[int, int]]:

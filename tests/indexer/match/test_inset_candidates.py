@@ -29,21 +29,44 @@ from splitaudit.indexer.match.inset_candidates import (
 
 def test_only_large_files_get_regions_cut_from_their_reduced_decode() -> None:
     small, large = Image.new("RGB", (300, 200)), Image.new("RGB", (256, 160))
-    crops, rows = region_crops(
+    crops, rows, boxes = region_crops(
         [small, large], first_row=7, sizes=[(300, 200), (1280, INSET_MIN_SIDE + 400)]
     )
-    assert rows.tolist() == [8] * 9  # the small file gets none; the reduced decode of a large one 9
+    assert rows.tolist() == [8] * 9 and boxes.shape == (
+        9,
+        4,
+    )  # the small file gets none; the reduced decode of a large one 9
     assert {c.size for c in crops} <= {(115, 72), (116, 72)}  # 45% of the 256 x 160 decode
 
 
 def test_regions_are_cut_from_the_larger_decode_where_one_is_given() -> None:
     small, large = Image.new("RGB", (256, 160)), Image.new("RGB", (768, 480))
     sizes = [(1280, 800), (1280, 800)]
-    crops, rows = region_crops([small, small], 0, sizes, larger=lambda n: large if n == 1 else None)
+    crops, rows, _ = region_crops(
+        [small, small], 0, sizes, larger=lambda n: large if n == 1 else None
+    )
     assert rows.tolist() == [0] * 9 + [1] * 9
     # row 0: no larger decode, cut from the reduced one; row 1: 45% of the 768 x 480 decode
     assert {c.size for c in crops[:9]} <= {(115, 72), (116, 72)}
     assert {c.size for c in crops[9:]} <= {(345, 216), (346, 216)}
+
+
+def _grid(n: int) -> npt.NDArray[np.float32]:
+    """The boxes of the first ``n`` grid regions."""
+    return np.asarray([region_fraction(k % 9) for k in range(n)], np.float32)
+
+
+def test_a_picture_framed_in_a_page_is_cut_along_its_edges_after_the_grid() -> None:
+    from skimage import data
+
+    page = Image.new("RGB", (1280, 800), (250, 250, 252))
+    photo = Image.fromarray(data.astronaut()).resize((360, 240), Image.Resampling.LANCZOS)
+    page.paste(photo, (700, 300))
+    crops, rows, boxes = region_crops([page], 4, [page.size])
+    assert rows.tolist() == [4] * 10  # the nine windows, then the one framed picture
+    assert boxes[:9] == pytest.approx(_grid(9), abs=1e-3)
+    assert boxes[9] == pytest.approx((700 / 1280, 300 / 800, 1060 / 1280, 540 / 800), abs=0.005)
+    assert abs(crops[9].width - 360) <= 3 and abs(crops[9].height - 240) <= 3
 
 
 def _png(image: Image.Image, fmt: str = "PNG") -> bytes:
@@ -88,7 +111,7 @@ def _search_returning(scores: list[list[float]], ids: list[list[int]]) -> Search
 
 
 def test_each_rows_best_region_hits_above_the_floor_become_candidates() -> None:
-    regions = RegionVectors(np.asarray([0, 0, 3]), np.zeros((3, 4), np.float32))
+    regions = RegionVectors(np.asarray([0, 0, 3]), np.zeros((3, 4), np.float32), _grid(3))
     search = _search_returning(
         [[0.9, 0.7, 0.4], [0.8, 0.75, 0.6], [0.45, 0.3, 0.2]],
         [[11, 12, 13], [12, 14, 15], [11, -1, 12]],
@@ -107,7 +130,7 @@ def test_each_rows_best_region_hits_above_the_floor_become_candidates() -> None:
 def test_corpus_images_the_geometric_step_cannot_match_give_way_to_those_it_can() -> None:
     # one large test image, its two regions: the page itself comes closest to small tiles
     # (11, 12, 13: a text-like page), the inset's source (20) ranks under them
-    regions = RegionVectors(np.asarray([5, 5]), np.zeros((2, 4), np.float32))
+    regions = RegionVectors(np.asarray([5, 5]), np.zeros((2, 4), np.float32), _grid(2))
     search = _search_returning(
         [[0.52, 0.505, 0.49, 0.47], [0.51, 0.5, 0.45, 0.41]],
         [[11, 12, 13, 21], [11, 13, 20, 22]],
@@ -143,13 +166,14 @@ def test_a_rows_regions_are_numbered_from_its_first_one_in_region_boxes_order() 
     # two large test images (rows 2 and 7), nine regions each; item 30 is closest to row 7's
     # sixth region (the middle row's right-hand window)
     rows = np.repeat(np.asarray([2, 7]), 9)
-    regions = RegionVectors(rows, np.zeros((18, 4), np.float32))
+    regions = RegionVectors(rows, np.zeros((18, 4), np.float32), np.tile(_grid(9), (2, 1)))
     scores = np.full((18, 1), 0.6, np.float32)
     scores[9 + 5] = 0.9
     ids = np.where(np.arange(18)[:, None] < 9, 40, 30)
     found = region_candidates(_search_returning(scores.tolist(), ids.tolist()), regions, 0.5)
     hit = found[(7, 30)]
     assert isinstance(hit, RegionHit) and hit.region == 5 and hit.cosine == pytest.approx(0.9)
+    assert hit.box == pytest.approx(region_fraction(5))  # the region's own box travels with it
     assert found[(2, 40)].region == 0  # equal cosines: the first region keeps it
     assert region_fraction(5) == pytest.approx((0.55, 0.275, 1.0, 0.725))
     boxes = region_boxes(1000, 800)

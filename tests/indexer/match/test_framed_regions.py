@@ -1,0 +1,112 @@
+"""Framed regions: the rectangles a page shows pictures in, found from its straight edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+from skimage import data
+
+from splitaudit.indexer.match.framed_regions import MAX_FRAMES, framed_boxes
+
+
+def _photo(name: str, size: tuple[int, int]) -> Image.Image:
+    pixels = getattr(data, name)()
+    image = Image.fromarray(pixels).convert("RGB")
+    return image.resize(size, Image.Resampling.LANCZOS)
+
+
+def _page(size: tuple[int, int] = (1280, 800)) -> Image.Image:
+    """A light page with a dark header and grey text lines, like a screenshot."""
+    page = Image.new("RGB", size, (250, 250, 252))
+    draw = ImageDraw.Draw(page)
+    draw.rectangle((0, 0, size[0], 60), fill=(40, 60, 120))
+    for k in range(22):
+        y = 90 + 30 * k
+        draw.rectangle((40, y, 40 + 300 + 37 * (k % 7) * 5, y + 10), fill=(190, 190, 196))
+    return page
+
+
+def _fractions(box: tuple[int, int, int, int], size: tuple[int, int]) -> tuple[float, ...]:
+    return (box[0] / size[0], box[1] / size[1], box[2] / size[0], box[3] / size[1])
+
+
+@pytest.mark.parametrize(
+    ("name", "place"),
+    [("astronaut", (700, 300, 1060, 540)), ("coffee", (100, 420, 400, 620))],
+)
+def test_a_photo_pasted_over_a_page_is_framed_along_its_edges(
+    name: str, place: tuple[int, int, int, int]
+) -> None:
+    page = _page()
+    x0, y0, x1, y1 = place
+    page.paste(_photo(name, (x1 - x0, y1 - y0)), (x0, y0))
+    boxes = framed_boxes(page)
+    assert boxes, "the pasted photo is not framed"
+    assert boxes[0] == pytest.approx(_fractions(place, page.size), abs=0.006)
+
+
+def test_a_texture_pasted_in_a_page_is_framed_and_its_own_runs_are_not() -> None:
+    # grass: every column and row holds runs of steps; only the paste's border is a lone line
+    page = _page()
+    page.paste(_photo("grass", (300, 300)), (820, 380))
+    boxes = framed_boxes(page)
+    assert boxes[0] == pytest.approx(_fractions((820, 380, 1120, 680), page.size), abs=0.006)
+    # no frame inside the texture: the others lean on the page's lines
+    inside = [b for b in boxes if b[0] > 0.64 and b[2] < 0.875 and b[1] > 0.475 and b[3] < 0.85]
+    assert inside == []
+    assert framed_boxes(_photo("grass", (768, 768))) == []
+    assert framed_boxes(_photo("gravel", (768, 768))) == []
+
+
+@pytest.mark.parametrize("name", ["astronaut", "coffee", "chelsea", "camera", "rocket"])
+def test_a_plain_photo_frames_nothing(name: str) -> None:
+    assert framed_boxes(_photo(name, (768, 512))) == []
+
+
+def test_a_page_of_text_lines_frames_nothing() -> None:
+    # the header and the lines are rectangles, too thin to hold a picture
+    assert framed_boxes(_page()) == []
+
+
+def test_collage_cells_and_a_photo_at_the_pages_edge_are_framed() -> None:
+    # a collage with a 12-px gutter, its first cell against the page's top and left edges (where
+    # a photo's own edge is as light as the gutter, its frame may take the gutter in)
+    page = Image.new("RGB", (1200, 800), (255, 255, 255))
+    page.paste(_photo("coffee", (500, 400)), (0, 0))
+    page.paste(_photo("chelsea", (500, 400)), (512, 0))
+    boxes = framed_boxes(page)
+    assert _near(boxes, _fractions((0, 0, 500, 400), page.size))
+    assert _near(boxes, _fractions((512, 0, 1012, 400), page.size))
+
+
+def test_photos_touching_without_a_gutter_are_not_told_apart() -> None:
+    # the line between two touching photos has photo on both sides, like a texture's runs:
+    # neither cell is framed (the grid of windows still covers them)
+    page = Image.new("RGB", (1500, 800), (255, 255, 255))
+    for k, name in enumerate(["astronaut", "chelsea", "coffee"]):
+        page.paste(_photo(name, (500, 400)), (500 * k, 0))
+    assert not _near(framed_boxes(page), _fractions((0, 0, 500, 400), page.size))
+
+
+def _near(boxes: list[tuple[float, float, float, float]], box: tuple[float, ...]) -> bool:
+    return any(max(abs(a - b) for a, b in zip(found, box, strict=True)) < 0.015 for found in boxes)
+
+
+def test_at_most_max_frames_are_kept_best_framed_first() -> None:
+    page = Image.new("RGB", (1280, 960), (245, 245, 245))
+    names = ["astronaut", "coffee", "chelsea", "rocket", "camera", "immunohistochemistry"]
+    for k, name in enumerate(names):
+        page.paste(_photo(name, (300, 240)), (60 + 400 * (k % 3), 80 + 420 * (k // 3)))
+    boxes = framed_boxes(page)
+    assert len(boxes) == MAX_FRAMES
+    corners = {(round(b[0] * 1280), round(b[1] * 960)) for b in boxes}
+    expected = {(60 + 400 * (k % 3), 80 + 420 * (k // 3)) for k in range(len(names))}
+    assert all(min(abs(x - ex) + abs(y - ey) for ex, ey in expected) <= 6 for x, y in corners)
+
+
+def test_small_or_blank_images_frame_nothing() -> None:
+    assert framed_boxes(Image.new("RGB", (12, 12))) == []
+    assert framed_boxes(Image.new("RGB", (800, 600), (30, 30, 30))) == []
+    grey = Image.fromarray(np.full((600, 800), 128, np.uint8))
+    assert framed_boxes(grey) == []
