@@ -183,6 +183,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder")
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
     parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
+    parser.add_argument(
+        "--after", type=Path, help="the checkout to measure (default: the installed library)"
+    )
     add_audit_only_options(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -190,7 +193,7 @@ def main() -> None:
         return
     root = args.cache / f"seed{args.seed}"
     queries = build(root, args.seed)
-    runs = ({"before": args.before} if args.before else {}) | {"after": None}
+    runs = ({"before": args.before} if args.before else {}) | {"after": args.after}
     results = {
         name: audit_in_subprocess("bench.inset_regions", root, root / f"home-{name}", lib)
         for name, lib in runs.items()

@@ -8,12 +8,15 @@ along its own edges, the inset embeds as itself.
 
 ``framed_boxes`` finds such rectangles: long runs of strong colour steps along columns
 (left and right sides) and rows (top and bottom), paired into rectangles whose four sides
-the steps cover (``MIN_SIDE_COVER`` each, ``MIN_MEAN_COVER`` on average; a side on the
-image's own border counts as covered: a collage cell or a picture at the page's edge), at
-least ``MIN_FRACTION`` of the shorter side on each axis and under ``MAX_AREA`` of the image
-(the image itself is embedded whole already). Overlapping finds are reduced to the best
-covered (``MAX_OVERLAP``), ``MAX_FRAMES`` kept. A frame only nominates candidates, like a
-grid window: the geometric step on its crop decides.
+the steps cover (``MIN_SIDE_COVER`` each, ``MIN_MEAN_COVER`` on average), less what they
+cover on the lines just outside (a picture's side is a lone line; inside a texture every
+line is covered), at least ``MIN_FRACTION`` of the shorter side on each axis and under
+``MAX_AREA`` of the image (the image itself is embedded whole already). Sides on the image's
+own border are not scored (a collage's corner cell, a picture at the page's edge); two inside
+it are needed. Overlapping finds are reduced to the best framed (``MAX_OVERLAP``),
+``MAX_FRAMES`` kept. A frame only nominates candidates, like a grid window: the geometric
+step on its crop decides. Two photos touching without a gutter are not told apart (the line
+between them has photo on both sides, like a texture's).
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ MIN_MEAN_COVER = 0.75
 # not scored; a frame needs two sides inside the image, and ranks as if each border side were
 # covered this much (a picture inside the page first).
 BORDER_SIDE = 0.5
-# Two frames overlapping by this IoU or more are one (the better covered kept).
-MAX_OVERLAP = 0.5
-MAX_FRAMES = 3
+# Two frames sharing this much of the smaller one's area are one (the better framed kept): a
+# frame around two collage cells, or around a picture and its caption, gives way to the cell
+# or the picture.
+MAX_OVERLAP = 0.6
+# Frames kept per image (a 3 x 3 collage's cells); each is one more embedding.
+MAX_FRAMES = 9
 # Lines (the longest runs) per axis paired into frames: bounds the cost on textures.
 MAX_LINES = 48
 # Gaps (px at WORK_SIDE) bridged along a side's edge steps when it is scored, and along the
@@ -116,7 +122,7 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     kept: list[tuple[int, int, int, int]] = []
     for _, x0, y0, x1, y1 in found:
         box = (x0, y0, x1, y1)
-        if all(_iou(box, other) < MAX_OVERLAP for other in kept):
+        if all(_shared(box, other) < MAX_OVERLAP for other in kept):
             kept.append(box)
             if len(kept) == MAX_FRAMES:
                 break
@@ -271,9 +277,9 @@ def _contrast(
     return side - beyond / len(_OUTSIDE)
 
 
-def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+def _shared(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    """The share of the smaller of two boxes' area that lies in both."""
     ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union else 0.0
+    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return ix * iy / smaller if smaller else 1.0
