@@ -55,7 +55,7 @@ class RegionVectors:
 
     rows: npt.NDArray[np.int64]
     vectors: npt.NDArray[np.float32]
-    boxes: npt.NDArray[np.float32]
+    boxes: npt.NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -70,7 +70,7 @@ class RegionVectors:
         """One ``RegionVectors`` of several batches' (in row order)."""
         if not parts:
             return RegionVectors(
-                np.zeros(0, np.int64), np.zeros((0, dim), np.float32), np.zeros((0, 4), np.float32)
+                np.zeros(0, np.int64), np.zeros((0, dim), np.float32), np.zeros((0, 4), np.float64)
             )
         return RegionVectors(
             np.concatenate([p.rows for p in parts]),
@@ -138,7 +138,7 @@ def region_crops(
     first_row: int,
     sizes: Sequence[tuple[int, int]],
     larger: Callable[[int], Image.Image | None] | None = None,
-) -> tuple[list[Image.Image], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+) -> tuple[list[Image.Image], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """The regions to embed of a batch of split images (rows ``first_row``, ``first_row + 1``,
     ...), the row each belongs to and its box (fractions of the image): the grid of
     ``region_boxes``, then the pictures the image frames (``framed_regions.framed_boxes``: a
@@ -157,14 +157,18 @@ def region_crops(
             continue
         image = (larger(n) if larger is not None else None) or small
         w, h = image.size
-        fractions = [
-            (x0 / w, y0 / h, x1 / w, y1 / h) for x0, y0, x1, y1 in region_boxes(w, h, gate=False)
-        ] + framed_boxes(image)
-        for x0, y0, x1, y1 in fractions:
-            crops.append(image.crop((round(x0 * w), round(y0 * h), round(x1 * w), round(y1 * h))))
+        # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
+        regions = [(b, region_fraction(k)) for k, b in enumerate(region_boxes(w, h, gate=False))]
+        regions += [(_pixels(box, w, h), box) for box in framed_boxes(image)]
+        for pixels, box in regions:
+            crops.append(image.crop(pixels))
             rows.append(first_row + n)
-            boxes.append((x0, y0, x1, y1))
-    return crops, np.asarray(rows, np.int64), np.asarray(boxes, np.float32).reshape(-1, 4)
+            boxes.append(box)
+    return crops, np.asarray(rows, np.int64), np.asarray(boxes, np.float64).reshape(-1, 4)
+
+
+def _pixels(box: tuple[float, float, float, float], w: int, h: int) -> tuple[int, int, int, int]:
+    return (round(box[0] * w), round(box[1] * h), round(box[2] * w), round(box[3] * h))
 
 
 def region_candidates(

@@ -51,9 +51,9 @@ def test_regions_are_cut_from_the_larger_decode_where_one_is_given() -> None:
     assert {c.size for c in crops[9:]} <= {(345, 216), (346, 216)}
 
 
-def _grid(n: int) -> npt.NDArray[np.float32]:
+def _grid(n: int) -> npt.NDArray[np.float64]:
     """The boxes of the first ``n`` grid regions."""
-    return np.asarray([region_fraction(k % 9) for k in range(n)], np.float32)
+    return np.asarray([region_fraction(k % 9) for k in range(n)], np.float64)
 
 
 def test_a_picture_framed_in_a_page_is_cut_along_its_edges_after_the_grid() -> None:
