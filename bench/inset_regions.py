@@ -11,9 +11,13 @@ regions, ``inset_candidates.INSET_MIN_SIDE``):
   logo, caption bands, frame, window chrome);
 - positives: each corpus photo inset at 30 / 50 / 70% of a screenshot-like canvas
   (``bench.accuracy.overlays.inset``), to be near its plain corpus copy;
+- positives laid out as users' pages lay pictures out (``framed_regions``' cases): each corpus
+  photo at 30% of a dark presentation slide (``slide-30``) and in one cell of a 3 x 3 collage
+  with gutters whose other eight cells show held-out photos (``collage``; each cell ~0.3 of
+  the side, the photo cut to the cell's shape around its centre, as collage tools fill one);
 - negatives, to match nothing: the other half of the photos plain (``plain``), under each same
-  overlay (``overlay``: a region can hold the watermark or frame alone) and inset in the same
-  canvas (``inset-unrelated``).
+  overlay (``overlay``: a region can hold the watermark or frame alone), inset in the same
+  canvas (``inset-unrelated``) and nine of them in a collage (``collage-unrelated``).
 
 Each library (``--before PATH``: another checkout, e.g. ``git worktree add /tmp/before HEAD``)
 indexes the corpus and audits the split through the CLI in its own subprocess, on the same
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw, ImageOps
 
 from bench.library import (
     add_audit_only_options,
@@ -44,9 +48,10 @@ from bench.library import (
 )
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "inset_regions"
-RECIPE = 2  # bump when the dataset recipe changes
+RECIPE = 3  # bump when the dataset recipe changes
 WEB_SIZE = (960, 720)
 FRACTIONS = (0.3, 0.5, 0.7)
+GUTTER = 14  # px between a collage's cells (and around them)
 REFIT_PHASE = "verification: inset refit"
 
 
@@ -101,18 +106,55 @@ def build(root: Path, seed: int) -> list[Query]:
         for fraction in FRACTIONS:
             shot = inset(web(plain), fraction, placing)
             add(shot, f"inset-{round(100 * fraction)}", photo.name)
+        add(slide(web(plain), 0.3, placing), "slide-30", photo.name)
+        others = [held_out[i].image for i in placing.choice(len(held_out), 8, replace=False)]
+        cell = int(placing.integers(0, 9))
+        add(collage([*others[:cell], web(plain), *others[cell:]]), "collage", photo.name)
     for k, photo in enumerate(held_out):
         plain = fit_photo(photo.image)
         add(web(plain), "plain", None)
         for kind, draw in OVERLAYS.items():
             add(web(draw(plain)), f"overlay-{kind}", None)
         add(inset(web(plain), FRACTIONS[k % len(FRACTIONS)], placing), "inset-unrelated", None)
+        others = [held_out[i].image for i in placing.choice(len(held_out), 9, replace=False)]
+        add(collage(others), "collage-unrelated", None)
     (root / "warmup").mkdir(exist_ok=True)
     fit_photo(held_out[0].image).resize((64, 48)).save(root / "warmup" / "w.png")
     manifest.write_text(
         json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
     )
     return queries
+
+
+def slide(photo: Image.Image, fraction: float, rng: np.random.Generator) -> Image.Image:
+    """A dark presentation slide (title bar, bullet lines) showing ``photo`` fitted in
+    ``fraction`` of its width and height, at a random place right of the bullets."""
+    w, h = WEB_SIZE
+    canvas = Image.new("RGB", WEB_SIZE, (24, 36, 64))
+    draw = ImageDraw.Draw(canvas)
+    draw.rectangle((0, 0, w, 90), fill=(200, 90, 40))
+    for k in range(7):
+        y = 140 + 76 * k
+        draw.ellipse((40, y, 54, y + 14), fill=(230, 230, 230))
+        draw.rectangle((72, y + 2, 72 + 50 * (3 + k % 4), y + 12), fill=(210, 214, 220))
+    scale = min(fraction * w / photo.width, fraction * h / photo.height)
+    size = (round(photo.width * scale), round(photo.height * scale))
+    x = int(rng.integers(w // 2 - 40, w - size[0] - 20))
+    y = int(rng.integers(110, h - size[1] - 20))
+    canvas.paste(photo.resize(size, Image.Resampling.LANCZOS), (x, y))
+    return canvas
+
+
+def collage(photos: list[Image.Image]) -> Image.Image:
+    """Nine photos in a 3 x 3 grid on white with ``GUTTER`` px gutters, each cut to its cell's
+    shape around its centre."""
+    w, h = WEB_SIZE
+    cw, ch = (w - 4 * GUTTER) // 3, (h - 4 * GUTTER) // 3
+    canvas = Image.new("RGB", WEB_SIZE, (255, 255, 255))
+    for k, photo in enumerate(photos):
+        cell = ImageOps.fit(photo.convert("RGB"), (cw, ch), Image.Resampling.LANCZOS)
+        canvas.paste(cell, (GUTTER + (k % 3) * (cw + GUTTER), GUTTER + (k // 3) * (ch + GUTTER)))
+    return canvas
 
 
 class _PhaseLog(logging.Handler):

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+from PIL import Image
+
 from bench.inset_regions import Query, tally
 
 
@@ -31,3 +34,17 @@ def test_insets_count_any_copy_of_their_photo_and_negatives_count_when_clean() -
         ]
     }
     assert tally(queries, report) == {"inset-30": [1, 3], "plain": [1, 2]}
+
+
+def test_the_collage_and_the_slide_show_their_photos_framed() -> None:
+    from skimage import data
+
+    from bench.inset_regions import WEB_SIZE, collage, slide
+    from splitaudit.indexer.match.framed_regions import framed_boxes
+
+    photos = [Image.fromarray(getattr(data, n)()) for n in ("astronaut", "coffee", "chelsea")]
+    grid = collage(photos * 3)
+    assert grid.size == WEB_SIZE and len(framed_boxes(grid)) >= 6
+    shown = slide(photos[1], 0.3, np.random.default_rng(0))
+    [box] = framed_boxes(shown)
+    assert 0.25 <= box[2] - box[0] <= 0.31 and box[0] >= 0.4  # right of the bullets
