@@ -52,6 +52,8 @@ MAX_LINES = 48
 # Gaps (px at WORK_SIDE) bridged along a side's edge steps when it is scored, and along the
 # runs that make candidate lines.
 _GAP = 2
+# Frames (best framed first) the overlap reduction looks through: bounds its cost.
+_SURVIVORS = 2048
 # Parallel lines this many px outside a side: on average they must not be covered like it.
 _OUTSIDE = (2, 3, 4, 5)
 # A line counts only within this many px of where a run across it starts or ends (a corner).
@@ -76,24 +78,26 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     ys = _lines(across, np.r_[upright[1] - 1, upright[2] - 1], h - 1)
     col_sum = _cumulative(cols, axis=0)  # (h + 1, w - 1)
     row_sum = _cumulative(rows, axis=1)  # (h - 1, w + 1)
-    # every (x0, x1) pair against every (y0, y1) pair at once
-    x0s, x1s = (v.ravel() for v in np.meshgrid(xs, xs, indexing="ij"))
-    wide = x1s - x0s >= min_len
-    x0s, x1s = x0s[wide], x1s[wide]
-    y0s, y1s = (v.ravel() for v in np.meshgrid(ys, ys, indexing="ij"))
-    tall = y1s - y0s >= min_len
-    y0s, y1s = y0s[tall], y1s[tall]
-    if not len(x0s) or not len(y0s):
+    # every (x0, x1) pair against every (y0, y1) pair at once (indices into xs and ys)
+    ia, ib = (v.ravel() for v in np.meshgrid(np.arange(len(xs)), np.arange(len(xs)), indexing="ij"))
+    wide = xs[ib] - xs[ia] >= min_len
+    ia, ib = ia[wide], ib[wide]
+    jc, jd = (v.ravel() for v in np.meshgrid(np.arange(len(ys)), np.arange(len(ys)), indexing="ij"))
+    tall = ys[jd] - ys[jc] >= min_len
+    jc, jd = jc[tall], jd[tall]
+    if not len(ia) or not len(jc):
         return []
-    a, b = x0s[None, :], x1s[None, :]
-    c, d = y0s[:, None], y1s[:, None]
-    sized = (b - a) * (d - c) < MAX_AREA * w * h
-    # first the share of each side the steps cover (an upper bound of what follows) ...
+    x0s, x1s, y0s, y1s = xs[ia], xs[ib], ys[jc], ys[jd]
+    sized = (x1s - x0s)[None, :] * (y1s - y0s)[:, None] < MAX_AREA * w * h
+    # first the share of each side the steps cover (an upper bound of what follows), from
+    # two small tables: every line across every span of the other direction ...
+    upright_cover = _side(col_sum, xs[None, :], y0s[:, None] + 1, y1s[:, None] + 1, w - 1)
+    across_cover = _side(row_sum.T, ys[None, :], x0s[:, None] + 1, x1s[:, None] + 1, h - 1)
     covered = [
-        _side(col_sum, a, c + 1, d + 1, w - 1),
-        _side(col_sum, b, c + 1, d + 1, w - 1),
-        _side(row_sum.T, c, a + 1, b + 1, h - 1),
-        _side(row_sum.T, d, a + 1, b + 1, h - 1),
+        upright_cover[:, ia],
+        upright_cover[:, ib],
+        across_cover[:, jc].T,
+        across_cover[:, jd].T,
     ]
     yi, xi = np.nonzero(sized & _framed(covered))
     # ... then, of the frames left, less what the steps cover on the lines just outside each
@@ -120,7 +124,7 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
         )
     )
     kept: list[tuple[int, int, int, int]] = []
-    for _, x0, y0, x1, y1 in found:
+    for _, x0, y0, x1, y1 in found[:_SURVIVORS]:
         box = (x0, y0, x1, y1)
         if all(_shared(box, other) < MAX_OVERLAP for other in kept):
             kept.append(box)
