@@ -8,7 +8,10 @@ large test image (``region_boxes``: a 3 x 3 grid of windows 45% of the side, ove
 from a decode of ``REGION_DECODE_SIDE`` px (``region_decode``: the ingestion's 256-px decode
 leaves a 30% inset some 77 px, too blurry for the model), and the audit searches the corpus
 index with them (``region_candidates``): a region holding a 30% inset reaches cosine 0.41-0.78
-against its source (0.27-0.70 cut from the 256-px decode). A region only nominates a pair; the
+against its source (0.27-0.70 cut from the 256-px decode). After the grid come the pictures
+the image frames (``framed_regions``: a photo pasted into a page, a slide, a collage cell),
+cut along their own edges: a texture inset at 30% is mostly page in every window (cosine
+0.23-0.31 to its source), itself in its frame. A region only nominates a pair; the
 geometric step (``splitaudit.indexer.match.geometric_tier``) decides, and it draws the inset's
 box on the test image (``test_box`` in the evidence).
 """
@@ -87,7 +90,7 @@ class RegionHit:
 
     cosine: float
     region: int
-    box: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    box: tuple[float, float, float, float]
 
 
 def region_fraction(region: int) -> tuple[float, float, float, float]:
@@ -198,8 +201,8 @@ def region_candidates(
         for score, item_id in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
             key = (int(row), int(item_id))
             if item_id >= 0 and score >= floor and (key not in best or score > best[key].cosine):
-                box = tuple(float(v) for v in regions.boxes[n])
-                best[key] = RegionHit(float(score), n - first[row], box)  # type: ignore[arg-type]
+                x0, y0, x1, y1 = (float(v) for v in regions.boxes[n])
+                best[key] = RegionHit(float(score), n - first[row], (x0, y0, x1, y1))
     allowed = None if eligible is None else set(eligible(sorted({i for _, i in best})))
     per_row: dict[int, list[tuple[float, int]]] = {}
     for (row, item_id), hit in best.items():
