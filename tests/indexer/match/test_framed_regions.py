@@ -119,3 +119,14 @@ def test_small_or_blank_images_frame_nothing() -> None:
     assert framed_boxes(Image.new("RGB", (800, 600), (30, 30, 30))) == []
     grey = Image.fromarray(np.full((600, 800), 128, np.uint8))
     assert framed_boxes(grey) == []
+
+
+def test_grey_and_transparent_pages_are_searched_like_colour_ones() -> None:
+    page = _page()
+    page.paste(_photo("camera", (320, 320)), (760, 300))
+    expected = _fractions((760, 300, 1080, 620), page.size)
+    for mode in ("L", "RGBA", "P"):
+        boxes = framed_boxes(page.convert(mode))
+        assert boxes and boxes[0] == pytest.approx(expected, abs=0.006), mode
+    # a panorama's strip is searched at the same scale; too thin a strip frames nothing
+    assert framed_boxes(Image.new("RGB", (6000, 150), (200, 200, 200))) == []
