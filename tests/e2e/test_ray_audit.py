@@ -154,7 +154,16 @@ def test_slice_and_answered_search_keep_rows_aligned() -> None:
         "m": np.arange(n * 2, dtype=np.float32).reshape(n, 2),
         "other": np.zeros((n, 2)),
     }
+    from splitaudit.indexer.match.inset_candidates import RegionVectors
+
+    region_rows = np.asarray([1, 4, 4, 7])
+    boxes = np.asarray([[0.0, 0.0, 0.5, 0.5], [0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 1, 1], [0, 0, 1, 1]])
+    state.regions = {"m": RegionVectors(region_rows, np.eye(4, dtype=np.float32), boxes)}
     part = slice_state(state, 3, 6, models=("m",))
+    # a batch's regions: its rows' only, renumbered, each with its own box
+    assert part.regions["m"].rows.tolist() == [1, 1]
+    assert part.regions["m"].boxes.tolist() == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 1, 1]]
+    assert part.regions["m"].vectors.tolist() == np.eye(4)[1:3].tolist()
     assert part.ids.tolist() == [13, 14, 15] and part.keys == ["k3", "k4", "k5"]
     assert part.images == {1: "four"} and len(part.thumbs) == 3
     assert list(part.vectors) == ["m"] and part.vectors["m"][0].tolist() == [6.0, 7.0]
