@@ -19,7 +19,7 @@ box on the test image (``test_box`` in the evidence).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -86,11 +86,16 @@ class RegionVectors:
 class RegionHit:
     """A corpus item a region of a test image came close to: the best region's cosine, that
     region's number (its place among the row's regions: ``region_boxes``' order, then its
-    frames) and its box (fractions of the test image, ``RegionVectors.boxes``)."""
+    frames), its box (fractions of the test image, ``RegionVectors.boxes``) and the best box
+    of the other kind."""
 
     cosine: float
     region: int
     box: tuple[float, float, float, float]
+    # the best box of the other kind (a window of the grid when ``box`` is a framed picture,
+    # and the reverse), where one came close too: a refit tries it when ``box``'s finds no
+    # copy (a blurred clock at 50%: 11 inliers on its frame's crop, 12 on a window's)
+    other_box: tuple[float, float, float, float] | None = None
 
 
 def region_fraction(region: int) -> tuple[float, float, float, float]:
@@ -182,11 +187,12 @@ def region_candidates(
     kept: int = REGIONS_KEPT,
     eligible: Callable[[list[int]], Collection[int]] | None = None,
 ) -> dict[tuple[int, int], RegionHit]:
-    """(split row, corpus item id) -> the best region (cosine, region number), for the ``kept``
-    corpus items each large test image's regions come closest to among the ``k`` nearest of
-    each region, at ``floor`` or above (the engine passes ``candidate_cosine -
-    REGION_COSINE_MARGIN``). A row's regions are numbered in the order they come in
-    ``regions`` (``region_crops``: ``region_boxes``' order). ``eligible(ids)``: which of these
+    """(split row, corpus item id) -> the best region (``RegionHit``: with the best box of the
+    other kind, grid window or frame), for the ``kept`` corpus items each large test image's
+    regions come closest to among the ``k`` nearest of each region, at ``floor`` or above (the
+    engine passes ``candidate_cosine - REGION_COSINE_MARGIN``). A row's regions are numbered
+    in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
+    ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames). ``eligible(ids)``: which of these
     corpus items may be nominated (the engine: those large enough for the geometric step); all
     where None."""
     best: dict[tuple[int, int], RegionHit] = {}
@@ -197,12 +203,27 @@ def region_candidates(
     first: dict[int, int] = {}
     for n, row in enumerate(rows):
         first.setdefault(row, n)
+    # (split row, corpus item, framed?) -> the best region of that kind
+    of_kind: dict[tuple[int, int, bool], RegionHit] = {}
     for n, (row, row_scores, row_ids) in enumerate(zip(rows, scores, ids, strict=True)):
+        region = n - first[row]
         for score, item_id in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
-            key = (int(row), int(item_id))
-            if item_id >= 0 and score >= floor and (key not in best or score > best[key].cosine):
+            key = (int(row), int(item_id), region >= REGION_STEPS * REGION_STEPS)
+            if (
+                item_id >= 0
+                and score >= floor
+                and (key not in of_kind or score > of_kind[key].cosine)
+            ):
                 x0, y0, x1, y1 = (float(v) for v in regions.boxes[n])
-                best[key] = RegionHit(float(score), n - first[row], (x0, y0, x1, y1))
+                of_kind[key] = RegionHit(float(score), region, (x0, y0, x1, y1))
+    for (row, item_id, framed), hit in of_kind.items():
+        other = of_kind.get((row, item_id, not framed))
+        if (
+            other is None
+            or hit.cosine > other.cosine
+            or (hit.cosine == other.cosine and not framed)
+        ):
+            best[(row, item_id)] = replace(hit, other_box=other.box if other else None)
     allowed = None if eligible is None else set(eligible(sorted({i for _, i in best})))
     per_row: dict[int, list[tuple[float, int]]] = {}
     for (row, item_id), hit in best.items():

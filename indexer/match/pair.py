@@ -35,6 +35,9 @@ class Pair:
     # that region's box (x0, y0, x1, y1, fractions of the test image: a window of the grid
     # or a framed picture, ``inset_candidates.region_crops``): where a refit looks
     region: tuple[float, float, float, float] | None = None
+    # the best region box of the other kind (``RegionHit.other_box``): refitted on when
+    # ``region``'s refit finds no copy
+    other_region: tuple[float, float, float, float] | None = None
     # cosine of the content region alone of a pair whose fit was refused as an overlay
     # (``content_region``): semantic only if it is similar too
     content_cosine: float | None = None

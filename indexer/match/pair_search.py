@@ -146,7 +146,7 @@ def region_pairs(
     for (row, item_id), hit in region_candidates(search, regions, floor, eligible=large).items():
         p = pair(row, item_id)
         if p.region_cosine is None or hit.cosine > p.region_cosine:
-            p.region_cosine, p.region = hit.cosine, hit.box
+            p.region_cosine, p.region, p.other_region = hit.cosine, hit.box, hit.other_box
 
 
 def fill_cosines(

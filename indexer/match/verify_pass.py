@@ -239,17 +239,22 @@ def _refit_insets(
     for p in boxed:
         assert p.geometry is not None
         p.geometry = refit(p.geometry, full, fit_to(p.item_id))
-    _refit_regions([p for p in chosen if _region_refit(p, th)], full, geometric, load, digests)
+    due = [p for p in chosen if _region_refit(p, th)]
+    _refit_regions(due, lambda p: p.region, full, geometric, load, digests)
+    # where the best region's crop shows no copy, the best region of the other kind's
+    again = [p for p in due if p.other_region is not None and _region_refit(p, th)]
+    _refit_regions(again, lambda p: p.other_region, full, geometric, load, digests)
 
 
 def _refit_regions(
     pairs: Sequence[Pair],
+    box_of: Callable[[Pair], tuple[float, float, float, float] | None],
     full: Image.Image,
     geometric: GeometricTier,
     load: Callable[[int], Image.Image | None],
     digests: dict[int, str],
 ) -> None:
-    """``pairs`` (``needs_region_refit``) fitted on the crop of the region that nominated them,
+    """``pairs`` (``needs_region_refit``) fitted on the crop of their region ``box_of(pair)``,
     one crop per region: the tight crop (``REGION_MARGINS[0]``), then the wide one for the
     pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``)."""
     from splitaudit.indexer.match.inset_refit import (
@@ -264,8 +269,9 @@ def _refit_regions(
         the crop's own fits (whole test image) by item id."""
         by_region: dict[tuple[float, float, float, float], list[Pair]] = defaultdict(list)
         for p in pairs:
-            assert p.region is not None
-            by_region[p.region].append(p)
+            box = box_of(p)
+            assert box is not None
+            by_region[box].append(p)
         fits: dict[int, GeometricMatch] = {}
         for region, nominated in by_region.items():
             # one crop, its keypoints found once, for every pair this region nominated
