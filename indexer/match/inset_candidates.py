@@ -192,9 +192,9 @@ def region_candidates(
     regions come closest to among the ``k`` nearest of each region, at ``floor`` or above (the
     engine passes ``candidate_cosine - REGION_COSINE_MARGIN``). A row's regions are numbered
     in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
-    ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames). ``eligible(ids)``: which of these
-    corpus items may be nominated (the engine: those large enough for the geometric step); all
-    where None."""
+    ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames). ``eligible(ids)``:
+    which of these corpus items may be nominated (the engine: those large enough for the
+    geometric step); all where None."""
     best: dict[tuple[int, int], RegionHit] = {}
     if not len(regions):
         return best
