@@ -31,6 +31,7 @@ from PIL import Image
 INSET_MIN_SIDE = 400
 REGION_SIDE = 0.45  # of the test image's width and height
 REGION_STEPS = 3  # windows per axis (starts at 0, 0.275, 0.55 of the side)
+GRID_REGIONS = REGION_STEPS * REGION_STEPS  # a row's first regions; its frames follow
 # Corpus items each region is searched for, and how many of them (best region cosine first,
 # corpus images the geometric step can match only) each large test image keeps: on a
 # screenshot every region of the page itself comes close to corpus pictures of text, so the
@@ -101,8 +102,8 @@ class RegionHit:
 def region_fraction(region: int) -> tuple[float, float, float, float]:
     """Region ``region``'s box (x0, y0, x1, y1) as fractions of the test image's width and
     height (``region_boxes``' order: row by row, ``REGION_STEPS`` per row)."""
-    if not 0 <= region < REGION_STEPS * REGION_STEPS:
-        raise ValueError(f"region must be in 0..{REGION_STEPS * REGION_STEPS - 1}, got {region}")
+    if not 0 <= region < GRID_REGIONS:
+        raise ValueError(f"region must be in 0..{GRID_REGIONS - 1}, got {region}")
     starts = np.linspace(0.0, 1.0 - REGION_SIDE, REGION_STEPS)
     x, y = float(starts[region % REGION_STEPS]), float(starts[region // REGION_STEPS])
     return (x, y, x + REGION_SIDE, y + REGION_SIDE)
@@ -208,7 +209,7 @@ def region_candidates(
     for n, (row, row_scores, row_ids) in enumerate(zip(rows, scores, ids, strict=True)):
         region = n - first[row]
         for score, item_id in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
-            key = (int(row), int(item_id), region >= REGION_STEPS * REGION_STEPS)
+            key = (int(row), int(item_id), region >= GRID_REGIONS)
             if (
                 item_id >= 0
                 and score >= floor

@@ -14,7 +14,7 @@ from PIL import Image
 from splitaudit.indexer.match import verify_pass
 from splitaudit.indexer.match.geometry import GeometricMatch
 from splitaudit.indexer.match.inset_candidates import (
-    REGION_STEPS,
+    GRID_REGIONS,
     RegionVectors,
     region_candidates,
     region_fraction,
@@ -29,7 +29,7 @@ WINDOW = region_fraction(6)
 
 def test_each_hit_carries_the_best_box_of_the_other_kind() -> None:
     # one large test image: the nine grid windows, then two frames
-    grids = REGION_STEPS * REGION_STEPS
+    grids = GRID_REGIONS
     boxes = np.asarray([region_fraction(k) for k in range(grids)] + [FRAME, (0, 0, 0.3, 0.3)])
     regions = RegionVectors(np.zeros(len(boxes), np.int64), np.zeros((len(boxes), 4)), boxes)
     scores = np.full((len(boxes), 2), 0.3, np.float32)
