@@ -226,7 +226,8 @@ def _refit_insets(
     """The inset fits ``needs_refit`` marks (``boxed``), fitted again on a crop of the test image
     decoded at up to ``inset_refit.DECODE_SIDE`` px around their box (``inset_refit.refit``);
     then the ``chosen`` pairs still open that a region nominated (``needs_region_refit``), on
-    that region's crop."""
+    that region's crop; then, where a region's crop found the inset but no copy, the crop
+    around the box that fit drew."""
     from splitaudit.indexer.match.inset_refit import DECODE_SIDE, refit
 
     full = _load_image(locator, DECODE_SIDE)
@@ -240,10 +241,23 @@ def _refit_insets(
         assert p.geometry is not None
         p.geometry = refit(p.geometry, full, fit_to(p.item_id))
     due = [p for p in chosen if _region_refit(p, th)]
-    _refit_regions(due, lambda p: p.region, full, geometric, load, digests)
+    # fits refused as a shared overlay on the reduced decode: cleared only by a copy on a crop
+    refused = {p.item_id: p.geometry for p in due if p.geometry is not None and p.geometry.vetoes}
+    # corpus items whose fits shared test keypoints with a fit to another corpus image there
+    # (``burstiness``): matched on every region crop too, which judges them again at full size
+    partners = [p.item_id for p in chosen if p.geometry is not None and p.geometry.shared_with]
+    _refit_regions(due, lambda p: p.region, full, geometric, load, digests, partners)
     # where the best region's crop shows no copy, the best region of the other kind's
     again = [p for p in due if p.other_region is not None and _region_refit(p, th)]
-    _refit_regions(again, lambda p: p.other_region, full, geometric, load, digests)
+    _refit_regions(again, lambda p: p.other_region, full, geometric, load, digests, partners)
+    for p in due:
+        # a region larger than the inset shows it small: where its crop's fit found the inset
+        # but no copy, the crop around the box that fit drew (the inset most of it, full size)
+        if p.geometry is not None and needs_refit(p.geometry, th.geometry_inliers):
+            p.geometry = refit(p.geometry, full, fit_to(p.item_id))
+        first = refused.get(p.item_id)
+        if first is not None and (p.geometry is None or p.geometry.support < th.geometry_inliers):
+            p.geometry = first
 
 
 def _refit_regions(
@@ -253,10 +267,14 @@ def _refit_regions(
     geometric: GeometricTier,
     load: Callable[[int], Image.Image | None],
     digests: dict[int, str],
+    partners: Sequence[int] = (),
 ) -> None:
     """``pairs`` (``needs_region_refit``) fitted on the crop of their region ``box_of(pair)``,
     one crop per region: the tight crop (``REGION_MARGINS[0]``), then the wide one for the
-    pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``)."""
+    pairs whose tight fit found the corpus image but not a copy (``needs_wide_crop``). Each
+    crop is matched against its region's pairs and the ``partners`` (corpus items whose fits
+    took part in an overlay pair, ``burstiness``: the crop's fits are judged for a shared
+    overlay among the same corpus images); each pair keeps the better fit."""
     from splitaudit.indexer.match.inset_refit import (
         REGION_MARGINS,
         better,
@@ -275,7 +293,8 @@ def _refit_regions(
         fits: dict[int, GeometricMatch] = {}
         for region, nominated in by_region.items():
             # one crop, its keypoints found once, for every pair this region nominated
-            ids = [p.item_id for p in nominated]
+            own = [p.item_id for p in nominated]
+            ids = own + [i for i in dict.fromkeys(partners) if i not in set(own)]
 
             def fit(crop: Image.Image, ids: list[int] = ids) -> list[GeometricMatch]:
                 return geometric.match(crop, ids, load, digests)
@@ -283,7 +302,7 @@ def _refit_regions(
             found = crop_fits(full, fit, region, margin)
             if found is None:
                 continue
-            for p, again in zip(nominated, found, strict=True):
+            for p, again in zip(nominated, found[: len(nominated)], strict=True):
                 fits[p.item_id] = again
                 p.geometry = better(p.geometry if p.geometry is not None else again, again)
         return fits

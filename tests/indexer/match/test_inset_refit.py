@@ -154,9 +154,7 @@ def test_the_wide_region_crop_keeps_whole_an_inset_the_tight_one_cuts_off() -> N
     assert not needs_wide_crop(whole)
 
 
-def test_only_open_unrefused_pairs_whose_region_beats_the_whole_image_get_the_regions_crop() -> (
-    None
-):
+def test_only_open_pairs_whose_region_beats_the_whole_image_get_the_regions_crop() -> None:
     open_fit = GeometricMatch(inliers=6, matches=20, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
     gain = REGION_GAIN
     assert needs_region_refit(open_fit, 0.6, 0.6 - gain, MIN_INLIERS)
@@ -166,9 +164,9 @@ def test_only_open_unrefused_pairs_whose_region_beats_the_whole_image_get_the_re
     assert not needs_region_refit(open_fit, None, 0.1, MIN_INLIERS)  # no region nominated it
     copy = GeometricMatch(inliers=40, matches=50, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
     assert copy.is_copy() and not needs_region_refit(copy, 0.6, 0.1, MIN_INLIERS)
-    # its inliers rest on an overlay the test image shares with other corpus images
+    # refused on the reduced decode as a shared overlay: the crop judges it again, full size
     refused = replace(open_fit, shared=6, shared_with=2)
-    assert refused.vetoes and not needs_region_refit(refused, 0.6, 0.1, MIN_INLIERS)
+    assert refused.vetoes and needs_region_refit(refused, 0.6, 0.1, MIN_INLIERS)
 
 
 def test_the_crop_widens_the_box_and_stays_on_the_image() -> None:
