@@ -72,16 +72,26 @@ def needs_region_refit(
 ) -> bool:
     """Whether a pair a region of the test image nominated (``inset_candidates``) is fitted
     again on that region's crop: its fit is no copy (too few keypoints on the reduced decode for
-    a box, a wrong box, or a fit refused there as a shared overlay: a small blurred inset
-    agrees with none of the copies of its photo under different overlays that the regions
-    nominate, and the crop judges them again at full size), and the region comes closer to the
+    a box, a wrong box, or a fit refused there for the keypoints it shares with fits to other
+    corpus images, ``burstiness``: a small blurred inset agrees with none of the copies of its
+    photo under different overlays that the regions nominate, and the crop judges them again
+    at full size; not a fit the content check refuses, ``refused_by_content``), and the
+    region comes closer to the
     corpus image than the whole test image does by ``REGION_GAIN`` (an inset, not a photo that
     merely resembles it all over)."""
     if region_cosine is None:
         return False
-    if match is not None and match.support >= min_inliers:
+    if match is not None and (match.support >= min_inliers or refused_by_content(match)):
         return False
     return cosine is None or region_cosine - cosine >= REGION_GAIN
+
+
+def refused_by_content(match: GeometricMatch) -> bool:
+    """Whether the content check refuses ``match`` as a shared overlay by itself, whatever
+    fits to other corpus images share with it (``GeometricMatch.vetoes`` without ``shared``):
+    its inliers rest on an overlay alone (a logo, a window's chrome). Such a pair is never
+    fitted again; the crop of an overlay shows the overlay."""
+    return replace(match, shared=0, shared_with=0, beside_shared=None).vetoes
 
 
 def needs_wide_crop(tight: GeometricMatch) -> bool:

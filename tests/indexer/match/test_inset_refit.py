@@ -11,7 +11,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
-from splitaudit.indexer.match.content_check import _query_beyond
+from splitaudit.indexer.match.content_check import ContentAgreement, _query_beyond
 from splitaudit.indexer.match.geometry import (
     MIN_INLIERS,
     WORK_SIDE,
@@ -164,9 +164,20 @@ def test_only_open_pairs_whose_region_beats_the_whole_image_get_the_regions_crop
     assert not needs_region_refit(open_fit, None, 0.1, MIN_INLIERS)  # no region nominated it
     copy = GeometricMatch(inliers=40, matches=50, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
     assert copy.is_copy() and not needs_region_refit(copy, 0.6, 0.1, MIN_INLIERS)
-    # refused on the reduced decode as a shared overlay: the crop judges it again, full size
+    # refused on the reduced decode for keypoints fits to other corpus images share (an
+    # overlay pair, ``burstiness``): the crop judges it again, at full size
     refused = replace(open_fit, shared=6, shared_with=2)
     assert refused.vetoes and needs_region_refit(refused, 0.6, 0.1, MIN_INLIERS)
+    # refused by the content check itself (the images aligned as they are, agreeing only on a
+    # band): never again, whatever it shares; a crop of the overlay shows the overlay
+    band = ContentAgreement(score=0.2, cells=40, agreeing=8, region=(0.0, 0.0, 1.0, 0.2))
+    whole = (0.0, 0.0, 1.0, 1.0)
+    on_overlay = GeometricMatch(
+        inliers=22, matches=40, scale=1.0, box=whole, test_box=whole, content=band
+    )
+    assert on_overlay.vetoes and not needs_region_refit(on_overlay, 0.6, 0.1, MIN_INLIERS)
+    both = replace(on_overlay, shared=6, shared_with=2)
+    assert both.vetoes and not needs_region_refit(both, 0.6, 0.1, MIN_INLIERS)
 
 
 def test_the_crop_widens_the_box_and_stays_on_the_image() -> None:
