@@ -9,11 +9,11 @@ with frames switched off misses them, so the tests below fail without the frame 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_audit_support import audit_report, index_corpus
 from PIL import Image, ImageDraw, ImageOps
 
 from splitaudit.indexer.demo import sample_photo
@@ -57,31 +57,14 @@ def collage(names: list[str], cell: int = 330, gutter: int = 16) -> tuple[Image.
 
 
 def _audit(root: Path, home: Path, split: Path, frames: bool) -> dict:
-    from click.testing import CliRunner
-
-    from splitaudit.indexer.cli.main import cli
     from splitaudit.indexer.match import framed_regions
 
-    out = root / f"report-{frames}.json"
-    patch = pytest.MonkeyPatch()
-    if not frames:
-        patch.setattr(framed_regions, "framed_boxes", lambda image: [])
-    try:
-        done = CliRunner().invoke(
-            cli, ["audit", str(split), "--corpus", "c", "--home", str(home), "--json", str(out)]
-        )
-    finally:
-        patch.undo()
-    assert done.exit_code in (0, 1), done.output
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    off = None if frames else (framed_regions, "framed_boxes", lambda image: [])
+    return audit_report(split, home, root / f"report-{frames}.json", off)
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[str, Box]]:
-    from click.testing import CliRunner
-
-    from splitaudit.indexer.cli.main import cli
-
     root = tmp_path_factory.mktemp("framed-audit")
     corpus, split, home = root / "corpus", root / "split", root / "home"
     corpus.mkdir()
@@ -118,20 +101,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
         ]
     )
     other.save(split / "collage_unrelated.png")
-    done = CliRunner().invoke(
-        cli,
-        [
-            "index",
-            str(corpus),
-            "--corpus",
-            "c",
-            "--home",
-            str(home),
-            "--model",
-            "efficientnet-lite0",
-        ],
-    )
-    assert done.exit_code == 0, done.output
+    index_corpus(corpus, home)
     return _audit(root, home, split, True), _audit(root, home, split, False), boxes
 
 

@@ -8,11 +8,11 @@ shows it whole at full size (120-150 inliers). The same audit with that step swi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_audit_support import audit_report, index_corpus
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
@@ -48,31 +48,14 @@ def _web(name: str) -> Image.Image:
 
 
 def _audit(root: Path, home: Path, split: Path, follow: bool) -> dict:
-    from click.testing import CliRunner
-
-    from splitaudit.indexer.cli.main import cli
     from splitaudit.indexer.match import verify_pass
 
-    out = root / f"report-{follow}.json"
-    patch = pytest.MonkeyPatch()
-    if not follow:
-        patch.setattr(verify_pass, "_refit_found_boxes", lambda *args: None)
-    try:
-        done = CliRunner().invoke(
-            cli, ["audit", str(split), "--corpus", "c", "--home", str(home), "--json", str(out)]
-        )
-    finally:
-        patch.undo()
-    assert done.exit_code in (0, 1), done.output
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    off = None if follow else (verify_pass, "_refit_found_boxes", lambda *args: None)
+    return audit_report(split, home, root / f"report-{follow}.json", off)
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[str, Box]]:
-    from click.testing import CliRunner
-
-    from splitaudit.indexer.cli.main import cli
-
     root = tmp_path_factory.mktemp("box-refit")
     corpus, split, home = root / "corpus", root / "split", root / "home"
     corpus.mkdir()
@@ -84,14 +67,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
         shot, boxes[place] = web_page(_web("page"), 0.3, at)
         shot.save(split / f"{place}.png")
     web_page(_web("clock"), 0.3, PLACES["left"])[0].save(split / "unrelated.png")
-    done = CliRunner().invoke(
-        cli,
-        [
-            *("index", str(corpus), "--corpus", "c", "--home", str(home)),
-            *("--model", "efficientnet-lite0"),
-        ],
-    )
-    assert done.exit_code == 0, done.output
+    index_corpus(corpus, home)
     return _audit(root, home, split, True), _audit(root, home, split, False), boxes
 
 

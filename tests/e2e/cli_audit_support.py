@@ -1,0 +1,48 @@
+"""Helpers for the end-to-end audits through the CLI: index a corpus, audit a split with one
+step of the library switched off for the run (the same audit with and without it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def index_corpus(corpus: Path, home: Path, name: str = "c") -> None:
+    """``splitaudit index`` of ``corpus`` with the bundled model into ``home``."""
+    from click.testing import CliRunner
+
+    from splitaudit.indexer.cli.main import cli
+
+    done = CliRunner().invoke(
+        cli,
+        [
+            *("index", str(corpus), "--corpus", name, "--home", str(home)),
+            *("--model", "efficientnet-lite0"),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+
+
+def audit_report(
+    split: Path, home: Path, out: Path, off: tuple[Any, str, Any] | None = None, name: str = "c"
+) -> dict:
+    """The JSON report of ``splitaudit audit`` of ``split`` (written to ``out``); ``off``:
+    (module, attribute, replacement) patched in for this audit only."""
+    from click.testing import CliRunner
+
+    from splitaudit.indexer.cli.main import cli
+
+    patch = pytest.MonkeyPatch()
+    if off is not None:
+        patch.setattr(*off)
+    try:
+        done = CliRunner().invoke(
+            cli, ["audit", str(split), "--corpus", name, "--home", str(home), "--json", str(out)]
+        )
+    finally:
+        patch.undo()
+    assert done.exit_code in (0, 1), done.output  # 1: the gate failed, as it should
+    return json.loads(out.read_text())  # type: ignore[no-any-return]
