@@ -46,3 +46,11 @@ def audit_report(
         patch.undo()
     assert done.exit_code in (0, 1), done.output  # 1: the gate failed, as it should
     return json.loads(out.read_text())  # type: ignore[no-any-return]
+
+
+def audit_folders(root: Path) -> tuple[Path, Path, Path]:
+    """``root``'s corpus and split folders (made) and the workspace home to index into."""
+    corpus, split = root / "corpus", root / "split"
+    corpus.mkdir()
+    split.mkdir()
+    return corpus, split, root / "home"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_report, index_corpus
+from cli_audit_support import audit_folders, audit_report, index_corpus
 from PIL import Image, ImageDraw, ImageOps
 
 from splitaudit.indexer.demo import sample_photo
@@ -66,9 +66,7 @@ def _audit(root: Path, home: Path, split: Path, frames: bool) -> dict:
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[str, Box]]:
     root = tmp_path_factory.mktemp("framed-audit")
-    corpus, split, home = root / "corpus", root / "split", root / "home"
-    corpus.mkdir()
-    split.mkdir()
+    corpus, split, home = audit_folders(root)
     for name in CORPUS:
         sample_photo(name).save(corpus / f"{name}.png")
     boxes: dict[str, Box] = {}

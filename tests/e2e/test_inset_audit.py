@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cli_audit_support import audit_folders
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
@@ -45,9 +46,7 @@ def audited(
     from splitaudit.indexer.cli.main import cli
 
     root = tmp_path_factory.mktemp("inset-audit")
-    corpus, split, home = root / "corpus", root / "split", root / "home"
-    corpus.mkdir()
-    split.mkdir()
+    corpus, split, home = audit_folders(root)
     for name in ("chelsea", "coffee", "rocket", "camera", "hubble_deep_field"):
         sample_photo(name).save(corpus / f"{name}.png")
     shot, box = screenshot(sample_photo("chelsea"), 0.4, (0.45, 0.3))

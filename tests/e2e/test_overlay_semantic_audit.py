@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_audit_support import audit_folders
 from helpers.chrome_images import window_chrome
 from helpers.cli_audit import index_and_audit
 from PIL import Image
@@ -42,9 +43,7 @@ def audited(
     the same window. Returns the report and, per content cosine asked, whether the corpus photo
     is the colour one."""
     root = tmp_path_factory.mktemp("overlay-semantic")
-    corpus, split, home = root / "corpus", root / "split", root / "home"
-    corpus.mkdir()
-    split.mkdir()
+    corpus, split, home = audit_folders(root)
     window_chrome(sample_photo("chelsea")).save(corpus / "chrome_chelsea.png")
     window_chrome(sample_photo("camera")).save(corpus / "chrome_camera.png")
     window_chrome(sample_photo("rocket")).save(split / "chrome_rocket.png")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_report, index_corpus
+from cli_audit_support import audit_folders, audit_report, index_corpus
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
@@ -57,9 +57,7 @@ def _audit(root: Path, home: Path, split: Path, follow: bool) -> dict:
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[str, Box]]:
     root = tmp_path_factory.mktemp("box-refit")
-    corpus, split, home = root / "corpus", root / "split", root / "home"
-    corpus.mkdir()
-    split.mkdir()
+    corpus, split, home = audit_folders(root)
     for name in ("page", "camera", "coins", "text", "rocket"):
         _web(name).save(corpus / f"{name}.png")
     boxes: dict[str, Box] = {}
