@@ -69,6 +69,7 @@ def needs_region_refit(
     region_cosine: float | None,
     cosine: float | None,
     min_inliers: int,
+    near_cosine: float | None = None,
 ) -> bool:
     """Whether a pair a region of the test image nominated (``inset_candidates``) is fitted
     again on that region's crop: its fit is no copy (too few keypoints on the reduced decode for
@@ -76,13 +77,16 @@ def needs_region_refit(
     corpus images, ``burstiness``: a small blurred inset agrees with none of the copies of its
     photo under different overlays that the regions nominate, and the crop judges them again
     at full size; not a fit the content check refuses, ``refused_by_content``), and the
-    region comes closer to the
-    corpus image than the whole test image does by ``REGION_GAIN`` (an inset, not a photo that
-    merely resembles it all over)."""
+    region comes closer to the corpus image than the whole test image does by ``REGION_GAIN``
+    (an inset, not a photo that merely resembles it all over) or, where ``near_cosine`` is
+    given, as close as that (a screenshot of text lines resembles a scanned page all over: a
+    page at 30% reaches 0.86 in its window, the whole screenshot 0.72)."""
     if region_cosine is None:
         return False
     if match is not None and (match.support >= min_inliers or refused_by_content(match)):
         return False
+    if near_cosine is not None and region_cosine >= near_cosine:
+        return True  # as close as the near tier's cosine: worth a fit whatever the whole's
     return cosine is None or region_cosine - cosine >= REGION_GAIN
 
 

@@ -331,7 +331,7 @@ def _refit_regions(
 def _region_refit(p: Pair, th: Thresholds) -> bool:
     """Whether ``p`` is due a fit on the crop of the region that nominated it."""
     return p.region is not None and needs_region_refit(
-        p.geometry, p.region_cosine, p.cosine, th.geometry_inliers
+        p.geometry, p.region_cosine, p.cosine, th.geometry_inliers, th.near_cosine
     )
 
 

@@ -161,6 +161,10 @@ def test_only_open_pairs_whose_region_beats_the_whole_image_get_the_regions_crop
     assert needs_region_refit(None, 0.6, None, MIN_INLIERS)  # no fit, no whole-image cosine
     # a photo that resembles the corpus image all over: the region is no closer than the whole
     assert not needs_region_refit(open_fit, 0.6, 0.6 - gain / 2, MIN_INLIERS)
+    # unless the region is as close as the near tier's cosine (a text page in a screenshot of
+    # text lines: 0.86 in its window, 0.72 the whole screenshot)
+    assert needs_region_refit(open_fit, 0.86, 0.72, MIN_INLIERS, near_cosine=0.8)
+    assert not needs_region_refit(open_fit, 0.79, 0.72, MIN_INLIERS, near_cosine=0.8)
     assert not needs_region_refit(open_fit, None, 0.1, MIN_INLIERS)  # no region nominated it
     copy = GeometricMatch(inliers=40, matches=50, scale=3.0, test_box=(0.5, 0.5, 0.8, 0.8))
     assert copy.is_copy() and not needs_region_refit(copy, 0.6, 0.1, MIN_INLIERS)
