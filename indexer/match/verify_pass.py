@@ -296,6 +296,8 @@ def _refit_regions(
         needs_wide_crop,
     )
 
+    others = list(dict.fromkeys(partners))  # each partner once, in order
+
     def fit_regions(pairs: Sequence[Pair], margin: float) -> dict[int, GeometricMatch]:
         """Each pair fitted on its region's crop widened by ``margin``, the better fit kept;
         the crop's own fits (whole test image) by item id."""
@@ -308,7 +310,7 @@ def _refit_regions(
         for region, nominated in by_region.items():
             # one crop, its keypoints found once, for every pair this region nominated
             own = [p.item_id for p in nominated]
-            ids = own + [i for i in dict.fromkeys(partners) if i not in set(own)]
+            ids = own + [i for i in others if i not in own]
 
             def fit(crop: Image.Image, ids: list[int] = ids) -> list[GeometricMatch]:
                 return geometric.match(crop, ids, load, digests)
