@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.join_calibrate import (
+    as_voronoi,
     calibrate_gap,
     calibrate_width,
     gap_recall,
@@ -69,9 +70,12 @@ from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.vector_join import (
     JoinPairs,
     JoinReport,
+    Probes,
     exact_join,
     rebatch,
     score_cells,
+    use_voronoi,
+    voronoi_probes,
 )
 
 # call(method, [args of shard 0, args of shard 1, ...]) -> each shard's answer, in order
@@ -241,6 +245,9 @@ class VectorPlan:
     cosine: float | None = None
     coarse: dict[str, Any] | None = None
     cpu_s: dict[str, float] = field(default_factory=dict)
+    # the cut cells, to be regrouped into Voronoi cells by the join's coarse pass
+    # (``vector_join.use_voronoi``) before the shards are cut: ``shards`` is empty until then
+    regroup: Cells | None = None
 
 
 def plan_vector_join(
@@ -267,20 +274,46 @@ def plan_vector_join(
         from splitaudit.indexer.store.policy import IndexPolicy
 
         base, ids = store.vectors_view()
-        cells = split_cells(kmeans_cells(ids.copy(), base, IndexPolicy().nlist_for(store.count)))
+        whole = kmeans_cells(ids.copy(), base, IndexPolicy().nlist_for(store.count))
+        unsplit = whole.nlist
+        cells = split_cells(whole)
     else:
         parents = ivf_cells(store)
+        unsplit = parents.nlist
         cells = split_cells(parents)
         specs = plan_shards(store, folder, parts)
-    cell_ids = [cells.get(c)[0] for c in range(cells.nlist)]
     cpu["calibrate"] = -time.process_time()
     cpu["cells"] -= cpu["calibrate"]
     calibration = pair_scores(cells, cosine)
     gap, cap, recall = calibrate_gap(cells, cosine, scores=calibration)
-    at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
+    voronoi = use_voronoi(cells, unsplit, graph)
+    if voronoi:  # as vector_join.self_join: calibrated for the regrouped cells
+        gap, cap, recall = calibrate_gap(cells, cosine, scores=as_voronoi(calibration))
+    at_floor = gap_recall(cells, floor, gap, voronoi=voronoi)
     cpu["calibrate"] += time.process_time()
     plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph)
+    plan_out = VectorPlan([], plan, None, None, recall, at_floor, cosine, coarse.to_dict())
+    plan_out.cpu_s.update(cpu)
+    if voronoi:
+        plan_out.regroup = cells
+        return plan_out
+    return cell_shards(plan_out, cells, parts, parents, specs)
+
+
+def cell_shards(
+    plan_out: VectorPlan,
+    cells: Cells,
+    parts: int,
+    parents: Cells | None = None,
+    specs: Sequence[ShardSpec] = (),
+) -> VectorPlan:
+    """``plan_out`` with its shards: contiguous ranges of ``cells``, each an IVF shard (the
+    sub-cells of a range of ``parents``' lists, ``specs``) or, without ``parents``, about
+    ``parts`` ranges of equal vectors, sent their cells' vectors."""
+    plan = plan_out.cells
+    assert plan is not None
+    cell_ids = [cells.get(c)[0] for c in range(cells.nlist)]
     if parents is not None:
         of_parent = cell_lookup(parents)
         parent = np.array([int(of_parent(i[:1])[0]) if len(i) else -1 for i in cell_ids], np.int64)
@@ -316,18 +349,9 @@ def plan_vector_join(
                 ),
             )
         )
-    plan_out = VectorPlan(
-        shards,
-        plan,
-        cell_lookup(cells),
-        np.asarray(bounds, np.int64),
-        recall,
-        at_floor,
-        cosine,
-        coarse.to_dict(),
+    return replace(
+        plan_out, shards=shards, lookup=cell_lookup(cells), bounds=np.asarray(bounds, np.int64)
     )
-    plan_out.cpu_s.update(cpu)
-    return plan_out
 
 
 def merge_exact(answers: Sequence[ShardAnswer], k: int) -> tuple[Neighbours, JoinReport]:
@@ -424,27 +448,45 @@ class ShardedSelfJoins(LocalSelfJoins):
             )
             self.mapped = [a.mapped for a in answers]
             return merge_exact(answers, k)
+        probes = None
+        if plan.regroup is not None and plan.cells is not None:
+            # the coarse pass first, the cells regrouped by it, then the shards cut from them
+            cpu = time.process_time()
+            regrouped, probes = voronoi_probes(
+                plan.regroup,
+                iter_chunks(corpus_dir, list(refs)),
+                plan.cells.gap,
+                plan.cells.cap,
+            )
+            plan.regroup = None
+            plan.cells = replace(plan.cells, sizes=regrouped.sizes, source=regrouped.source)
+            plan = cell_shards(plan, regrouped, self.parts)
+            plan.cpu_s["coarse_pass"] = time.process_time() - cpu
         self.mapped = self.call("open_cells", [(plan.cells, shard) for shard in plan.shards])
         try:
-            return self._cell_join(plan, iter_chunks(corpus_dir, list(refs)))
+            return self._cell_join(plan, iter_chunks(corpus_dir, list(refs)), probes)
         finally:
             self.call("close_cells", [(shard.shard,) for shard in plan.shards])
 
     def _cell_join(
-        self, plan: VectorPlan, queries: vector_join.Chunks
+        self, plan: VectorPlan, queries: vector_join.Chunks, chosen: Probes | None = None
     ) -> tuple[Neighbours, JoinReport]:
-        """``vector_join.ivf_join`` with each batch's scoring done by the shards."""
+        """``vector_join.ivf_join`` with each batch's scoring done by the shards (``chosen``:
+        each batch's, already chosen by ``voronoi_probes``)."""
         cells, lookup, bounds = plan.cells, plan.lookup, plan.bounds
         assert cells is not None and lookup is not None and bounds is not None
         out, keys = JoinPairs(), []
         probes = scored = 0
         cpu = time.process_time()
         waiting: tuple[npt.NDArray[np.int64], Callable[[], list[Any]]] | None = None
-        for qids, q in rebatch(queries, vector_join.QUERY_BATCH):
+        for n, (qids, q) in enumerate(rebatch(queries, vector_join.QUERY_BATCH)):
             keys.append(qids)
-            rows, by_cell = probe_cells(
-                q, cells.centroids, cells.gap, cells.cap, lookup(qids), cells.graph
-            )
+            if chosen is not None:
+                rows, by_cell = chosen[n][0].astype(np.int64), chosen[n][1].astype(np.int64)
+            else:
+                rows, by_cell = probe_cells(
+                    q, cells.centroids, cells.gap, cells.cap, lookup(qids), cells.graph
+                )
             probes += len(by_cell)
             scored += int(cells.sizes[by_cell].sum())
             cut = np.searchsorted(by_cell, bounds)
@@ -471,6 +513,7 @@ class ShardedSelfJoins(LocalSelfJoins):
             recall=plan.recall,
             recall_at_floor=plan.at_floor,
             coarse=plan.coarse,
+            voronoi=chosen is not None,
             pairs=table.pairs,
             cpu_s={
                 **{n: round(v, 2) for n, v in plan.cpu_s.items()},

@@ -52,6 +52,14 @@ def pair_scores(
     return sq, sv, cell_of.astype(np.int64), np.argmax(sq, axis=1).astype(np.int64)
 
 
+def as_voronoi(scores: PairScores) -> PairScores:
+    """``pair_scores`` for Voronoi cells (``join_cells.voronoi_cells``): the sampled vector is
+    in the cell of its nearest centroid, like the synthetic one, not in the cell it was drawn
+    from."""
+    sq, sv, _cell_v, cell_q = scores
+    return sq, sv, np.argmax(sv, axis=1).astype(np.int64), cell_q
+
+
 def pair_ranks(
     cells: Cells, cosine: float, *, pairs: int = CALIBRATION_PAIRS, seed: int = 0
 ) -> npt.NDArray[np.int64]:
@@ -105,9 +113,13 @@ def calibrate_nprobe(
     return nprobe, float((rank < nprobe).mean()) if len(rank) else 1.0
 
 
-def gap_recall(cells: Cells, cosine: float, gap: float, *, seed: int = 0) -> float:
-    """Share of synthetic pairs at ``cosine`` that probing within ``gap`` joins."""
-    sq, sv, cell_v, cell_q = pair_scores(cells, cosine, seed=seed)
+def gap_recall(
+    cells: Cells, cosine: float, gap: float, *, seed: int = 0, voronoi: bool = False
+) -> float:
+    """Share of synthetic pairs at ``cosine`` that probing within ``gap`` joins (``voronoi``:
+    in the Voronoi cells of the same centroids, ``as_voronoi``)."""
+    scores = pair_scores(cells, cosine, seed=seed)
+    sq, sv, cell_v, cell_q = as_voronoi(scores) if voronoi else scores
     if not len(sq):
         return 1.0
     rows = np.arange(len(sq))

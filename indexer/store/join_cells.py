@@ -179,10 +179,11 @@ def cells_within(
     gap: float,
     cap: int,
     own: npt.NDArray[np.int64] | None = None,
+    best: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(row, cell)`` of every cell whose centroid scores within ``gap`` of the row's best one
     (at most ``cap`` per row: the best), rows ascending; ``own``: each row's own cell (-1:
-    none), added where missing. Blocks of ``_COARSE_BLOCK`` rows keep the score matrix in L2:
+    none), added where missing; ``best``: filled with each row's best cell. Blocks of ``_COARSE_BLOCK`` rows keep the score matrix in L2:
     2.5x less CPU than FAISS's flat top-``cap`` search (65,536 queries x 2,329 cells: 0.57
     CPU-s against 1.41 for a top-110, blocks of 512); blocks of 128 and no count pass, with
     ``probe_cells``' ordering: 0.60 CPU-s against 0.75 (same run)."""
@@ -192,6 +193,8 @@ def cells_within(
         for s in range(0, len(q), _COARSE_BLOCK):
             scores = q[s : s + _COARSE_BLOCK] @ centroids.T
             keep = scores >= (scores.max(axis=1) - gap)[:, None]
+            if best is not None:
+                best[s : s + _COARSE_BLOCK] = scores.argmax(axis=1)
             # flat positions, then divmod: ~5x less CPU than a 2-D np.nonzero (same order); the
             # rows over the cap counted from them, not by another pass over the block
             r, c = np.divmod(np.flatnonzero(keep), keep.shape[1])
@@ -213,6 +216,46 @@ def cells_within(
     if not rows_l:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.concatenate(rows_l), np.concatenate(cells_l)
+
+
+def voronoi_cells(
+    cells: Cells, ids: npt.NDArray[np.int64], assigned: npt.NDArray[np.int64]
+) -> Cells:
+    """``cells``' vectors regrouped under the same centroids by ``assigned``, the cell each item
+    of ``ids`` goes to (its nearest centroid, which the join's coarse pass finds): the Voronoi
+    partition of those centroids. ``split_cells`` keeps each sub-cell inside its list, so an
+    item near a list's border stays in a sub-cell whose centroid is not its nearest (27.7% of
+    1M uniform 64-d vectors), and the probing that finds its pairs must reach further. Items
+    not in ``ids`` stay in their cell. One copy of every vector, in cell order: callers call
+    it only where the decoded vectors fit ``DECODE_CACHE_BYTES``."""
+    order = np.argsort(ids, kind="stable")
+    keys, to = ids[order], assigned[order]
+    parts = [cells.get(c)[0] for c in range(cells.nlist)]
+    every = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    where = np.repeat(np.arange(cells.nlist, dtype=np.int64), [len(p) for p in parts])
+    if len(keys) and len(every):
+        pos = np.minimum(np.searchsorted(keys, every), len(keys) - 1)
+        found = keys[pos] == every
+        where[found] = to[pos[found]]
+    sizes = np.bincount(where, minlength=cells.nlist).astype(np.int64)
+    bounds = np.r_[0, np.cumsum(sizes)]
+    dest = np.empty(len(where), np.int64)  # each item's row in the cell-ordered copy
+    dest[np.argsort(where, kind="stable")] = np.arange(len(where))
+    cell_ids = np.empty(len(where), np.int64)
+    cell_vecs = np.empty((len(where), cells.centroids.shape[1]), np.float32)
+    start = 0
+    for c in range(cells.nlist):
+        got_ids, got_vecs = cells.get(c)
+        rows = dest[start : start + len(got_ids)]
+        cell_ids[rows], cell_vecs[rows] = got_ids, got_vecs
+        start += len(got_ids)
+        cells.drop(c)
+
+    def fetch(cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        lo, hi = int(bounds[cell]), int(bounds[cell + 1])
+        return cell_ids[lo:hi], cell_vecs[lo:hi]
+
+    return Cells(cells.centroids, sizes, fetch, source=f"{cells.source}/voronoi", cache_limit=0)
 
 
 def cell_lookup(cells: Cells) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
@@ -302,14 +345,16 @@ def probe_cells(
     cap: int,
     own: npt.NDArray[np.int64] | None,
     graph: npt.NDArray[np.int64] | None = None,
+    best: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(row, cell)`` of every cell each query row probes, sorted by cell, rows ascending
     within a cell (the order ``score_cells`` takes): ``cells_within`` over every centroid, or
-    with ``graph`` (and ``own``) the two-level ``cells_near_own``."""
+    with ``graph`` (and ``own``) the two-level ``cells_near_own``. ``best`` (the full step
+    only): filled with each row's best cell."""
     if graph is not None and own is not None:
         rows, cells = cells_near_own(q, centroids, graph, gap, cap, own)
     else:
-        rows, cells = cells_within(q, centroids, gap, cap, own)
+        rows, cells = cells_within(q, centroids, gap, cap, own, best)
     # one sort of (cell, row) keys: ~5x less CPU than a stable argsort of the cells + gathers
     key = cells * max(1, len(q)) + rows
     key.sort()

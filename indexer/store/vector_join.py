@@ -43,12 +43,14 @@ from threadpoolctl import threadpool_limits
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.join_calibrate import (
+    as_voronoi,
     calibrate_gap,
     calibrate_width,
     gap_recall,
     pair_scores,
 )
 from splitaudit.indexer.store.join_cells import (
+    DECODE_CACHE_BYTES,
     Cells,
     cell_lookup,
     ivf_cells,
@@ -56,6 +58,7 @@ from splitaudit.indexer.store.join_cells import (
     nearest_cells,
     probe_cells,
     split_cells,
+    voronoi_cells,
 )
 from splitaudit.indexer.store.neighbours import Neighbours
 
@@ -63,8 +66,12 @@ log = logging.getLogger(__name__)
 EXACT_JOIN_MAX = 50_000  # vectors joined exhaustively; beyond, cell by cell
 QUERY_BATCH = 65_536
 _EXACT_BLOCK = 2_048
+# Cut cells regrouped into the Voronoi cells of their centroids (``voronoi_cells``) where the
+# full coarse step runs and the decoded vectors fit ``DECODE_CACHE_BYTES``
+VORONOI = True
 
 Chunks = Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+Probes = list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]  # per batch: (rows, cells)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,7 @@ class JoinReport:
     recall: float | None = None
     recall_at_floor: float | None = None
     coarse: dict[str, Any] | None = None  # the two-level coarse step (``CoarseCalibration``)
+    voronoi: bool | None = None  # cut cells regrouped by nearest centroid (``voronoi_cells``)
     pairs: int = 0
     cpu_s: dict[str, float] | None = None  # per step: cells (k-means, split), calibrate, join
 
@@ -199,6 +207,7 @@ def ivf_join(
     stats: dict[str, int] | None = None,
     own: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
     graph: npt.NDArray[np.int64] | None = None,
+    probes: Probes | None = None,
 ) -> Neighbours:
     """Each query's ``k`` best vectors with cosine >= ``floor`` among its ``nprobe`` nearest
     cells; with ``gap``, only those of them scoring within ``gap`` of its nearest one
@@ -206,13 +215,16 @@ def ivf_join(
     (``scored``). ``own`` (``cell_lookup``): each query also probes the cell it is in (a
     split list's sub-cell is not always its nearest centroid's), so it finds itself and
     whatever shares its cell. ``graph`` (with ``gap`` and ``own``): the two-level coarse step,
-    each query's cells chosen among its own cell's neighbours (``calibrate_width``)."""
+    each query's cells chosen among its own cell's neighbours (``calibrate_width``).
+    ``probes``: each batch's probes, already chosen (``voronoi_probes``)."""
     out, keys = JoinPairs(), []
     done = 0
-    for qids, q in rebatch(queries, QUERY_BATCH):
+    for n, (qids, q) in enumerate(rebatch(queries, QUERY_BATCH)):
         keys.append(qids)
-        mine = own(qids) if own is not None else None
-        if gap is not None:
+        mine = own(qids) if own is not None and probes is None else None
+        if probes is not None:
+            rows, coarse = probes[n][0].astype(np.int64), probes[n][1].astype(np.int64)
+        elif gap is not None:
             rows, coarse = probe_cells(q, cells.centroids, gap, nprobe, mine, graph)
         else:
             _scores, coarse = nearest_cells(q, cells.centroids, nprobe)
@@ -235,6 +247,36 @@ def ivf_join(
         if progress is not None:
             progress(done)
     return out.table(keys, k, symmetric=True)
+
+
+def voronoi_probes(cells: Cells, queries: Chunks, gap: float, cap: int) -> tuple[Cells, Probes]:
+    """The cell join's coarse pass on its own, over every batch (``ivf_join``'s batches):
+    each batch's probes (the cells within ``gap`` of the best, at most ``cap``, as
+    ``probe_cells`` orders them) and the cells regrouped by each item's best cell
+    (``voronoi_cells``), which ``ivf_join(..., probes=)`` then scores. The coarse step scores
+    every centroid anyway, so the regrouping costs no product; the probes are held meanwhile
+    (~8 bytes each, ~12 per item on uniform 64-d vectors)."""
+    probes: Probes = []
+    id_parts: list[npt.NDArray[np.int64]] = []
+    best_parts: list[npt.NDArray[np.int64]] = []
+    for qids, q in rebatch(queries, QUERY_BATCH):
+        best = np.empty(len(q), np.int64)
+        rows, coarse = probe_cells(q, cells.centroids, gap, cap, None, best=best)
+        probes.append((rows.astype(np.int32), coarse.astype(np.int32)))
+        id_parts.append(np.asarray(qids, np.int64))
+        best_parts.append(best)
+    ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.int64)
+    best = np.concatenate(best_parts) if best_parts else np.empty(0, np.int64)
+    return voronoi_cells(cells, ids, best), probes
+
+
+def use_voronoi(cells: Cells, parents: int, graph: npt.NDArray[np.int64] | None) -> bool:
+    """Whether the join regroups ``cells`` (cut from ``parents`` cells) into Voronoi cells: only
+    cut cells (whole lists are Voronoi cells of the index's own centroids already), with the
+    full coarse step (the two-level one needs each item's cell before its coarse step) and
+    every decoded vector fitting ``DECODE_CACHE_BYTES`` (the regrouped copy)."""
+    held = int(cells.sizes.sum()) * cells.centroids.shape[1] * 4
+    return VORONOI and graph is None and cells.nlist > parents and held <= DECODE_CACHE_BYTES
 
 
 def score_cells(
@@ -310,19 +352,24 @@ def self_join(
         cells = kmeans_cells(ids.copy(), base, IndexPolicy().nlist_for(store.count))
     else:
         cells = ivf_cells(store)
+    parents = cells.nlist
     cells = split_cells(cells)
     cpu["calibrate"] = -time.process_time()
     cpu["cells"] -= cpu["calibrate"]
     calibration = pair_scores(cells, cosine)
     gap, nprobe, recall = calibrate_gap(cells, cosine, scores=calibration)
-    at_floor = gap_recall(cells, floor, gap)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
+    voronoi = use_voronoi(cells, parents, graph)
+    if voronoi:  # calibrated again for the cells the join will score
+        gap, nprobe, recall = calibrate_gap(cells, cosine, scores=as_voronoi(calibration))
+    at_floor = gap_recall(cells, floor, gap, voronoi=voronoi)
     cpu["join"] = -time.process_time()
     cpu["calibrate"] -= cpu["join"]
     log.info(
-        "vector self-join over %s: cells within %.4f of the nearest, at most %d of %d, "
+        "vector self-join over %s%s: cells within %.4f of the nearest, at most %d of %d, "
         "among the %s nearest each item's own (recall %.4f at cosine %.2f, %.4f at %.2f)",
         cells.source,
+        " (Voronoi)" if voronoi else "",
         gap,
         nprobe,
         cells.nlist,
@@ -333,6 +380,9 @@ def self_join(
         floor,
     )
     work: dict[str, int] = {}
+    probes = None
+    if voronoi:
+        cells, probes = voronoi_probes(cells, queries(), gap, nprobe)
     table = ivf_join(
         cells,
         queries(),
@@ -342,8 +392,9 @@ def self_join(
         gap=gap,
         progress=progress,
         stats=work,
-        own=cell_lookup(cells),
+        own=cell_lookup(cells) if probes is None else None,
         graph=graph,
+        probes=probes,
     )
     queried = max(1, len(table.keys))
     cpu["join"] += time.process_time()
@@ -358,6 +409,7 @@ def self_join(
         recall=round(recall, 5),
         recall_at_floor=round(at_floor, 5),
         coarse=coarse.to_dict(),
+        voronoi=voronoi,
         pairs=table.pairs,
         cpu_s={step: round(t, 3) for step, t in cpu.items()},
     )

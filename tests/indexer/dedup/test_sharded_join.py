@@ -91,6 +91,7 @@ def _check_vectors(folder: Path, store: FloatStore, refs: list[tuple[str, int]],
         local_report.coarse,
     )
     assert report.probes_per_item == local_report.probes_per_item
+    assert report.voronoi == local_report.voronoi
     return report, joins.mapped
 
 
@@ -136,12 +137,24 @@ def test_two_level_coarse_step_of_clustered_vectors(
 
 
 @pytest.mark.parametrize(
-    "storage,few_lists,ondisk",
-    [("fp16", False, False), ("sq8", False, False), ("fp16", True, False), ("fp32", True, True)],
+    "storage,few_lists,ondisk,voronoi",
+    [
+        ("fp16", False, False, True),
+        ("sq8", False, False, True),
+        ("fp16", True, False, True),
+        ("fp16", True, False, False),
+        ("fp32", True, True, True),
+    ],
 )
 def test_ivf_cells_by_list_range(
-    tmp_path: Path, storage: str, few_lists: bool, ondisk: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    storage: str,
+    few_lists: bool,
+    ondisk: bool,
+    voronoi: bool,
 ) -> None:
+    monkeypatch.setattr(vector_join, "VORONOI", voronoi)
     n, dim = 6000, 8
     refs = _corpus(tmp_path, n, dim)
     cls = _FewLists if few_lists else IndexPolicy
@@ -158,10 +171,17 @@ def test_ivf_cells_by_list_range(
     assert store.is_ondisk == ondisk
     report, mapped = _check_vectors(tmp_path, store, refs, 2)
     assert report.method == "ivf"
-    if few_lists:  # lists of ~750 vectors: cut into sub-cells, read from each shard's lists
-        assert report.nlist > int(store.index.nlist)
     files = [tmp_path / "embeddings.faiss", *tmp_path.glob("embeddings.*.ivfdata")]
     whole = sum(f.stat().st_size for f in files)  # the lists on disk too
+    if few_lists:  # lists of ~750 vectors: cut into sub-cells
+        assert report.nlist > int(store.index.nlist)
+        # regrouped by nearest centroid (the full coarse step runs on these vectors), each
+        # shard sent its cells' vectors; else each reads its own range of lists
+        assert report.voronoi is voronoi
+        if voronoi:
+            assert sum(mapped) == n * dim * 4
+            return
+    assert not report.voronoi
     assert len(mapped) == 2 and all(0 < m < 0.7 * whole for m in mapped)
 
 
