@@ -18,7 +18,11 @@ Dedup's joins (``pairs.join_corpus``) are split the way each one decomposes:
   thread, ``_above``); the driver adds the raw pairs in cell order and builds the symmetric
   table as ``ivf_join`` does. Raw pairs, not per-shard top-``k`` tables: a pair found both
   ways can score differently each way (fp16 / sq8 codes against float32 queries) and the
-  local join keeps the way it met first, which a shard's truncated table can lose. This
+  local join keeps the way it met first, which a shard's truncated table can lose. Where the
+  local join regroups cut cells into Voronoi cells (``vector_join.use_voronoi``), the driver
+  runs the coarse pass over every batch first (``vector_join.voronoi_probes``), cuts the
+  regrouped cells into ranges of about equal size, sends each shard its cells' vectors, and
+  hands each batch's held probes to the shards as above. This
   follows ``ivf_join``'s steps (its private helpers imported): a change there must be made
   here too (``tests/indexer/dedup/test_sharded_join.py`` compares the two).
 * **hashes, k nearest**: every distinct query value's answer depends on it alone, so the

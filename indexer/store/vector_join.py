@@ -26,6 +26,15 @@ pairs say that finds what the full step finds. On the bench's uniform 64-d vecto
 does (a cell's nearest centroids are not where its items' pairs are: 1M, 2,329 cells, 256
 nearest: 0.70 of the pairs), so the full step runs there; the rest of the join's CPU at 1M is
 the products with the cells (~50%), gathering the probing rows (~11%) and ``_above`` (~11%).
+
+Cut cells keep each sub-cell inside its list, so an item near a list's border sits in a
+sub-cell whose centroid is not its nearest (27.7% of 1M uniform 64-d vectors), and the probing
+that finds its pairs must reach further. Where the full coarse step runs and the decoded
+vectors fit ``DECODE_CACHE_BYTES``, the join therefore runs its coarse step first over every
+batch (``voronoi_probes``: the step scores every centroid anyway, so each item's nearest comes
+free), regroups the items into the Voronoi cells of the same centroids (``voronoi_cells``),
+calibrates the gap for those (``as_voronoi``) and then scores the held probes: on 1M uniform
+64-d vectors 15.7 -> 12.2 cells probed per item, 6,749 -> 5,227 vectors scored.
 """
 
 from __future__ import annotations
