@@ -55,7 +55,6 @@ from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.join_calibrate import (
-    as_voronoi,
     calibrate_gap,
     calibrate_width,
     gap_recall,
@@ -75,10 +74,10 @@ from splitaudit.indexer.store.vector_join import (
     JoinPairs,
     JoinReport,
     Probes,
+    choose_voronoi,
     exact_join,
     rebatch,
     score_cells,
-    use_voronoi,
     voronoi_probes,
 )
 
@@ -291,9 +290,9 @@ def plan_vector_join(
     calibration = pair_scores(cells, cosine)
     gap, cap, recall = calibrate_gap(cells, cosine, scores=calibration)
     graph, coarse = calibrate_width(cells, cosine, gap, scores=calibration)
-    voronoi = use_voronoi(cells, unsplit, graph)
-    if voronoi:  # as vector_join.self_join: calibrated for the regrouped cells
-        gap, cap, recall = calibrate_gap(cells, cosine, scores=as_voronoi(calibration))
+    voronoi, gap, cap, recall = choose_voronoi(  # as vector_join.self_join
+        cells, unsplit, graph, cosine, calibration, (gap, cap, recall)
+    )
     at_floor = gap_recall(cells, floor, gap, voronoi=voronoi)
     cpu["calibrate"] += time.process_time()
     plan = CellPlan(cells.centroids, cells.sizes, cells.source, gap, cap, k, floor, graph)

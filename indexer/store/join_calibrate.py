@@ -60,6 +60,19 @@ def as_voronoi(scores: PairScores) -> PairScores:
     return sq, sv, np.argmax(sv, axis=1).astype(np.int64), cell_q
 
 
+def probes_per_item(scores: PairScores, gap: float) -> float:
+    """The cells a corpus item probes within ``gap`` of its best, its own cell added where it
+    is not among them, on average over the sampled corpus vectors of ``scores`` (the cap
+    aside): what the join's coarse step will choose, from the calibration sample alone."""
+    _sq, sv, cell_v, _cell_q = scores
+    if not len(sv):
+        return 0.0
+    rows = np.arange(len(sv))
+    floor = sv.max(axis=1) - gap
+    within = (sv >= floor[:, None]).sum(axis=1) + (sv[rows, cell_v] < floor)
+    return float(within.mean())
+
+
 def pair_ranks(
     cells: Cells, cosine: float, *, pairs: int = CALIBRATION_PAIRS, seed: int = 0
 ) -> npt.NDArray[np.int64]:

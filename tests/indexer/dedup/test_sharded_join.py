@@ -155,6 +155,7 @@ def test_ivf_cells_by_list_range(
     voronoi: bool,
 ) -> None:
     monkeypatch.setattr(vector_join, "VORONOI", voronoi)
+    monkeypatch.setattr(vector_join, "VORONOI_GAIN", 100.0)  # regrouped wherever it may be
     n, dim = 6000, 8
     refs = _corpus(tmp_path, n, dim)
     cls = _FewLists if few_lists else IndexPolicy

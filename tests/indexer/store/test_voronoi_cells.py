@@ -8,7 +8,12 @@ import pytest
 from splitaudit.indexer.store import vector_join
 from splitaudit.indexer.store.float_build import new_ivf, spherical_kmeans
 from splitaudit.indexer.store.float_index import FloatStore
-from splitaudit.indexer.store.join_calibrate import as_voronoi, calibrate_gap, pair_scores
+from splitaudit.indexer.store.join_calibrate import (
+    as_voronoi,
+    calibrate_gap,
+    pair_scores,
+    probes_per_item,
+)
 from splitaudit.indexer.store.join_cells import cell_lookup, ivf_cells, split_cells, voronoi_cells
 from splitaudit.indexer.store.vector_join import ivf_join, self_join, voronoi_probes
 
@@ -131,7 +136,32 @@ def test_self_join_regroups_cut_cells_only_where_allowed(
     scores = x @ x.T
     planted = {(int(ids[a]), int(ids[b])) for a, b in zip(*np.nonzero(scores >= 0.9), strict=True)}
     assert planted <= _pairs(table)
+    # where the calibration sample says the regrouped cells need no fewer probes: as they are
+    monkeypatch.setattr(vector_join, "VORONOI_GAIN", 0.1)
+    _table, report = self_join(store, lambda: _chunks(ids, x), k=10, floor=0.8, cosine=0.9)
+    assert report.voronoi is False
     # cells too large to hold regrouped: the cut cells as they are
+    monkeypatch.setattr(vector_join, "VORONOI_GAIN", 100.0)
     monkeypatch.setattr(vector_join, "DECODE_CACHE_BYTES", 1000)
     _table, report = self_join(store, lambda: _chunks(ids, x), k=10, floor=0.8, cosine=0.9)
     assert report.voronoi is False
+
+
+def test_probes_per_item_is_what_the_coarse_step_chooses() -> None:
+    ids, x = _vectors(4000)
+    _store, cells = _split(ids, x)
+    scores = pair_scores(cells, 0.9)
+    gap, _cap, _recall = calibrate_gap(cells, 0.9, scores=scores)
+    stats: dict[str, int] = {}
+    ivf_join(
+        cells,
+        _chunks(ids, x),
+        k=10,
+        floor=0.8,
+        nprobe=cells.nlist,
+        gap=gap,
+        stats=stats,
+        own=cell_lookup(cells),
+    )
+    estimate = probes_per_item(scores, gap)
+    assert abs(estimate - stats["probes"] / len(ids)) < 0.1 * estimate
