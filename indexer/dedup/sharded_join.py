@@ -19,7 +19,7 @@ Dedup's joins (``pairs.join_corpus``) are split the way each one decomposes:
   table as ``ivf_join`` does. Raw pairs, not per-shard top-``k`` tables: a pair found both
   ways can score differently each way (fp16 / sq8 codes against float32 queries) and the
   local join keeps the way it met first, which a shard's truncated table can lose. Where the
-  local join regroups cut cells into Voronoi cells (``vector_join.use_voronoi``), the driver
+  local join regroups cut cells into Voronoi cells (``vector_join.choose_voronoi``), the driver
   runs the coarse pass over every batch first (``vector_join.voronoi_probes``), cuts the
   regrouped cells into ranges of about equal size, sends each shard its cells' vectors, and
   hands each batch's held probes to the shards as above. This
@@ -249,7 +249,7 @@ class VectorPlan:
     coarse: dict[str, Any] | None = None
     cpu_s: dict[str, float] = field(default_factory=dict)
     # the cut cells, to be regrouped into Voronoi cells by the join's coarse pass
-    # (``vector_join.use_voronoi``) before the shards are cut: ``shards`` is empty until then
+    # (``vector_join.choose_voronoi``) before the shards are cut: ``shards`` is empty until then
     regroup: Cells | None = None
 
 
