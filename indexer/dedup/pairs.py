@@ -42,8 +42,8 @@ import numpy.typing as npt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.models import Item, VectorBatch
-from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.dedup.join_items import JoinItems, read_join_items
 from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
@@ -172,20 +172,19 @@ def chunk_state(
         int, tuple[str | None, str | None, int, int | None, int | None, str, str | None]
     ] = {}
     wanted = [i for i in ids if i not in skip]
-    for chunk in in_chunks(wanted):
-        for item_id, sha, pixel, phash, w, h, key, stream in session.execute(
-            select(
-                Item.id,
-                Item.sha256,
-                Item.pixel_digest,
-                Item.phash,
-                Item.width,
-                Item.height,
-                Item.key,
-                Item.stream_digest,
-            ).where(Item.id.in_(chunk), Item.phash.is_not(None))
-        ):
-            rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key, stream)
+    columns = [
+        Item.sha256,
+        Item.pixel_digest,
+        Item.phash,
+        Item.width,
+        Item.height,
+        Item.key,
+        Item.stream_digest,
+    ]
+    for item_id, sha, pixel, phash, w, h, key, stream in rows_by_id(
+        session, columns, wanted, where=[Item.phash.is_not(None)]
+    ):
+        rows[int(item_id)] = (sha, pixel, int(phash or 0), w, h, key, stream)
     positions = [n for n, i in enumerate(ids) if int(i) in rows]
     if grouped is not None:
         for i in rows.keys() - grouped:

@@ -8,7 +8,6 @@ duplicate pairs and cluster members only: never an N x N matrix.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing
@@ -19,9 +18,10 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer import __version__
+from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
-from splitaudit.indexer.db.queries import get_corpus, in_chunks
+from splitaudit.indexer.db.queries import get_corpus
 from splitaudit.indexer.dedup.candidates import candidate_items, keep_candidates
 from splitaudit.indexer.dedup.clusters import Cluster, apply_reviews, build_clusters, summarize
 from splitaudit.indexer.dedup.db_rows import fetch_tuples, insert_rows
@@ -389,13 +389,7 @@ def member_info(session: Any, ids: set[int]) -> dict[int, MemberInfo]:
     """What the keep policies need about each item."""
     wanted = sorted(ids)
     out: dict[int, MemberInfo] = {}
-    for chunk in in_chunks(wanted):
-        query = select(Item.id, Item.key, Item.width, Item.height, Item.locator).where(
-            Item.id.in_(chunk)
-        )
-        for rows in fetch_tuples(session, query):
-            for item_id, key, w, h, locator in rows:
-                # the locator: JSON text on SQLite, already parsed on PostgreSQL
-                loc = json.loads(locator) if isinstance(locator, str | bytes) else locator
-                out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h, stored_bytes(loc))
+    columns = [Item.key, Item.width, Item.height, Item.locator]
+    for item_id, key, w, h, locator in rows_by_id(session, columns, wanted):
+        out[int(item_id)] = MemberInfo(int(item_id), str(key), w, h, stored_bytes(locator))
     return out

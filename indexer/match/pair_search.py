@@ -13,6 +13,7 @@ import numpy.typing as npt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.models import Item
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
@@ -176,24 +177,15 @@ def fill_min_sides(session: Session, state: SplitState, pairs: Iterable[Pair]) -
 def short_sides(session: Session, ids: Sequence[int]) -> dict[int, int]:
     """The short side (px) of each corpus item in ``ids`` whose size is known."""
     sides: dict[int, int] = {}
-    for chunk in in_chunks(ids):
-        for item_id, w, h in session.execute(
-            select(Item.id, Item.width, Item.height).where(Item.id.in_(chunk))
-        ):
-            if w and h:
-                sides[int(item_id)] = min(int(w), int(h))
+    for item_id, w, h in rows_by_id(session, [Item.width, Item.height], ids):
+        if w and h:
+            sides[int(item_id)] = min(int(w), int(h))
     return sides
 
 
 def column_by_id(session: Session, column: Any, ids: Sequence[int]) -> dict[int, Any]:
     """``column`` (e.g. ``Item.locator``) of each row of its table in ``ids``; nulls left out."""
-    table = column.class_
-    out: dict[int, Any] = {}
-    for chunk in in_chunks(ids):
-        for row_id, value in session.execute(select(table.id, column).where(table.id.in_(chunk))):
-            if value:
-                out[int(row_id)] = value
-    return out
+    return {int(row_id): value for row_id, value in rows_by_id(session, [column], ids) if value}
 
 
 def exact_search(vectors: npt.NDArray[np.float32]) -> VectorSearch:
