@@ -15,6 +15,7 @@ import numpy.typing as npt
 from PIL import Image
 from sqlalchemy.orm import Session
 
+from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.models import Item, SplitItem
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
@@ -65,12 +66,18 @@ def verify_candidates(
     item_ids = sorted({p.item_id for ps in todo.values() for p in ps})
     store = geometric.store
     with phases.phase("locators (db)"):
-        locators = column_by_id(session, Item.locator, item_ids)
+        # with a verification store, each item's file SHA-256 too (what the store is keyed by)
+        columns = [Item.locator, Item.sha256] if store is not None else [Item.locator]
+        locators: dict[int, Any] = {}
+        digests: dict[int, str] = {}
+        for item_id, locator, *sha in rows_by_id(session, columns, item_ids):
+            if locator:
+                locators[int(item_id)] = locator
+            if sha and sha[0]:
+                digests[int(item_id)] = sha[0]
         split_locators = column_by_id(
             session, query_model.locator, [int(state.ids[r]) for r in todo]
         )
-        # file SHA-256: what the verification store is keyed by
-        digests = column_by_id(session, Item.sha256, item_ids) if store is not None else {}
 
     def _load(locator: dict[str, Any] | None) -> Image.Image | None:
         with phases.phase("verification: decode"):
