@@ -32,7 +32,8 @@ def rows_by_id(
 ) -> Iterator[tuple[Any, ...]]:
     """``(id, *values)`` for each row of the mapped ``columns``' table (e.g. ``Item.locator``)
     whose id is in ``ids`` and which satisfies every ``where`` clause, in no set order; ids
-    with no row are left out."""
+    with no row are left out. ``where`` is compiled with its values inlined: clauses the
+    caller builds (``Item.phash.is_not(None)``), never user input."""
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return
