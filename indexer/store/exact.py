@@ -13,8 +13,9 @@ products) cannot ride on whatever thread count the process happens to hold.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+S = TypeVar("S")
 T = TypeVar("T")
 
 DB_BLOCK = 16_384
@@ -114,6 +116,23 @@ def in_parallel(work: Callable[[int], T], starts: range) -> Iterator[T]:
         return
     with ThreadPoolExecutor(workers) as pool:
         yield from pool.map(work, starts)
+
+
+def ordered_map(work: Callable[[S], T], items: Iterable[S], workers: int) -> Iterator[T]:
+    """``work(item)`` for each of ``items``, in order, on ``workers`` threads, at most
+    ``workers + 1`` items taken ahead of the results read (``items`` may be a generator of
+    large batches: they are not all drawn at once, unlike ``Executor.map``)."""
+    if workers <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque[Future[T]] = deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def usable_cpus() -> int:

@@ -134,16 +134,20 @@ def split_cells(cells: Cells, target: int = JOIN_CELL, seed: int = 0) -> Cells:
                 members.append((cell, rows.astype(np.int64)))
         if keep:
             cells.drop(cell)
-    last: list[Any] = [None, None]  # the parent fetched last (sub-cells are probed in order)
+    # the parent fetched last (sub-cells are probed in order), as one (parent, (ids, vectors))
+    # tuple: the join's batch threads read and replace it whole, never half of it
+    last: list[Any] = [(-1, None)]
 
     def fetch(sub_cell: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         hit = kept.get(sub_cell)
         if hit is not None:
             return hit
         parent, rows = members[sub_cell]
-        if last[0] != parent:
-            last[0], last[1] = parent, cells.get(parent)
-        ids, vecs = last[1]
+        held = last[0]
+        if held[0] != parent:
+            held = (parent, cells.get(parent))
+            last[0] = held
+        ids, vecs = held[1]
         if len(rows) == len(ids):  # a cell left whole: no copy
             return ids, vecs
         return ids[rows], vecs[rows]

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from splitaudit.indexer.store.exact import ordered_map, usable_cpus
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.join_calibrate import (
@@ -86,6 +87,11 @@ _EXACT_BLOCK = 2_048
 # items in IVF1024 lists cut in 2-3: 0.74 of them; 3M in IVF2048 lists cut in 4: 0.98)
 VORONOI = True
 VORONOI_GAIN = 0.9
+# Query batches are scored on this many threads at once (None: every usable CPU), each product
+# on one BLAS thread as before, so the scores are the same bits whatever the count; the
+# batches in flight (threads + 1) are bounded by ``IN_FLIGHT_BYTES`` of query vectors
+JOIN_THREADS: int | None = None
+IN_FLIGHT_BYTES = 1 << 30
 
 Chunks = Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 Probes = list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]  # per batch: (rows, cells)
@@ -234,10 +240,11 @@ def ivf_join(
     whatever shares its cell. ``graph`` (with ``gap`` and ``own``): the two-level coarse step,
     each query's cells chosen among its own cell's neighbours (``calibrate_width``).
     ``probes``: each batch's probes, already chosen (``voronoi_probes``)."""
-    out, keys = JoinPairs(), []
-    done = 0
-    for n, (qids, q) in enumerate(rebatch(queries, QUERY_BATCH)):
-        keys.append(qids)
+
+    def batch(
+        job: tuple[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]],
+    ) -> tuple[npt.NDArray[np.int64], int, int, Any, Any, Any]:
+        n, (qids, q) = job
         mine = own(qids) if own is not None and probes is None else None
         if probes is not None:
             rows, coarse = probes[n][0].astype(np.int64), probes[n][1].astype(np.int64)
@@ -255,14 +262,22 @@ def ivf_join(
                 rows, coarse = pairs // cells.nlist, pairs % cells.nlist
             order = np.argsort(coarse, kind="stable")
             rows, coarse = rows[order], coarse[order]
-        if stats is not None:
-            stats["probes"] = stats.get("probes", 0) + len(coarse)
-            stats["scored"] = stats.get("scored", 0) + int(cells.sizes[coarse].sum())
-        r, i, scores = score_cells(cells, q, rows, coarse, k=k, floor=floor)
-        out.add(qids[r], i, scores)
-        done += len(q)
-        if progress is not None:
-            progress(done)
+        scored = int(cells.sizes[coarse].sum())
+        return qids, len(coarse), scored, *score_cells(cells, q, rows, coarse, k=k, floor=floor)
+
+    out, keys = JoinPairs(), []
+    done = 0
+    work = enumerate(rebatch(queries, QUERY_BATCH))
+    with threadpool_limits(limits=1):  # every library: the threads' own limits nest in it
+        for qids, probed, scored, r, i, scores in ordered_map(batch, work, _threads(cells)):
+            keys.append(qids)
+            if stats is not None:
+                stats["probes"] = stats.get("probes", 0) + probed
+                stats["scored"] = stats.get("scored", 0) + scored
+            out.add(qids[r], i, scores)
+            done += len(qids)
+            if progress is not None:
+                progress(done)
     return out.table(keys, k, symmetric=True)
 
 
@@ -273,18 +288,34 @@ def voronoi_probes(cells: Cells, queries: Chunks, gap: float, cap: int) -> tuple
     (``voronoi_cells``), which ``ivf_join(..., probes=)`` then scores. The coarse step scores
     every centroid anyway, so the regrouping costs no product; the probes are held meanwhile
     (~8 bytes each, ~12 per item on uniform 64-d vectors)."""
+
+    def batch(
+        job: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[Any, Any]]:
+        qids, q = job
+        best = np.empty(len(q), np.int64)
+        rows, coarse = probe_cells(q, cells.centroids, gap, cap, None, best=best)
+        return np.asarray(qids, np.int64), best, (rows.astype(np.int32), coarse.astype(np.int32))
+
     probes: Probes = []
     id_parts: list[npt.NDArray[np.int64]] = []
     best_parts: list[npt.NDArray[np.int64]] = []
-    for qids, q in rebatch(queries, QUERY_BATCH):
-        best = np.empty(len(q), np.int64)
-        rows, coarse = probe_cells(q, cells.centroids, gap, cap, None, best=best)
-        probes.append((rows.astype(np.int32), coarse.astype(np.int32)))
-        id_parts.append(np.asarray(qids, np.int64))
-        best_parts.append(best)
+    with threadpool_limits(limits=1):  # every library: the threads' own limits nest in it
+        for qids, best, held in ordered_map(batch, rebatch(queries, QUERY_BATCH), _threads(cells)):
+            probes.append(held)
+            id_parts.append(qids)
+            best_parts.append(best)
     ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.int64)
     best = np.concatenate(best_parts) if best_parts else np.empty(0, np.int64)
     return voronoi_cells(cells, ids, best), probes
+
+
+def _threads(cells: Cells) -> int:
+    """Threads for the join's query batches: ``JOIN_THREADS`` (every usable CPU by default),
+    at most as many as keep the batches in flight within ``IN_FLIGHT_BYTES``."""
+    wanted = JOIN_THREADS if JOIN_THREADS is not None else usable_cpus()
+    batch_bytes = QUERY_BATCH * max(1, cells.centroids.shape[1]) * 4
+    return max(1, min(wanted, IN_FLIGHT_BYTES // batch_bytes - 1))
 
 
 def use_voronoi(cells: Cells, parents: int, graph: npt.NDArray[np.int64] | None) -> bool:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -165,3 +170,41 @@ def test_probes_per_item_is_what_the_coarse_step_chooses() -> None:
     )
     estimate = probes_per_item(scores, gap)
     assert abs(estimate - stats["probes"] / len(ids)) < 0.1 * estimate
+
+
+@pytest.mark.parametrize("voronoi", [True, False])
+def test_join_threads_give_the_same_table_bit_for_bit(
+    voronoi: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Query batches scored on several threads: the same pairs and the same score bits as on
+    one, with the cut cells read from their parent lists (no copies kept: the threads share
+    the holder of the parent decoded last)."""
+    monkeypatch.setattr(vector_join, "VORONOI", voronoi)
+    monkeypatch.setattr(vector_join, "VORONOI_GAIN", 100.0)
+    monkeypatch.setattr(vector_join, "QUERY_BATCH", 500)  # 12 batches
+    monkeypatch.setattr(
+        vector_join, "split_cells", lambda cells: split_cells(replace(cells, cache_limit=0), 60)
+    )
+    ids, x = _vectors(6000)
+    store, _cells = _split(ids, x)
+    threads: set[int] = set()
+    score = vector_join.score_cells
+
+    def scored_on(*args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.get_ident())
+        time.sleep(0.01)  # batches overlap
+        return score(*args, **kwargs)
+
+    monkeypatch.setattr(vector_join, "score_cells", scored_on)
+    tables = {}
+    for n in (1, 4):
+        monkeypatch.setattr(vector_join, "JOIN_THREADS", n)
+        threads.clear()
+        table, report = self_join(store, lambda: _chunks(ids, x), k=10, floor=0.8, cosine=0.9)
+        assert report.voronoi is voronoi
+        tables[n] = (table, len(threads))
+    assert tables[1][1] == 1 and tables[4][1] > 1  # the batches did run on several threads
+    one, four = tables[1][0], tables[4][0]
+    for field in ("keys", "offsets", "ids", "scores"):
+        assert np.array_equal(getattr(one, field), getattr(four, field)), field
+    assert len(one.ids) > len(ids)  # each item itself, and its planted copies
