@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from splitaudit.indexer.store.exact import ordered_map, usable_cpus
 from splitaudit.indexer.store.mih_self_join import block_self_pairs
 
 # (shift, width) of each block of the unsigned 64-bit value, most significant first.
@@ -205,30 +204,20 @@ class MultiIndexHash:
         if int(np.bitwise_count(m)) <= radius:  # a hash and its own stand-in
             pos = np.arange(len(self.codes), dtype=np.int64)
             found.append((pos, pos, np.full(len(pos), int(np.bitwise_count(m)), np.uint8)))
-
-        def block_pairs(block: int) -> list[tuple[Any, Any, Any]]:
+        for block, (_shift, width) in enumerate(BLOCKS):
             order, offsets = self._tables[block]
-            flips = flip_masks(BLOCKS[block][1], radius // len(BLOCKS)).tolist()
-            return [
-                (order[x].astype(np.int64), order[y].astype(np.int64), d)
-                for x, y, d in block_self_pairs(
-                    self._sorted_codes[block],
-                    offsets,
-                    BLOCKS,
-                    block,
-                    radius,
-                    m,
-                    flips,
-                    self._sizes[block],
-                )
-            ]
-
-        # the blocks are joined independently (each its own tables): one thread each, up to
-        # the usable CPUs (numpy releases the GIL in the probes' gathers and popcounts); the
-        # pairs come back in block order whatever the count
-        threads = min(len(BLOCKS), usable_cpus())
-        for pairs in ordered_map(block_pairs, range(len(BLOCKS)), threads):
-            found.extend(pairs)
+            flips = flip_masks(width, radius // len(BLOCKS)).tolist()
+            for x, y, d in block_self_pairs(
+                self._sorted_codes[block],
+                offsets,
+                BLOCKS,
+                block,
+                radius,
+                m,
+                flips,
+                self._sizes[block],
+            ):
+                found.append((order[x].astype(np.int64), order[y].astype(np.int64), d))
         if not found:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
         a = np.concatenate([f[0] for f in found])

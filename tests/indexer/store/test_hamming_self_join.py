@@ -179,20 +179,3 @@ def test_radius_join_reads_the_mirror_from_the_queries() -> None:
     assert got == _searched(codes, ids, queries, 8)
     knn = HammingJoin(store).knn(queries, 3, 8)
     assert _table(knn) == _table(HammingJoin(store).knn(queries, 3, 8, mirror=MIRROR))
-
-
-def test_self_join_blocks_on_threads_give_the_same_pairs_in_the_same_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The blocks joined on one thread each or all on one: the same arrays, element for
-    element (the pairs come back in block order)."""
-    codes = _codes(np.random.default_rng(5), 4000)
-    mih = MultiIndexHash(codes, np.arange(len(codes), dtype=np.int64))
-    runs = {}
-    for cpus in (1, 3):
-        monkeypatch.setattr(hamming_mih, "usable_cpus", lambda cpus=cpus: cpus)
-        runs[cpus] = mih.self_join(8, MIRROR)
-    assert len(runs[1][0]) > 100  # the fixture has mirrored pairs
-    for one, three in zip(runs[1], runs[3], strict=True):
-        assert np.array_equal(one, three)
-    assert set(zip(*(r.tolist() for r in runs[3]), strict=True)) == _brute_pairs(codes, 8, MIRROR)
