@@ -110,12 +110,7 @@ def one_blas_thread() -> Iterator[None]:
 def in_parallel(work: Callable[[int], T], starts: range) -> Iterator[T]:
     """``work(start)`` for each start, in order, on up to one thread per usable CPU (numpy
     releases the GIL in products and partitions)."""
-    workers = min(usable_cpus(), len(starts))
-    if workers <= 1:
-        yield from map(work, starts)
-        return
-    with ThreadPoolExecutor(workers) as pool:
-        yield from pool.map(work, starts)
+    yield from ordered_map(work, starts, min(usable_cpus(), len(starts)))
 
 
 def ordered_map(work: Callable[[S], T], items: Iterable[S], workers: int) -> Iterator[T]:
