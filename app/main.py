@@ -27,6 +27,7 @@ from splitaudit.app.middleware import (
 from splitaudit.app.settings import ApiSettings
 from splitaudit.app.ui.router import install_ui
 from splitaudit.indexer import __version__
+from splitaudit.indexer.cpus import limit_native_threads
 from splitaudit.indexer.jobs.worker import Handler, Worker
 from splitaudit.indexer.runtime.handlers import default_handlers
 from splitaudit.indexer.workspace import Workspace
@@ -42,6 +43,7 @@ def create_app(
     ``handlers`` are what the in-process worker runs for each job kind (default: ``default_handlers(device=..., backend=...)`` from the settings).
     """
     settings = settings if settings is not None else ApiSettings()
+    limit_native_threads()  # a container's CPU quota (or SPLITAUDIT_CPUS) for the native pools
     job_handlers = (
         dict(handlers)
         if handlers is not None

@@ -58,6 +58,14 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # a container's CPU quota (or SPLITAUDIT_CPUS) for FAISS's, torch's and BLAS's own pools
+    from splitaudit.indexer.cpus import limit_native_threads
+    from splitaudit.indexer.errors import UsageError
+
+    try:
+        limit_native_threads()
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from splitaudit.indexer.store.exact import usable_cpus
+from splitaudit.indexer.cpus import usable_cpus
 
 MAX_WORKERS = 256
 AUTO_CAP = 32  # beyond this the DB writer in the main process is the bottleneck

@@ -22,7 +22,6 @@ vetoes its pair.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
+from splitaudit.indexer.cpus import usable_cpus
 from splitaudit.indexer.match.burstiness import discount_shared
 from splitaudit.indexer.match.geometry import (
     NO_MATCH,
@@ -207,7 +207,7 @@ class GeometricTier:
         self.store = store  # keypoints kept between audits (splitaudit.indexer.match.verify_store)
         # SIFT detection releases the GIL, and one detection uses one core (OpenCV's own
         # threads barely help it): detect the test image and the corpus images side by side.
-        self.threads = max(1, threads if threads is not None else (os.cpu_count() or 1))
+        self.threads = max(1, threads if threads is not None else usable_cpus())
         self._pool: ThreadPoolExecutor | None = None  # one for the audit: threads keep their arenas
         self._matcher: ThreadPoolExecutor | None = None
         self.pairs = 0

@@ -31,8 +31,9 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from splitaudit.indexer.cpus import usable_cpus
 from splitaudit.indexer.pipeline.ray_shards import ListPart, ShardSpec, replay_part
-from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK, usable_cpus
+from splitaudit.indexer.store.exact import QUERY_BLOCK, TopK
 from splitaudit.indexer.store.float_index import (
     SCAN_THREADS,
     FloatStore,

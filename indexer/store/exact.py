@@ -12,7 +12,6 @@ products) cannot ride on whatever thread count the process happens to hold.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +21,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
+
+from splitaudit.indexer.cpus import usable_cpus
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -128,13 +129,6 @@ def ordered_map(work: Callable[[S], T], items: Iterable[S], workers: int) -> Ite
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 def recall_at_k(found: npt.NDArray[np.int64], truth: npt.NDArray[np.int64]) -> float:

@@ -24,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from splitaudit.indexer.cpus import usable_cpus
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store.atomic import atomic_write_with
-from splitaudit.indexer.store.exact import TopK, exact_search, usable_cpus
+from splitaudit.indexer.store.exact import TopK, exact_search
 from splitaudit.indexer.store.sidecar import Sidecar
 
 METRIC = "inner_product"

@@ -52,7 +52,8 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from splitaudit.indexer.store.exact import ordered_map, usable_cpus
+from splitaudit.indexer.cpus import usable_cpus
+from splitaudit.indexer.store.exact import ordered_map
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import sorted_unique
 from splitaudit.indexer.store.join_calibrate import (

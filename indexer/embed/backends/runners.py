@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from splitaudit.indexer.cpus import usable_cpus
+
 
 def backend_module(backend: str) -> Any:
     """The module whose ``open_runner`` runs exports on ``backend`` (onnxruntime or openvino)."""
@@ -44,7 +46,7 @@ def default_threads() -> int:
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
-    return _physical_cores() or os.cpu_count() or 1
+    return min(_physical_cores() or os.cpu_count() or 1, usable_cpus())
 
 
 def _physical_cores() -> int:
