@@ -15,6 +15,7 @@ from the host's CPUs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -36,8 +37,14 @@ def usable_cpus() -> int:
     if override is not None:
         return override
     cpus = affinity_cpus()
-    quota = cgroup_cpus()
+    quota = _process_quota()
     return cpus if quota is None else max(1, min(cpus, quota))
+
+
+@functools.cache
+def _process_quota() -> int | None:
+    """``cgroup_cpus()`` read once per process (~120 us a read; pools ask per query batch)."""
+    return cgroup_cpus()
 
 
 def configured_cpus() -> int | None:

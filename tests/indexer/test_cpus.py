@@ -80,10 +80,10 @@ def test_no_cgroup_file_system_means_no_quota(tmp_path: Path) -> None:
 def test_usable_cpus_is_the_smallest_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.setattr(cpus, "affinity_cpus", lambda: 64)
-    monkeypatch.setattr(cpus, "cgroup_cpus", lambda: 2)
+    monkeypatch.setattr(cpus, "_process_quota", lambda: 2)
     assert cpus.usable_cpus() == 2
     assert resolve_workers("auto") == 2  # --workers auto follows the quota
-    monkeypatch.setattr(cpus, "cgroup_cpus", lambda: None)
+    monkeypatch.setattr(cpus, "_process_quota", lambda: None)
     assert cpus.usable_cpus() == 64
     monkeypatch.setenv(cpus.ENV, "3")
     assert cpus.usable_cpus() == 3
