@@ -24,6 +24,7 @@ from splitaudit.indexer.features.perceptual import (
     orient_array,
 )
 from splitaudit.indexer.match.verify import References, prepare_references, verify_scores
+from splitaudit.indexer.popcount import popcount
 
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 # The verifier tries each query plain and mirrored, so o and (mirror, then o) need one call:
@@ -51,7 +52,7 @@ def closest_turn(
         raise ValueError(
             f"need one pHash per orientation ({len(ORIENTATIONS)}), got {oriented.shape}"
         )
-    dists = np.bitwise_count(oriented.astype(np.uint64) ^ np.uint64(corpus_phash & _MASK64))
+    dists = popcount(oriented.astype(np.uint64) ^ np.uint64(corpus_phash & _MASK64))
     dists[[ORIENTATIONS.index("identity"), ORIENTATIONS.index("mirror")]] = 65
     best = int(np.argmin(dists))
     dist = int(dists[best])

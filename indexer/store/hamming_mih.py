@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.popcount import popcount
 from splitaudit.indexer.store.mih_self_join import block_self_pairs
 
 # (shift, width) of each block of the unsigned 64-bit value, most significant first.
@@ -175,7 +176,7 @@ class MultiIndexHash:
         at += np.arange(n, dtype=np.int64)
         diff = self._sorted_codes[block][at]
         diff ^= np.repeat(q[qrow], cnt)
-        dist = np.bitwise_count(diff)
+        dist = popcount(diff)
         found = np.flatnonzero(dist <= radius)
         # the query row of a hit: the probe whose run holds it (few hits, many candidates)
         rows = qrow[np.searchsorted(ends, found, side="right")]
@@ -201,9 +202,9 @@ class MultiIndexHash:
             raise ValueError(f"multi-index hashing is exact only up to radius {MAX_EXACT_RADIUS}")
         m = np.uint64(mirror & (2**64 - 1))
         found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]] = []
-        if int(np.bitwise_count(m)) <= radius:  # a hash and its own stand-in
+        if int(popcount(m)) <= radius:  # a hash and its own stand-in
             pos = np.arange(len(self.codes), dtype=np.int64)
-            found.append((pos, pos, np.full(len(pos), int(np.bitwise_count(m)), np.uint8)))
+            found.append((pos, pos, np.full(len(pos), int(popcount(m)), np.uint8)))
         for block, (_shift, width) in enumerate(BLOCKS):
             order, offsets = self._tables[block]
             flips = flip_masks(width, radius // len(BLOCKS)).tolist()
