@@ -2,4 +2,9 @@
 
 from __future__ import annotations
 
-__version__ = "0.4.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # one source of truth: pyproject.toml's version, as installed
+    __version__ = version("splitaudit")
+except PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"

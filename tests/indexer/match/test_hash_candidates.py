@@ -10,6 +10,7 @@ import numpy as np
 from splitaudit.indexer.match import pair_search
 from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
+from splitaudit.indexer.popcount import popcount
 from splitaudit.indexer.store.binary_index import BinaryStore
 
 
@@ -55,7 +56,7 @@ def test_candidates_come_from_the_tables_within_their_exact_radius() -> None:
     flat = _candidates(store, [near, mid, far])
     # exhaustive (small corpus): the source item at 3, 10 and 15 bits, and up to 10 within 20
     assert flat[(0, 1)][0] == 3 and flat[(1, 1)][0] == 10 and flat[(2, 1)][0] == 15
-    within_20 = int((np.bitwise_count(codes ^ np.uint64(far)) <= 20).sum())
+    within_20 = int((popcount(codes ^ np.uint64(far)) <= 20).sum())
     nominated = sum(1 for (row, _), (_, o) in flat.items() if row == 2 and o == "identity")
     assert nominated == min(10, within_20) and within_20 > 1
     store.use_mih(True)

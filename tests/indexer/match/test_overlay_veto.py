@@ -19,6 +19,7 @@ from splitaudit.indexer.match.geometric_tier import CONFIRM_CAP, shortlist
 from splitaudit.indexer.match.geometry import GeometricMatch, geometric_match
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
 from splitaudit.indexer.match.verify import verify_score
+from splitaudit.indexer.popcount import popcount
 
 TH = DEFAULT_THRESHOLDS
 OVERLAY_ONLY = -TH.geometry_inliers  # a refused fit of geometry_inliers inliers
@@ -111,7 +112,7 @@ def test_the_same_photo_under_the_overlay_stays_near(
         test = draw(photos[name])  # type: ignore[operator]
         match = geometric_match(test, plain)
         assert match.support > -TH.geometry_inliers, (overlay, name, match)
-        hamming = int(np.bitwise_count(np.uint64(phash(test).value ^ phash(plain).value)))
+        hamming = int(popcount(np.uint64(phash(test).value ^ phash(plain).value)))
         verify = verify_score(test, plain)
         side = min(*test.size, *plain.size)
         assert TH.classify(hamming, 0.6, verify, side, match.support) == "near", (

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from splitaudit.indexer.popcount import popcount
 from splitaudit.indexer.store import hamming_mih
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash, flip_masks
 
 
 def _brute(codes: np.ndarray, ids: np.ndarray, q: int, radius: int) -> dict[int, int]:
-    d = np.bitwise_count(codes ^ np.uint64(q))
+    d = popcount(codes ^ np.uint64(q))
     keep = d <= radius
     return dict(zip(ids[keep].tolist(), d[keep].tolist(), strict=True))
 
@@ -110,7 +111,7 @@ def test_knn_within_is_the_exact_nearest_within_the_radius() -> None:
         dists, found = mih.search_knn_within(queries, k, radius)
         assert dists.shape == found.shape == (len(queries), k)
         for row, q in enumerate(queries.tolist()):
-            d = np.bitwise_count(codes ^ np.uint64(q)).astype(np.int64)
+            d = popcount(codes ^ np.uint64(q)).astype(np.int64)
             order = np.lexsort((ids, d))
             want = [(int(d[j]), int(ids[j])) for j in order[:k] if d[j] <= radius]
             got = [(int(a), int(b)) for a, b in zip(dists[row], found[row], strict=True) if b >= 0]

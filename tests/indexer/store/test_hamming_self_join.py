@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from splitaudit.indexer.popcount import popcount
 from splitaudit.indexer.store import hamming_mih, mih_self_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys, stand_in_mask
@@ -34,7 +35,7 @@ def _codes(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _brute_pairs(codes: np.ndarray, radius: int, mirror: int) -> set[tuple[int, int, int]]:
-    dist = np.bitwise_count((codes ^ np.uint64(mirror))[:, None] ^ codes[None, :])
+    dist = popcount((codes ^ np.uint64(mirror))[:, None] ^ codes[None, :])
     a, b = np.nonzero(np.triu(dist <= radius))
     return set(zip(a.tolist(), b.tolist(), dist[a, b].tolist(), strict=True))
 
@@ -102,7 +103,7 @@ def test_self_join_of_uniform_hashes_past_one_bucket_per_key(
         assert len(got) == len(set(got))
         want: set[tuple[int, int, int]] = set()
         for start in range(0, n, 2000):  # brute force in slices
-            dist = np.bitwise_count(
+            dist = popcount(
                 (codes[start : start + 2000] ^ np.uint64(mirror))[:, None] ^ codes[None, :]
             )
             i, j = np.nonzero(dist <= 8)
