@@ -102,7 +102,12 @@ SCORE_SIGMAS = (_SIGMA_FINE, 0.8, 1.0)
 # person tile 0.79 -> 0.96 (scores in the two finer bands).
 SEARCH_STEPS = (0.04, 0.5, 0.5)
 SEARCH_EVALS = 60
-SEARCH_BELOW = 0.80  # pairs scoring under this after ECC are searched
+# Pairs scoring under this after ECC are searched. Every score from 0.80 up is above each of
+# the alignment's cut-offs, so searching them changes no verdict, only how close a copy's score
+# gets to its best warp: where ECC stops short. OpenCV 4.11's ECC stopped ~0.3 px off a
+# half-pixel shift that OpenCV 5.1's fits (r 0.893 against 0.991, the search then 0.998), so
+# the scores, and the tests that pin them, hold on every OpenCV the core allows.
+SEARCH_BELOW = 0.95
 # How a warp resamples the query (OpenCV's flag): bicubic. Bilinear interpolation half a
 # pixel off damps a 32-px copy's finest detail, which the reference keeps (a sharp astronaut
 # tile half a pixel off scores 0.97 bilinear, 0.99 bicubic). bench.recall seed 0: copies aligned

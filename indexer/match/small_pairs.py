@@ -60,8 +60,12 @@ def align_small_pairs(
     phases: PhaseTimes,
 ) -> None:
     """Dense low-resolution alignment (``splitaudit.indexer.match.low_res_align``) of small pairs:
-    an upright pair the verifier left open that aligns at ``ALIGNED_NEAR`` or better keeps that
-    score as its verification score (a re-scraped thumbnail shifted and zoomed); a pair near by
+    a pair the verifier left open, upright or mirrored, that aligns at ``ALIGNED_NEAR`` or
+    better keeps that score as its verification score and the orientation it aligned in (a
+    re-scraped thumbnail shifted and zoomed). Both orientations are tried, as the verifier tries
+    them: a candidate's orientation beyond the near radius is only its nearer candidate hash's
+    (a zoomed 48-px dog tile's mirrored pHash was 20 bits off, its plain one 28: labelled
+    mirrored, never aligned upright, where it aligns at 0.98); a pair near by
     a marginal verifier score alone (under ``CONFIRM_BELOW``) must align at ``CONFIRM_FLOOR``
     too, or its score becomes the alignment's (a periodic texture's neighbouring tile: the
     verifier does not weigh the texture's own repeats)."""
@@ -78,7 +82,7 @@ def align_small_pairs(
     rows = [
         i
         for i in small
-        if kept[i].orientation == "identity"
+        if kept[i].orientation in ("identity", "mirror")
         and not th.is_near(kept[i].hamming, kept[i].cosine, kept[i].verify, kept[i].min_side)
     ]
     confirm = [
@@ -97,23 +101,26 @@ def align_small_pairs(
         return
     with phases.phase("verification: low-res alignment"):
         prepared = prepare_query(query)
-        scores = np.zeros(0, np.float32)
+        mirror = prepare_query(query.transpose(Image.Transpose.FLIP_LEFT_RIGHT))
+        upright = mirrored = np.zeros(0, np.float32)
         if rows:
-            scores = aligned_scores(prepared, np.stack([thumbs[i] for i in rows]))
+            stack = np.stack([thumbs[i] for i in rows])
+            upright, mirrored = aligned_scores(prepared, stack), aligned_scores(mirror, stack)
         confirmed = np.zeros(0, np.float32)
         if confirm:
             # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
             # so does the confirmation.
             stack = np.stack([thumbs[i] for i in confirm])
-            mirror = prepare_query(query.transpose(Image.Transpose.FLIP_LEFT_RIGHT))
             confirmed = np.maximum(
                 aligned_scores(prepared, stack, CONFIRM_FLOOR),
                 aligned_scores(mirror, stack, CONFIRM_FLOOR),
             )
-    for i, score in zip(rows, scores.tolist(), strict=True):
+    for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
+        score = max(up, flipped)
         if score >= ALIGNED_NEAR and score > (p.verify if p.verify is not None else -1.0):
             p.verify = float(score)
+            p.orientation = "mirror" if flipped > up else "identity"
     for i, score in zip(confirm, confirmed.tolist(), strict=True):
         p = kept[i]
         if score < CONFIRM_FLOOR:

@@ -197,3 +197,34 @@ def test_confirmation_is_for_marginal_verifier_only_pairs() -> None:
     assert not needs_confirmation(0.75, 30, 0.75, 32, "rot90", th)  # the alignment is upright
     assert not needs_confirmation(0.6, 30, 0.75, 32, "identity", th)  # not near anyway
     assert needs_confirmation(0.75, 30, 0.75, 32, "mirror", th)
+
+
+@pytest.mark.parametrize(("labelled", "flip"), [("mirror", False), ("identity", True)])
+def test_a_small_pair_aligns_in_either_orientation_whatever_its_candidate_hash_said(
+    astronaut: Image.Image, labelled: str, flip: bool
+) -> None:
+    """A candidate's orientation beyond the near radius is its nearer candidate hash's alone: a
+    zoomed copy labelled mirrored is aligned upright too (and a mirrored one labelled upright
+    mirrored), and takes the orientation it aligned in; another tile does not align either way."""
+    from splitaudit.indexer.match.pair import Pair
+    from splitaudit.indexer.match.phases import PhaseTimes
+    from splitaudit.indexer.match.small_pairs import align_small_pairs
+
+    source = verify_thumbnail(square_cut(astronaut, 226.2, 383.3, 128))
+    other = verify_thumbnail(square_cut(astronaut, 100.0, 100.0, 128))
+    copy = rescraped(square_cut(astronaut, 226.2 + 14.8, 383.3 + 5.6, 128 / 1.09)).resize((48, 48))
+    if flip:
+        copy = copy.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    th = DEFAULT_THRESHOLDS
+    far = th.phash_hamming + 10  # a candidate by its k-NN hash, beyond the near radius
+
+    def pair(item: int) -> Pair:
+        return Pair(0, item, hamming=far, orientation=labelled, cosine=0.6, verify=0.3, min_side=48)  # type: ignore[arg-type]
+
+    kept = [pair(1), pair(2)]
+    assert not th.is_near(far, 0.6, 0.3, 48)
+    align_small_pairs(copy, kept, [source, other], th, PhaseTimes())
+    assert kept[0].verify is not None and kept[0].verify >= ALIGNED_NEAR
+    assert kept[0].orientation == ("mirror" if flip else "identity")
+    assert th.is_near(far, 0.6, kept[0].verify, 48)
+    assert kept[1].verify == 0.3 and kept[1].orientation == labelled  # the other tile: unchanged
