@@ -4,23 +4,21 @@ pinned below numpy 2 are common). Same values and dtype (``uint8``) either way."
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-_TABLE: npt.NDArray[np.uint8] | None = None
 
-
+@functools.cache
 def _table() -> npt.NDArray[np.uint8]:
-    global _TABLE
-    if _TABLE is None:
-        values = np.arange(1 << 16, dtype=np.uint32)
-        counts = np.zeros(1 << 16, np.uint8)
-        for bit in range(16):
-            counts += ((values >> bit) & 1).astype(np.uint8)
-        _TABLE = counts
-    return _TABLE
+    """Bits set in each 16-bit value, built once."""
+    values = np.arange(1 << 16, dtype=np.uint32)
+    counts = np.zeros(1 << 16, np.uint8)
+    for bit in range(16):
+        counts += ((values >> bit) & 1).astype(np.uint8)
+    return counts
 
 
 def table_popcount(x: Any) -> Any:
