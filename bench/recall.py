@@ -158,15 +158,21 @@ def _large(photo: Image.Image) -> Image.Image:
     return photo.resize((round(photo.width * scale), round(photo.height * scale)))
 
 
-def build(root: Path, seed: int) -> list[Query]:
-    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels."""
+def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
+    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels.
+    ``distractors``: that many thumbnails of unrelated photos added to the corpus
+    (``bench.distractors``)."""
     from bench.accuracy.photos import collect_photos
     from splitaudit.indexer.match.verify import verifiable
 
     manifest = root / "queries.json"
     if manifest.is_file():
         data = json.loads(manifest.read_text())
-        if data.get("recipe") == RECIPE and data.get("seed") == seed:
+        if (
+            data.get("recipe") == RECIPE
+            and data.get("seed") == seed
+            and data.get("distractors", 0) == distractors
+        ):
             return [Query(**q) for q in data["queries"]]
     for stale in ("corpus", "split", "warmup"):  # an earlier recipe's files must not be audited
         shutil.rmtree(root / stale, ignore_errors=True)
@@ -230,10 +236,21 @@ def build(root: Path, seed: int) -> list[Query]:
     for k, photo in enumerate(held_out):
         fraction = INSET_FRACTIONS[k % len(INSET_FRACTIONS)]
         add(inset(_large(photo.image), fraction, placing), "unrelated-inset", 800, None)
+    if distractors:
+        from bench.distractors import write_distractors
+
+        write_distractors(corpus, distractors, SIZES, seed, [p.image for p in photos])
     (root / "warmup").mkdir(exist_ok=True)
     _render(held_out[0].image, _tiles(held_out[0].image)[0], 40).save(root / "warmup" / "w.png")
     manifest.write_text(
-        json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
+        json.dumps(
+            {
+                "recipe": RECIPE,
+                "seed": seed,
+                "distractors": distractors,
+                "queries": [asdict(q) for q in queries],
+            }
+        )
     )
     log.warning(
         "recall bench: %d corpus images, %d split images; %d flat or sparse tiles left out",
@@ -272,7 +289,7 @@ def _pair_cost(root: Path, queries: int = 40, candidates: int = 10) -> float:
     candidates' stored thumbnails, zoom-in search on), on the bench's own thumbnails."""
     from splitaudit.indexer.match.verify import verify_scores, verify_thumbnail
 
-    small = [p for p in sorted((root / "corpus").glob("*.png")) if "large" not in p.name]
+    small = _bench_thumbnails(root)
     thumbs = np.stack([verify_thumbnail(Image.open(p).convert("RGB")) for p in small])
     split = sorted((root / "split" / "combo").glob("*.png"))[:queries]
     images = [Image.open(p).convert("RGB") for p in split]
@@ -295,7 +312,7 @@ def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | 
         return None
     from splitaudit.indexer.match.verify import verify_thumbnail
 
-    small = [p for p in sorted((root / "corpus").glob("*.png")) if "large" not in p.name]
+    small = _bench_thumbnails(root)
     thumbs = np.stack([verify_thumbnail(Image.open(p).convert("RGB")) for p in small])
     split = sorted((root / "split" / "combo").glob("*.png"))[:queries]
     images = [Image.open(p).convert("RGB") for p in split]
@@ -304,6 +321,15 @@ def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | 
         picked = thumbs[[(n + k) % len(thumbs) for k in range(candidates)]]
         aligned_scores(prepare_query(image), picked)
     return 1e6 * (time.process_time() - started) / (len(images) * candidates)
+
+
+def _bench_thumbnails(root: Path) -> list[Path]:
+    """The corpus thumbnails copied by the split (distractors and large photos left out)."""
+    return [
+        p
+        for p in sorted((root / "corpus").glob("*.png"))
+        if "large" not in p.name and not p.name.startswith("d-")
+    ]
 
 
 @dataclass
@@ -446,14 +472,24 @@ def main() -> None:
         type=Path,
         help="a site-packages folder with imagededup (e.g. another venv's), for its column",
     )
+    parser.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        help="thumbnails of unrelated photos added to the corpus (bench.distractors; "
+        "default: %(default)s)",
+    )
     parser.add_argument("--skip-after", action="store_true", help=argparse.SUPPRESS)
     add_audit_only_options(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if audit_only(args, run_audit):
         return
-    root = args.cache / f"seed{args.seed}"
-    queries = build(root, args.seed)
+    if args.distractors < 0:
+        parser.error("--distractors must be 0 or more")
+    suffix = f"-d{args.distractors}" if args.distractors else ""
+    root = args.cache / f"seed{args.seed}{suffix}"
+    queries = build(root, args.seed, args.distractors)
     runs: dict[str, Path | None] = {} if args.before is None else {"before": args.before}
     if not args.skip_after:
         runs["after"] = args.after

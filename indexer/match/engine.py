@@ -29,6 +29,7 @@ from splitaudit.indexer.match.pair_search import (
     hash_pairs,
     region_pairs,
     rows_by_value,
+    small_rows,
     vector_pairs,
 )
 from splitaudit.indexer.match.phases import PhaseTimes
@@ -98,7 +99,8 @@ def match_corpus(
         hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
     if vectors is not None and index.floats is not None and len(vectors):
         with phases.phase("vector search"):
-            vector_pairs(index.floats.search, vectors, thresholds, pair)
+            wide = small_rows(state, thresholds)
+            vector_pairs(index.floats.search, vectors, thresholds, pair, wide=wide)
             if regions is not None:
                 region_pairs(session, index.floats.search, regions, thresholds, pair)
             fill_cosines(index, vectors, pairs.values())

@@ -44,6 +44,10 @@ class Pair:
     # a small pair's marginal verifier score that the low-resolution alignment did not confirm
     # (``low_res_align.needs_confirmation``): ``verify`` then holds the alignment's score
     unconfirmed_verify: float | None = None
+    # a small pair's pHash distance within the near radius in a turned orientation (a quarter
+    # turn, a vertical flip, a transpose) that the verifier did not confirm at ``verify_score``
+    # (``small_pairs.confirm_turned_hashes``): the pair is not near by that hash
+    unconfirmed_turned_hamming: int | None = None
     # a large pair's verifier score refused as resting on a shared overlay
     # (``verify_overlay``): compared whole, only ``whole_agreement`` of the textured cells agree
     refused_verify: float | None = None
@@ -86,6 +90,11 @@ class Pair:
             ev["verify_score"] = round(self.verify, 4)
         if self.unconfirmed_verify is not None:
             ev["unconfirmed_verify_score"] = round(self.unconfirmed_verify, 4)
+        if self.unconfirmed_turned_hamming is not None:
+            ev["unconfirmed_turned_phash"] = {
+                "phash_hamming": self.unconfirmed_turned_hamming,
+                "orientation": self.orientation,
+            }
         if self.refused_verify is not None:
             ev["verify_refused"] = {
                 "verify_score": round(self.refused_verify, 4),

@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from splitaudit.indexer.match.inset_candidates import RegionVectors
 
 TOP_K = 10
+# Embedding candidates of a small test image (short side under ``small_side``): in a corpus of
+# tens of thousands of thumbnails, unrelated ones outrank a re-scraped copy (shifted, zoomed,
+# recoloured: cosine 0.6-0.85 to its source, as close as unrelated thumbnails of the same kind
+# of scene). 32-px copies among 16,560 thumbnails of 138 photos: the source was among the 10
+# nearest by cosine or pHash for 0.66 of them, among the 50 nearest by cosine or 10 by pHash
+# for 0.81 (docs/recall.md, ninth round). Small pairs are verified on their 32-px thumbnails,
+# the cheapest verification there is.
+SMALL_TOP_K = 50
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 ]
@@ -110,21 +118,38 @@ def _oriented_hashes(
     ]
 
 
+def small_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
+    """The split rows whose short side is under ``small_side`` (small test images)."""
+    return np.asarray(state.min_side < getattr(th, "small_side", 96), bool)
+
+
+def search_k(wide: npt.NDArray[np.bool_] | None, k: int = TOP_K) -> int:
+    """The ``k`` of ``vector_pairs``' one search: ``SMALL_TOP_K`` where some row is ``wide``."""
+    return max(k, SMALL_TOP_K) if wide is not None and bool(wide.any()) else k
+
+
 def vector_pairs(
     search: VectorSearch,
     vectors: npt.NDArray[np.float32],
     th: Thresholds,
     pair: PairOf,
     k: int = TOP_K,
+    wide: npt.NDArray[np.bool_] | None = None,
 ) -> None:
-    """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses."""
+    """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses;
+    rows where ``wide`` is true (small test images) get their ``SMALL_TOP_K`` nearest. One
+    search of every row at ``search_k`` (a row's first ``k`` of more are its ``k`` nearest)."""
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
+    count = search_k(wide, k)
     # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
     chunk = 16_384
     for start in range(0, len(vectors), chunk):
-        scores, ids = search(vectors[start : start + chunk], k)
+        scores, ids = search(vectors[start : start + chunk], count)
         for r in range(len(ids)):
-            for score, item_id in zip(scores[r].tolist(), ids[r].tolist(), strict=True):
+            keep = count if wide is not None and wide[start + r] else k
+            for score, item_id in zip(
+                scores[r, :keep].tolist(), ids[r, :keep].tolist(), strict=True
+            ):
                 if item_id >= 0 and score >= floor:
                     pair(start + r, item_id).cosine = float(score)
 

@@ -77,6 +77,7 @@ def align_small_pairs(
         needs_confirmation,
         prepare_query,
     )
+    from splitaudit.indexer.match.verify import sparse_weight
 
     small = [i for i, p in enumerate(kept) if p.min_side is not None and p.min_side <= MAX_SIDE]
     rows = [
@@ -102,10 +103,16 @@ def align_small_pairs(
     with phases.phase("verification: low-res alignment"):
         prepared = prepare_query(query)
         mirror = prepare_query(query.transpose(Image.Transpose.FLIP_LEFT_RIGHT))
+        # the verifier's weight on sparse thumbnails (one dot on a plain ground), on the
+        # alignment's scores too: a dot on blue aligned with a star field at 0.86 among 12,000
+        # distractor thumbnails (bench.recall --distractors), 0.25 weighted
+        own = float(sparse_weight([query])[0])
         upright = mirrored = np.zeros(0, np.float32)
         if rows:
             stack = np.stack([thumbs[i] for i in rows])
-            upright, mirrored = aligned_scores(prepared, stack), aligned_scores(mirror, stack)
+            weight = np.minimum(own, sparse_weight(stack))
+            upright = aligned_scores(prepared, stack) * weight
+            mirrored = aligned_scores(mirror, stack) * weight
         confirmed = np.zeros(0, np.float32)
         if confirm:
             # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
@@ -114,7 +121,7 @@ def align_small_pairs(
             confirmed = np.maximum(
                 aligned_scores(prepared, stack, CONFIRM_FLOOR),
                 aligned_scores(mirror, stack, CONFIRM_FLOOR),
-            )
+            ) * np.minimum(own, sparse_weight(stack))
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
         score = max(up, flipped)
@@ -125,6 +132,29 @@ def align_small_pairs(
         p = kept[i]
         if score < CONFIRM_FLOOR:
             p.unconfirmed_verify, p.verify = p.verify, float(score)
+
+
+def confirm_turned_hashes(kept: Iterable[Pair], th: Thresholds) -> None:
+    """A small pair within the near radius of the pHash only in a *turned* orientation (a
+    quarter turn, a vertical flip, a transpose: six of the eight the hash tier searches) is not
+    near by that hash unless the verifier scores it at ``verify_score``; upright or mirrored,
+    ``small_phash_verify`` is enough as before. A single blob on a plain ground is within 8 bits
+    of any other in some orientation: a 384-px cell image (one bright disc on grey) turned
+    matched a 64-px wallpaper tile (an orange disc on purple) transposed at 8 bits, verifier
+    0.40, among 12,000 distractor thumbnails (``bench.recall --distractors``), every one of its
+    seven turns; turned copies verify at 0.9-1.0 in their orientation. The distance stays in
+    the evidence (``unconfirmed_turned_phash``)."""
+    for p in kept:
+        if (
+            p.hamming is not None
+            and p.hamming <= th.phash_hamming
+            and p.orientation not in ("identity", "mirror")
+            and p.min_side is not None
+            and bool(th.small_mask(float(p.min_side)))
+            and (p.verify is None or p.verify < th.verify_score)
+            and not p.digest_equal
+        ):
+            p.unconfirmed_turned_hamming, p.hamming = p.hamming, None
 
 
 def verified_orientation(p: Pair, found: Orientation, th: Thresholds) -> None:

@@ -389,6 +389,27 @@ def _support(windows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return out
 
 
+def sparse_weight(
+    images: Sequence[ImageOrThumbnail] | npt.NDArray[np.uint8],
+) -> npt.NDArray[np.float32]:
+    """The factor the verifier puts on a score of each image: ``min(1, support /
+    SPARSE_SUPPORT)`` of its thumbnail's band-passed centre window (1 for a photo, ~0.3 for one
+    dot on a plain ground): the pair's factor is the smaller of its two images'. Used on the
+    scores of other pixel tests of small pairs (``small_pairs.align_small_pairs``), so a dot
+    on blue does not align with a star field where the verifier would not call it close."""
+    thumbs = np.stack([verify_thumbnail(image) for image in images]).astype(np.float32)
+    if not len(thumbs):
+        return np.zeros(0, np.float32)
+    band = _band_pass(thumbs)
+    lo = (THUMB_SIZE - WINDOW) // 2
+    windows = band[:, lo : lo + WINDOW, lo : lo + WINDOW].reshape(len(thumbs), -1)
+    windows = windows - windows.mean(axis=1, keepdims=True)
+    out: npt.NDArray[np.float32] = np.minimum(1.0, _support(windows) / SPARSE_SUPPORT).astype(
+        np.float32
+    )
+    return out
+
+
 def verifiable(image: ImageOrThumbnail) -> bool:
     """Whether an image's thumbnail has the structure verification needs to tell a copy from
     another picture: neither flat (band-passed centre below ``MIN_CONTRAST`` grey levels: sky, a

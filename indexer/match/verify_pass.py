@@ -24,7 +24,11 @@ from splitaudit.indexer.match.inset_refit import needs_refit, needs_region_refit
 from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.pair_search import column_by_id
 from splitaudit.indexer.match.phases import PhaseTimes
-from splitaudit.indexer.match.small_pairs import align_small_pairs, verified_orientation
+from splitaudit.indexer.match.small_pairs import (
+    align_small_pairs,
+    confirm_turned_hashes,
+    verified_orientation,
+)
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify_overlay import refuse_overlay_verdicts
@@ -170,6 +174,7 @@ def verify_candidates(
                 p.verify = float(score)
                 verified_orientation(p, turn, th)
             align_small_pairs(query, kept, thumbs, th, phases)
+            confirm_turned_hashes(kept, th)
             settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
             picked = shortlist(
                 [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th

@@ -43,6 +43,7 @@ import numpy.typing as npt
 from splitaudit.indexer.embed.protocol import Embedder
 from splitaudit.indexer.errors import ModelUnavailableError
 from splitaudit.indexer.match.engine import TOP_K, Pair, match_corpus
+from splitaudit.indexer.match.pair_search import search_k, small_rows
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -419,11 +420,13 @@ class AnsweredFloats(StandInFloats):
     def search(
         self, queries: npt.NDArray[np.float32], k: int
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """The precomputed answers when ``queries`` are expected rows, else the real search."""
+        """The precomputed answers when ``queries`` are expected rows, else the real search
+        (answers of a larger ``k`` cut to ``k``: a batch without small test images asks
+        ``TOP_K`` of a split searched at ``SMALL_TOP_K``)."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
         for expected, scores, ids in self.answers:
-            if k == ids.shape[1] and q.shape == expected.shape and np.array_equal(q, expected):
-                return scores, ids
+            if k <= ids.shape[1] and q.shape == expected.shape and np.array_equal(q, expected):
+                return scores[:, :k], ids[:, :k]
         self.fallbacks += len(q)
         return self.base.search(q, k)
 
@@ -572,7 +575,9 @@ def match_corpus_on_ray(
                     gather=ray.get,
                 )
                 with phases.phase("ray: vector search"):
-                    answers.rows = _search(searcher, vectors, search_blocks(len(vectors), index))
+                    k = search_k(small_rows(state, thresholds))
+                    blocks = search_blocks(len(vectors), index)
+                    answers.rows = _search(searcher, vectors, blocks, k)
                     answers.regions = _search_regions(searcher, state, model)
                 if searcher.researched:
                     log.info("ray: %d tied rows searched again here", searcher.researched)
@@ -605,16 +610,20 @@ def match_corpus_on_ray(
 
 
 def _search(
-    searcher: ShardedSearch, vectors: npt.NDArray[np.float32], blocks: Sequence[tuple[int, int]]
+    searcher: ShardedSearch,
+    vectors: npt.NDArray[np.float32],
+    blocks: Sequence[tuple[int, int]],
+    k: int = TOP_K,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """Round 1: the top-``TOP_K`` search of every row, block by block, each block fanned out
-    to every shard; the next block is sent before the last one is merged."""
-    scores = np.zeros((len(vectors), TOP_K), np.float32)
-    ids = np.full((len(vectors), TOP_K), -1, np.int64)
+    """Round 1: the top-``k`` search of every row (``pair_search.search_k``: more where the
+    split has small test images), block by block, each block fanned out to every shard; the
+    next block is sent before the last one is merged."""
+    scores = np.zeros((len(vectors), k), np.float32)
+    ids = np.full((len(vectors), k), -1, np.int64)
     pending: list[tuple[int, int, Callable[[], tuple[Any, Any]]]] = []
     for start, stop in [*blocks, (-1, -1)]:
         if start >= 0:
-            pending.append((start, stop, searcher.begin(vectors[start:stop], TOP_K)))
+            pending.append((start, stop, searcher.begin(vectors[start:stop], k)))
         if len(pending) > 1 or (start < 0 and pending):
             a, b, finish = pending.pop(0)
             scores[a:b], ids[a:b] = finish()

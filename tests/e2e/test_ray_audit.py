@@ -39,7 +39,7 @@ def ray_address() -> Iterator[str]:
 
 def _split(root: Path, corpus: Path) -> Path:
     """Edited copies of corpus photos (resized, mirrored, bordered, recompressed, exact, inset
-    in a slide) and unrelated photos: near, exact and unmatched rows."""
+    in a slide, a thumbnail) and unrelated photos: near, exact and unmatched rows."""
     root.mkdir()
     orig = {n: ImageOps.exif_transpose(photo(n, (256, 192))) for n in range(4)}
     orig[0].resize((200, 150)).save(root / "t0_small.jpg", quality=85)
@@ -49,6 +49,9 @@ def _split(root: Path, corpus: Path) -> Path:
     (root / "t4_exact.png").write_bytes((corpus / "orig0.png").read_bytes())
     # a large slide holding a corpus photo: its region embeddings nominate it
     inset(orig[2], 0.4, (430, 160))[0].save(root / "t5_slide.png")
+    # a thumbnail: small test images get SMALL_TOP_K embedding candidates, the others TOP_K of
+    # the same round-1 search (a batch without a small row is answered from its first columns)
+    orig[1].resize((64, 48)).save(root / "t6_thumb.png")
     for seed in range(300, 305):
         photo(seed, (240, 180)).save(root / f"u{seed}.jpg", quality=90)
     return root
@@ -175,3 +178,17 @@ def test_slice_and_answered_search_keep_rows_aligned() -> None:
     answered = AnsweredFloats(base, [(vecs[:2], scores, ids)])
     assert answered.search(vecs[:2], 10)[1][0, 0] == 99  # the precomputed answer
     assert answered.search(vecs[2:], 10)[1][0, 0] == 9 and answered.fallbacks == 2
+    # a split searched at SMALL_TOP_K answers a batch asking TOP_K from its first columns
+    wide = AnsweredFloats(
+        base,
+        [
+            (
+                vecs[:2],
+                np.tile(np.linspace(1, 0, 50, dtype=np.float32), (2, 1)),
+                np.tile(np.arange(50), (2, 1)),
+            )
+        ],
+    )
+    cut_scores, cut_ids = wide.search(vecs[:2], 10)
+    assert cut_ids.shape == (2, 10) and cut_ids[0].tolist() == list(range(10))
+    assert cut_scores[0, 0] == 1.0 and wide.fallbacks == 0

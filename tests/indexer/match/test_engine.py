@@ -173,3 +173,55 @@ def test_low_resolution_shifted_copy_is_near_via_verification(tmp_path: Path) ->
     assert top["evidence"]["min_side"] == 64
     assert "verify_score" in top["evidence"] or "phash" in top["evidence"].get("near_rules", [])
     assert by_key["other.png"]["verdict"] == "clean"
+
+
+def test_a_small_test_image_gets_small_top_k_embedding_candidates(
+    tmp_path: Path, tiny_model_spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit searches the corpus vectors once, at ``SMALL_TOP_K`` where the split has a
+    small test image; that row keeps its ``SMALL_TOP_K`` nearest as candidates, the large
+    row its ``TOP_K`` (the candidate floor is lowered to -1: every corpus item is above it)."""
+    from splitaudit.indexer.embed.loader import load_embedder
+    from splitaudit.indexer.match import engine
+    from splitaudit.indexer.match.pair_search import SMALL_TOP_K, TOP_K
+    from splitaudit.indexer.store.float_index import FloatStore
+
+    n = TOP_K + 4
+    corpus = _corpus(tmp_path / "corpus", n)
+    ws = Workspace.open(tmp_path / "home")
+    index_sources(
+        ws,
+        "c",
+        [FolderSource(corpus)],
+        embedder=load_embedder(tiny_model_spec),
+        model_spec=tiny_model_spec,
+    )
+    split = tmp_path / "split"
+    split.mkdir()
+    photo(700, (256, 192)).save(split / "large.jpg", quality=90)
+    photo(701, (256, 192)).resize((48, 36)).save(split / "thumb.png")
+    asked: list[int] = []
+    search = FloatStore.search
+
+    def spy(self: FloatStore, queries: object, k: int) -> object:
+        asked.append(k)
+        return search(self, queries, k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FloatStore, "search", spy)
+    seen: dict[str, int] = {}
+    verify = engine.verify_candidates
+
+    def count(session, state, pairs, th, *args, **kwargs):  # type: ignore[no-untyped-def]
+        pairs = list(pairs)
+        for row, key in enumerate(state.keys):
+            seen[key] = sum(p.row == row and p.cosine is not None for p in pairs)
+        return verify(session, state, pairs, th, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "verify_candidates", count)
+    _audit(
+        ws,
+        split,
+        thresholds={"candidate_cosine": -1.0, "semantic_cosine": 0.99, "near_cosine": 0.995},
+    )
+    assert asked and asked[0] == SMALL_TOP_K
+    assert seen == {"large.jpg": TOP_K, "thumb.png": n}  # the thumbnail: every corpus item

@@ -228,3 +228,49 @@ def test_a_small_pair_aligns_in_either_orientation_whatever_its_candidate_hash_s
     assert kept[0].orientation == ("mirror" if flip else "identity")
     assert th.is_near(far, 0.6, kept[0].verify, 48)
     assert kept[1].verify == 0.3 and kept[1].orientation == labelled  # the other tile: unchanged
+
+
+def _star_field(seed: int) -> Image.Image:
+    """Faint stars on black around one bright star near the centre (a deep-field tile)."""
+    rng = np.random.default_rng(seed)
+    pixels = np.full((64, 64, 3), 8.0, np.float32)
+    for _ in range(40):
+        x, y = rng.integers(0, 64, 2)
+        pixels[y, x] += rng.uniform(40, 120)
+    y, x = np.mgrid[0:64, 0:64]
+    star = np.exp(-((x - 33) ** 2 + (y - 30) ** 2) / (2 * 2.5**2))[..., None]
+    pixels += 230 * star * np.array([1.0, 0.8, 0.6])
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def _dot_on_blue(seed: int) -> Image.Image:
+    """A plain blue ground with one pale dot: sparse, as the verifier weighs it."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:64, 0:64].astype(np.float32)
+    dot = np.exp(-((x - 34) ** 2 + (y - 31) ** 2) / (2 * 2.2**2))[..., None]
+    pixels = np.array([10.0, 100.0, 200.0]) * (1 - dot) + np.array([150.0, 200.0, 250.0]) * dot
+    pixels += rng.normal(0, 0.8, pixels.shape)
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def test_a_dot_on_a_plain_ground_does_not_align_into_a_copy_of_a_star_field() -> None:
+    """The alignment scores one blob against another blob high (0.99 here); the verifier
+    weighs a sparse thumbnail down (``sparse_weight``: 0.47 here), and so does the engine's
+    use of the alignment: the pair keeps the verifier's score and is not near."""
+    from splitaudit.indexer.match.pair import Pair
+    from splitaudit.indexer.match.phases import PhaseTimes
+    from splitaudit.indexer.match.small_pairs import align_small_pairs
+    from splitaudit.indexer.match.verify import sparse_weight
+
+    field, dot = _star_field(1), verify_thumbnail(_dot_on_blue(2))
+    assert aligned_scores(prepare_query(field), dot[None])[0] >= ALIGNED_NEAR  # blob on blob
+    assert sparse_weight(dot[None])[0] < 0.6
+    verifier = float(verify_scores(field, dot[None])[0])
+    th = DEFAULT_THRESHOLDS
+    far = th.phash_hamming + 6
+    kept = [
+        Pair(0, 1, hamming=far, orientation="identity", cosine=0.42, verify=verifier, min_side=64)
+    ]
+    align_small_pairs(field, kept, [dot], th, PhaseTimes())
+    assert kept[0].verify == pytest.approx(verifier)
+    assert not th.is_near(far, 0.42, kept[0].verify, 64)
