@@ -27,6 +27,9 @@ class Pair:
     # how the test image is turned / flipped relative to the corpus image, by the closest pHash
     orientation: Orientation = "identity"
     cosine: float | None = None
+    # nominated only by a small test image's wider embedding search (``SMALL_TOP_K``, beyond
+    # its ``TOP_K`` nearest): verified upright and mirrored, never turned (``turn_small_pairs``)
+    wide_only: bool = False
     verify: float | None = None
     min_side: int | None = None
     geometry: GeometricMatch | None = None

@@ -138,7 +138,9 @@ def vector_pairs(
 ) -> None:
     """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses;
     rows where ``wide`` is true (small test images) get their ``SMALL_TOP_K`` nearest. One
-    search of every row at ``search_k`` (a row's first ``k`` of more are its ``k`` nearest)."""
+    search of every row at ``search_k`` (a row's first ``k`` of more are its ``k`` nearest).
+    A pair beyond a row's ``k`` nearest that no earlier tier (digests, hashes) nominated is
+    marked ``wide_only``: it is verified upright and mirrored, not turned."""
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
     count = search_k(wide, k)
     # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
@@ -147,11 +149,14 @@ def vector_pairs(
         scores, ids = search(vectors[start : start + chunk], count)
         for r in range(len(ids)):
             keep = count if wide is not None and wide[start + r] else k
-            for score, item_id in zip(
-                scores[r, :keep].tolist(), ids[r, :keep].tolist(), strict=True
+            for n, (score, item_id) in enumerate(
+                zip(scores[r, :keep].tolist(), ids[r, :keep].tolist(), strict=True)
             ):
                 if item_id >= 0 and score >= floor:
-                    pair(start + r, item_id).cosine = float(score)
+                    p = pair(start + r, item_id)
+                    if n >= k and p.hamming is None and p.cosine is None and not p.digest_equal:
+                        p.wide_only = True  # no other tier nominated it (they ran first)
+                    p.cosine = float(score)
 
 
 def region_pairs(

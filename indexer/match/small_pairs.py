@@ -28,13 +28,17 @@ def turn_small_pairs(
     turned back that way (a turned thumbnail nominated by its cosine or its plain pHash: a
     brick wall turned 180 degrees is 14 bits from its source that way, 34 upright). The hash
     tier looks for turned copies within the near radius only (``hash_pairs``); this adds no
-    candidate, it only orients the ones there are."""
+    candidate, it only orients the ones there are. Pairs only the wider search of a small test
+    image nominated (``Pair.wide_only``: ranks ``TOP_K`` to ``SMALL_TOP_K`` by cosine, for
+    re-scraped copies) are left upright: turned there, a tile of one scene verified at 0.70-0.83
+    against three unrelated wallpaper tiles among 12,000 (``bench.recall --distractors``)."""
     if state.phash_oriented is None or len(state.phash_oriented) != len(state):
         return
     todo = [
         p
         for p in pairs
         if p.orientation in ("identity", "mirror")
+        and not p.wide_only
         and (p.hamming is None or p.hamming > th.phash_hamming)
         and p.min_side is not None
         and bool(th.small_mask(float(p.min_side)))

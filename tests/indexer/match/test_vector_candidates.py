@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from splitaudit.indexer.match import pair_search
 from splitaudit.indexer.match.pair import Pair
@@ -92,3 +93,48 @@ def test_candidates_below_the_floor_are_left_out_whatever_the_rank() -> None:
 def test_small_rows_are_those_under_small_side() -> None:
     state = SimpleNamespace(min_side=np.array([32, 95, 96, 400]))
     assert pair_search.small_rows(state, DEFAULT_THRESHOLDS).tolist() == [True, True, False, False]  # type: ignore[arg-type]
+
+
+def test_pairs_only_the_wider_search_nominated_are_marked_wide_only() -> None:
+    query = _unit(np.random.default_rng(7).standard_normal((1, 16)))[0]
+    store, vecs = _corpus(query, n=100)
+    ranked = (np.argsort(-(vecs @ query)) + 1).tolist()
+    pairs: dict[tuple[int, int], Pair] = {}
+
+    def pair(row: int, item_id: int) -> Pair:
+        return pairs.setdefault((row, item_id), Pair(row=row, item_id=item_id))
+
+    hashed = ranked[pair_search.TOP_K + 5]  # a hash candidate too: not wide-only
+    pair(0, hashed).hamming = 18
+    pair_search.vector_pairs(
+        store.search, query[None], DEFAULT_THRESHOLDS, pair, wide=np.array([True])
+    )
+    wide = {item for (_row, item), p in pairs.items() if p.wide_only}
+    assert wide == set(ranked[pair_search.TOP_K : pair_search.SMALL_TOP_K]) - {hashed}
+    assert not any(pairs[(0, i)].wide_only for i in ranked[: pair_search.TOP_K])
+
+
+def test_wide_only_pairs_are_not_turned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``turn_small_pairs`` orients a small candidate by its closest turned pHash; a pair only
+    the wider search nominated stays upright (turned, unrelated tiles verified at 0.70-0.83)."""
+    from splitaudit.indexer.features.perceptual import ORIENTATIONS
+    from splitaudit.indexer.match import small_pairs
+
+    oriented = np.arange(1, len(ORIENTATIONS) + 1, dtype=np.uint64) * np.uint64(0x0101010101)
+    turn = ORIENTATIONS.index("rot90")
+    monkeypatch.setattr(
+        small_pairs, "column_by_id", lambda _s, _c, ids: {i: int(oriented[turn]) for i in ids}
+    )
+
+    class _State(SimpleNamespace):
+        def __len__(self) -> int:
+            return 1
+
+    state = _State(phash_oriented=oriented[None])
+    plain, wide = (
+        Pair(0, 1, cosine=0.7, min_side=32),
+        Pair(0, 2, cosine=0.6, min_side=32, wide_only=True),
+    )
+    small_pairs.turn_small_pairs(None, state, [plain, wide], DEFAULT_THRESHOLDS)  # type: ignore[arg-type]
+    assert plain.orientation == "rot90" and plain.hamming == 0
+    assert wide.orientation == "identity" and wide.hamming is None
