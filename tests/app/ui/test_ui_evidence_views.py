@@ -83,6 +83,22 @@ def test_a_refused_verification_is_named_with_its_whole_agreement(tmp_path: Path
     assert "verify_refused:" not in page  # said once, as a sentence
 
 
+def test_an_unconfirmed_turned_hash_is_named_as_not_counted(tmp_path: Path) -> None:
+    home = new_home(tmp_path)
+    s = seed(home, tmp_path / "files")
+    turned = {"phash_hamming": 8, "orientation": "rot90"}
+    _set(
+        home,
+        s.matches["near"],
+        evidence={"cosine": 0.6, "verify_score": 0.91, "unconfirmed_turned_phash": turned},
+    )
+    with ui_client(home) as client:
+        page = client.get(f"/ui/matches/{s.matches['near']}").text
+    line = parse(page).by_id("unconfirmed-turn-evidence").text
+    assert "8 of 64 bits" in line and "rot90" in line and "not counted" in line
+    assert "unconfirmed_turned_phash:" not in page  # said once, as a sentence
+
+
 def test_a_caption_match_shows_both_captions_with_the_shared_span(tmp_path: Path) -> None:
     home = new_home(tmp_path)
     s = seed(home, tmp_path / "files")
