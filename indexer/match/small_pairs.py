@@ -109,7 +109,7 @@ def align_small_pairs(
         mirror = prepare_query(query.transpose(Image.Transpose.FLIP_LEFT_RIGHT))
         # the verifier's weight on sparse thumbnails (one dot on a plain ground), on the
         # alignment's scores too: a dot on blue aligned with a star field at 0.86 among 12,000
-        # distractor thumbnails (bench.recall --distractors), 0.25 weighted
+        # distractor thumbnails (bench.recall --distractors): weighed 0.28, 0.24
         own = float(sparse_weight([query])[0])
         upright = mirrored = np.zeros(0, np.float32)
         if rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import photo
 from PIL import Image, ImageOps
@@ -182,7 +183,7 @@ def test_a_small_test_image_gets_small_top_k_embedding_candidates(
     small test image; that row keeps its ``SMALL_TOP_K`` nearest as candidates, the large
     row its ``TOP_K`` (the candidate floor is lowered to -1: every corpus item is above it)."""
     from splitaudit.indexer.embed.loader import load_embedder
-    from splitaudit.indexer.match import engine
+    from splitaudit.indexer.match import engine, orientation
     from splitaudit.indexer.match.pair_search import SMALL_TOP_K, TOP_K
     from splitaudit.indexer.store.float_index import FloatStore
 
@@ -215,13 +216,27 @@ def test_a_small_test_image_gets_small_top_k_embedding_candidates(
         pairs = list(pairs)
         for row, key in enumerate(state.keys):
             seen[key] = sum(p.row == row and p.cosine is not None for p in pairs)
+            seen[f"{key} wide-only"] = sum(p.row == row and p.wide_only for p in pairs)
         return verify(session, state, pairs, th, *args, **kwargs)
 
     monkeypatch.setattr(engine, "verify_candidates", count)
+    # the verifier's zoom-in search (3/4 of its CPU) is left out for wide-only pairs
+    zooms: list[list[bool]] = []
+    scores = orientation.oriented_verify_scores
+
+    def zoom_spy(query, turns, thumbs, zoom=True):  # type: ignore[no-untyped-def]
+        zooms.append(list(np.broadcast_to(zoom, len(turns))))
+        return scores(query, turns, thumbs, zoom)
+
+    monkeypatch.setattr(orientation, "oriented_verify_scores", zoom_spy)
     _audit(
         ws,
         split,
         thresholds={"candidate_cosine": -1.0, "semantic_cosine": 0.99, "near_cosine": 0.995},
     )
     assert asked and asked[0] == SMALL_TOP_K
+    wide = seen.pop("thumb.png wide-only")
+    assert seen.pop("large.jpg wide-only") == 0 and wide > 0
     assert seen == {"large.jpg": TOP_K, "thumb.png": n}  # the thumbnail: every corpus item
+    thumb_zoom = next(z for z in zooms if len(z) >= n)
+    assert thumb_zoom.count(False) == wide  # small pairs zoom in, but for the wide-only ones
