@@ -104,18 +104,18 @@ def test_bad_corpus_and_thresholds_are_refused(tmp_path: Path) -> None:
         create_audit(ws, split_id=split_id, corpora=["c"], thresholds={"bogus": 1})
 
 
-def test_semantic_tier_with_embeddings(tmp_path: Path, tiny_model_spec: str) -> None:
+def _indexed_with_model(home: Path, corpus: Path, spec: str) -> Workspace:
+    """A workspace with ``corpus`` indexed as "c", embeddings by the model ``spec``."""
     from splitaudit.indexer.embed.loader import load_embedder
 
+    ws = Workspace.open(home)
+    index_sources(ws, "c", [FolderSource(corpus)], embedder=load_embedder(spec), model_spec=spec)
+    return ws
+
+
+def test_semantic_tier_with_embeddings(tmp_path: Path, tiny_model_spec: str) -> None:
     corpus = _corpus(tmp_path / "corpus", 6)
-    ws = Workspace.open(tmp_path / "home")
-    index_sources(
-        ws,
-        "c",
-        [FolderSource(corpus)],
-        embedder=load_embedder(tiny_model_spec),
-        model_spec=tiny_model_spec,
-    )
+    ws = _indexed_with_model(tmp_path / "home", corpus, tiny_model_spec)
     split = tmp_path / "split"
     split.mkdir()
     photo(4, (256, 192)).resize((200, 150)).save(split / "near.jpg", quality=50)
@@ -182,21 +182,13 @@ def test_a_small_test_image_gets_small_top_k_embedding_candidates(
     """The audit searches the corpus vectors once, at ``SMALL_TOP_K`` where the split has a
     small test image; that row keeps its ``SMALL_TOP_K`` nearest as candidates, the large
     row its ``TOP_K`` (the candidate floor is lowered to -1: every corpus item is above it)."""
-    from splitaudit.indexer.embed.loader import load_embedder
     from splitaudit.indexer.match import engine, orientation
     from splitaudit.indexer.match.pair_search import SMALL_TOP_K, TOP_K
     from splitaudit.indexer.store.float_index import FloatStore
 
     n = TOP_K + 4
     corpus = _corpus(tmp_path / "corpus", n)
-    ws = Workspace.open(tmp_path / "home")
-    index_sources(
-        ws,
-        "c",
-        [FolderSource(corpus)],
-        embedder=load_embedder(tiny_model_spec),
-        model_spec=tiny_model_spec,
-    )
+    ws = _indexed_with_model(tmp_path / "home", corpus, tiny_model_spec)
     split = tmp_path / "split"
     split.mkdir()
     photo(700, (256, 192)).save(split / "large.jpg", quality=90)
