@@ -32,7 +32,7 @@ TOP_K = 10
 # recoloured: cosine 0.6-0.85 to its source, as close as unrelated thumbnails of the same kind
 # of scene). 32-px copies among 16,560 thumbnails of 138 photos: the source was among the 10
 # nearest by cosine or pHash for 0.66 of them, among the 50 nearest by cosine or 10 by pHash
-# for 0.81 (docs/recall.md, ninth round). Small pairs are verified on their 32-px thumbnails,
+# for 0.81 (docs/recall.md, tenth round). Small pairs are verified on their 32-px thumbnails,
 # the cheapest verification there is.
 SMALL_TOP_K = 50
 VectorSearch = Callable[
