@@ -5,7 +5,9 @@ Run: ``.venv/bin/python -m bench.dedup [--sizes 100000,1000000] [--photos 1000] 
 *Store level* (``--sizes``): a synthetic corpus of N items written as the indexer leaves it
 (DB rows bulk-inserted, vector batch files; no pixels), with planted clusters: ``RATE`` of the
 items are copies (1-3 per original; a fifth of them byte-exact, the others with 0-6 flipped
-pHash bits and an embedding at cosine ~0.96). Singletons are random 64-bit pHashes and random
+pHash bits and an embedding at cosine ~0.96); every item 256 px square, or ``--side`` px (32:
+a corpus of thumbnails, whose items get an audit's ``SMALL_TOP_K`` embedding candidates, and
+whose near pairs need pixels, so only exact copies are found without them). Singletons are random 64-bit pHashes and random
 64-d unit vectors (unrelated pairs stay below cosine ~0.6 even among a million). Each size is
 built in one child process and deduplicated in another, so the peak RSS is the dedup's own.
 There are no pixels, so the pixel verifier cannot run: pairs are decided by digests, pHash
@@ -53,12 +55,18 @@ DEFAULT_DIR = Path(__file__).resolve().parent / ".cache" / "dedup"
 DIM = 64
 RATE = 0.05  # fraction of items that are planted copies
 EXACT_SHARE = 0.2
+SIDE = 256  # items' width and height (``--side``)
 CHUNK = 50_000
 INSERT_ITEM = (
     "INSERT INTO item (id, corpus_id, shard_id, key, uri, locator, url, caption, sha256, pixel_digest,"
     " phash, dhash, width, height, format, metadata, has_embedding, created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def corpus_home(folder: Path, n: int, side: int) -> Path:
+    """Where the corpus of ``n`` items of ``side`` pixels is built under ``folder``."""
+    return folder / (f"n{n}" if side == SIDE else f"n{n}-side{side}")
 
 
 def peak_rss_mb() -> float:
@@ -99,8 +107,10 @@ def truth_pairs(cluster: npt.NDArray[np.int32]) -> set[tuple[int, int]]:
     return {(a, b) for g in groups.values() for x, a in enumerate(g) for b in g[x + 1 :]}
 
 
-def build(n: int, home: Path, seed: int = 0) -> dict[str, Any]:
-    """Write the synthetic corpus (items, vector batches) as the indexer leaves it."""
+def build(n: int, home: Path, seed: int = 0, side: int = SIDE) -> dict[str, Any]:
+    """Write the synthetic corpus (items, vector batches) as the indexer leaves it; every
+    item ``side`` x ``side`` pixels (under the thresholds' ``small_side``: a thumbnail corpus,
+    whose items get the audit's wider embedding candidates)."""
     from sqlalchemy import update
 
     from splitaudit.indexer.db.engine import transaction
@@ -157,8 +167,8 @@ def build(n: int, home: Path, seed: int = 0) -> dict[str, Any]:
                 d[::-1],
                 int(h),
                 0,
-                256,
-                256,
+                side,
+                side,
                 "JPEG",
                 "{}",
                 1,
@@ -179,6 +189,7 @@ def build(n: int, home: Path, seed: int = 0) -> dict[str, Any]:
     ws.close()
     return {
         "items": n,
+        "side": side,
         "planted_clusters": k,
         "planted_copies": int((member > 0).sum()),
         "build_s": round(time.perf_counter() - t0, 1),
@@ -552,6 +563,13 @@ def main(argv: list[str] | None = None) -> None:
         help="the checkout to measure (default: the installed library); with --before, "
         "both sides are fixed while the working tree changes",
     )
+    ap.add_argument(
+        "--side",
+        type=int,
+        default=SIDE,
+        help="every item's width and height (e.g. 32: a corpus of thumbnails, whose items get"
+        " the audit's wider embedding candidates)",
+    )
     ap.add_argument("--build", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--library", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--dedup", type=int, help=argparse.SUPPRESS)
@@ -560,50 +578,49 @@ def main(argv: list[str] | None = None) -> None:
     if args.library:
         use_library(args.library)
     if args.build:
-        home = args.dir / f"n{args.build}"
+        home = corpus_home(args.dir, args.build, args.side)
         shutil.rmtree(home, ignore_errors=True)
-        built = build(args.build, home)
+        built = build(args.build, home, side=args.side)
         (home / "built.json").write_text(json.dumps(built))
         print(json.dumps(built))
         return
     if args.dedup:
         print(
             json.dumps(
-                dedup_one(args.dedup, args.dir / f"n{args.dedup}", args.baseline), default=str
+                dedup_one(args.dedup, corpus_home(args.dir, args.dedup, args.side), args.baseline),
+                default=str,
             )
         )
         return
     results: list[dict[str, Any]] = []
     before: list[dict[str, Any]] = []
     sizes = [int(x) for x in args.sizes.split(",") if x]
+    where = ["--dir", str(args.dir), "--side", str(args.side)]
     for n in sizes:
-        marker = args.dir / f"n{n}" / "built.json"
+        home = corpus_home(args.dir, n, args.side)
+        marker = home / "built.json"
         if args.keep_corpora and marker.exists():
             built = {**json.loads(marker.read_text()), "reused": True}
         else:
-            built = _child(["--build", str(n), "--dir", str(args.dir)])
+            built = _child(["--build", str(n), *where])
         # brute force at the smallest size
         extra = ["--baseline"] if n == min(sizes) and not args.no_baseline else []
         runs: list[dict[str, Any]] = []
         old_runs: list[dict[str, Any]] = []
         for _rep in range(max(1, args.repeat)):
             if args.before:
-                old = _child(
-                    ["--dedup", str(n), "--dir", str(args.dir), "--library", str(args.before)]
-                )
+                old = _child(["--dedup", str(n), *where, "--library", str(args.before)])
                 old_runs.append({**built, **old})
                 print(json.dumps({"before": old_runs[-1]}, default=str), flush=True)
             after = ["--library", str(args.after)] if args.after else []
-            runs.append(
-                {**built, **_child(["--dedup", str(n), "--dir", str(args.dir), *extra, *after])}
-            )
+            runs.append({**built, **_child(["--dedup", str(n), *where, *extra, *after])})
             extra = []  # brute force once, at the first repetition
             print(json.dumps(runs[-1], default=str), flush=True)
         if old_runs:
             before.append(median_run(old_runs))
         results.append(median_run(runs))
         if not args.keep_corpora:
-            shutil.rmtree(args.dir / f"n{n}", ignore_errors=True)
+            shutil.rmtree(home, ignore_errors=True)
     if before:
         print(f"\nbefore ({args.before}):")
         report(before)

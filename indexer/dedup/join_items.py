@@ -31,6 +31,7 @@ class JoinItems:
     ids: npt.NDArray[np.int64]
     hashes: npt.NDArray[np.uint64]  # unsigned pHashes
     knn: npt.NDArray[np.bool_]  # asks for hash k-NN candidates: no vector, or a small image
+    small: npt.NDArray[np.bool_]  # a small image (short side under ``small_side``)
     embedded: npt.NDArray[np.int64]  # every item with a vector, queried or not (sorted)
 
 
@@ -54,11 +55,13 @@ def read_join_items(
     table = (np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)).T
     ids, hashes, sides, embedded = table[0], table[1], table[2], table[3].astype(bool)
     queried = ~_isin(ids, skip)
-    knn = ~(has_vectors & embedded) | (sides < small_side)
+    small = sides < small_side
+    knn = ~(has_vectors & embedded) | small
     return JoinItems(
         ids=np.ascontiguousarray(ids[queried]),
         hashes=signed_to_unsigned(np.ascontiguousarray(hashes[queried])),
         knn=np.ascontiguousarray(knn[queried]),
+        small=np.ascontiguousarray(small[queried]),
         embedded=sorted_unique(ids[embedded]),
     )
 

@@ -49,6 +49,7 @@ from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
 from splitaudit.indexer.match.engine import TOP_K, match_corpus
+from splitaudit.indexer.match.pair_search import search_k
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import signed_to_unsigned
@@ -417,12 +418,24 @@ def join_corpus(
     if floats is not None and has_vectors:
         say(f"joining {floats.count} vectors")
         floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
+        # small images get their SMALL_TOP_K nearest as candidates (as in an audit): the join
+        # runs at that k when the corpus has any, and the other items' rows are cut back to
+        # TOP_K, so the engine's wider searches are answered from the table, not searched again
+        wide = np.sort(ids[items.small])
+        k = search_k(items.small)
         with clock.phase("vector_join"):
             table, report = joins.vectors(
-                floats, corpus_dir, refs, k=TOP_K, floor=floor, cosine=thresholds.near_cosine
+                floats, corpus_dir, refs, k=k, floor=floor, cosine=thresholds.near_cosine
             )
-        stats["vector_join"] = report.to_dict()
-        floats = JoinedFloats(floats, table=table, k=TOP_K, floor=floor)
+            if k > TOP_K:
+                table = table.trimmed(TOP_K, wider=wide, wide_k=k)
+        stats["vector_join"] = {
+            **report.to_dict(),
+            "pairs": table.pairs,
+            "k": k,
+            "small_items": len(wide),
+        }
+        floats = JoinedFloats(floats, table=table, k=k, floor=floor)
     joined = CorpusIndex(
         corpus=index.corpus, generation=index.generation, hashes=joined_hashes, floats=floats
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from splitaudit.indexer.store.sorted_lookup import rows_of
+from splitaudit.indexer.store.sorted_lookup import member, rows_of
 
 
 def _sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -101,6 +101,21 @@ class Neighbours:
         offsets = np.zeros(len(keys) + 1, np.int64)
         np.cumsum(np.bincount(pos, minlength=len(keys)), out=offsets[1:])
         return cls(keys, offsets, ids.astype(np.int64), scores)
+
+    def trimmed(self, k: int, *, wider: npt.NDArray[np.int64], wide_k: int) -> Neighbours:
+        """The table with each row cut to its best ``k`` neighbours, or ``wide_k`` for the keys
+        in ``wider`` (sorted): a join run at the wider ``k`` answering each key as a join at
+        its own ``k`` would (its best of a superset of candidates)."""
+        counts = np.diff(self.offsets)
+        limit = np.where(member(wider, self.keys), wide_k, k)
+        kept = np.minimum(counts, limit)
+        if np.array_equal(kept, counts):
+            return self
+        rank = np.arange(len(self.ids)) - np.repeat(self.offsets[:-1], counts)
+        keep = rank < np.repeat(kept, counts)
+        offsets = np.zeros(len(self.keys) + 1, np.int64)
+        np.cumsum(kept, out=offsets[1:])
+        return Neighbours(self.keys, offsets, self.ids[keep], self.scores[keep])
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -21,6 +21,7 @@ from splitaudit.indexer.kinds import MatchKind
 from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
 from splitaudit.indexer.store import hamming_join, vector_join
 from splitaudit.indexer.store.corpus_index import CorpusIndex, sync_corpus_index
+from splitaudit.indexer.store.joined import JoinedFloats
 from splitaudit.indexer.workspace import Workspace
 
 N = 3000
@@ -37,8 +38,15 @@ def corpus(tmp_path: Path) -> tuple[Workspace, CorpusIndex]:
 
 
 def _edges(
-    ws: Workspace, index: CorpusIndex, th: Thresholds, *, joined: bool
+    ws: Workspace,
+    index: CorpusIndex,
+    th: Thresholds,
+    *,
+    joined: bool,
+    searched: list[int] | None = None,
 ) -> dict[tuple[int, int], Edge]:
+    """The dedup's edges, per item or through the joins (``searched``: gets the searches
+    the joined vector table could not answer and the store ran instead)."""
     with ws.sessions() as s:
         groups = list(exact_groups(s, 1))
         skip = {i for g in groups for i in g[1:]}
@@ -65,6 +73,8 @@ def _edges(
                 grouped=grouped,
             )
     found += [Edge(g[0], o, MatchKind.EXACT) for g in groups for o in g[1:]]
+    if searched is not None and isinstance(index.floats, JoinedFloats):
+        searched.append(index.floats.fallbacks)
     return merge_edges(found)
 
 
@@ -80,8 +90,11 @@ def test_joined_dedup_finds_the_per_item_pairs(
     ws, index = corpus
     th = replace(thresholds_for_model("synthetic-64"), small_side=small_side)
     per_item = _edges(ws, index, th, joined=False)
-    joined = _edges(ws, index, th, joined=True)
+    searched: list[int] = []
+    joined = _edges(ws, index, th, joined=True, searched=searched)
     assert _kinds(joined) == _kinds(per_item)  # no pair missed, no pair added
+    # small images' 50 nearest come from the join too: no query searched the store again
+    assert searched == [0]
     near = {k for k, kind in _kinds(joined).items() if kind != MatchKind.SEMANTIC}
     truth = truth_pairs(plan(N)[0])
     assert near and len(near & truth) >= 0.95 * len(near)
@@ -103,7 +116,9 @@ def test_cell_join_and_multi_index_knn_keep_every_visual_pair(
     per_item = _kinds(_edges(ws, index, th, joined=False))
     monkeypatch.setattr(vector_join, "EXACT_JOIN_MAX", 500)  # cells, not exhaustive
     monkeypatch.setattr(hamming_join, "BRUTE_PAIRS", 0)  # k-NN through multi-index hashing
-    joined = _kinds(_edges(ws, index, th, joined=True))
+    searched: list[int] = []
+    joined = _kinds(_edges(ws, index, th, joined=True, searched=searched))
+    assert searched == [0]
     visual = {k: v for k, v in per_item.items() if v != MatchKind.SEMANTIC}
     assert {k: v for k, v in joined.items() if v != MatchKind.SEMANTIC} == visual
     semantic = {k for k, v in per_item.items() if v == MatchKind.SEMANTIC}

@@ -80,3 +80,23 @@ def test_from_pairs_unique_drops_repeated_pairs_only() -> None:
         assert np.all(np.diff(dist) >= 0)
     kept = Neighbours.from_pairs(keys, query, ids, scores, k=None, descending=False)
     assert kept.pairs == len(query)  # without ``unique`` every triple stays
+
+
+def test_trimmed_rows_equal_tables_built_at_each_rows_k() -> None:
+    rng = np.random.default_rng(3)
+    n = 5_000
+    query = rng.integers(0, 300, n)
+    ids = rng.integers(0, 10_000, n)
+    scores = rng.random(n).astype(np.float32)
+    keys = np.arange(0, 320)  # keys 300-319: no pair
+    wide = Neighbours.from_pairs(keys, query, ids, scores, k=50, descending=True, unique=True)
+    wider = np.arange(0, 320, 7)  # every seventh key keeps 50
+    cut = wide.trimmed(10, wider=wider, wide_k=50)
+    at10 = Neighbours.from_pairs(keys, query, ids, scores, k=10, descending=True, unique=True)
+    for row, key in enumerate(keys.tolist()):
+        want = wide.get(row) if key % 7 == 0 else at10.get(row)
+        got = cut.get(row)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert np.diff(cut.offsets)[keys % 7 != 0].max() == 10
+    assert np.diff(cut.offsets)[keys % 7 == 0].max() > 10
+    assert wide.trimmed(50, wider=wider, wide_k=50) is wide  # nothing to cut: the same table
