@@ -190,11 +190,16 @@ def _verify_split_pairs(
     from splitaudit.indexer.match.verify import prepare_references
 
     todo: dict[int, list[Pair]] = defaultdict(list)
-    for (i, j), p in sorted(pairs.items()):
-        if p.digest_equal:
-            continue
+    open_pairs = [(i, j, p) for (i, j), p in sorted(pairs.items()) if not p.digest_equal]
+    for i, j, p in open_pairs:
         p.min_side = int(min(state.min_side[i], state.min_side[j]))
-        if th.needs_verify(p.hamming, p.cosine, p.min_side):
+    needed = th.needs_verify_many(
+        [p.hamming for *_, p in open_pairs],
+        [p.cosine for *_, p in open_pairs],
+        [p.min_side for *_, p in open_pairs],
+    )
+    for (i, _, p), need in zip(open_pairs, needed.tolist(), strict=True):
+        if need:
             todo[i].append(p)
     if not todo:
         return

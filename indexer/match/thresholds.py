@@ -230,12 +230,35 @@ class Thresholds:
         hands it to the geometric step (``geometric_tier.shortlist``), whose content check
         refuses a hash that only a shared overlay (frame, window chrome, logo) brought close.
         """
-        if self.confirms(hamming, min_side):
-            return True
-        if self.is_near(hamming, cosine, None, min_side):
-            return False
-        hashed = hamming is not None and hamming <= self.phash_hamming
-        return hashed or self.is_candidate(hamming, cosine, min_side)
+        return bool(self.needs_verify_mask(_ham(hamming), _num(cosine), _num(min_side)))
+
+    def needs_verify_mask(
+        self, hamming: ArrayLike, cosine: ArrayLike, min_side: ArrayLike | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """``needs_verify`` over arrays of pairs (missing values as ``_ham`` / NaN): the
+        engine asks it of every candidate of a chunk at once (one call per pair cost ~50 us,
+        a third of a thumbnail dedup's engine phase)."""
+        ham = np.asarray(hamming, dtype=np.float64)
+        cos = np.asarray(cosine, dtype=np.float64)
+        side = np.asarray(np.nan if min_side is None else min_side, dtype=np.float64)
+        hashed = ham <= self.phash_hamming
+        with np.errstate(invalid="ignore"):
+            confirms = hashed & (side >= self.small_side)  # NaN (unknown size): False
+        near = self.near_mask(ham, cos, np.nan, side)
+        candidate = self.candidate_mask(ham, cos, side)
+        return confirms | (~near & (hashed | candidate))  # type: ignore[no-any-return]
+
+    def needs_verify_many(
+        self,
+        hamming: Sequence[int | None],
+        cosine: Sequence[float | None],
+        min_side: Sequence[int | None],
+    ) -> npt.NDArray[np.bool_]:
+        """``needs_verify`` of many pairs (``None`` = missing, as there)."""
+        ham = np.fromiter((_ham(v) for v in hamming), np.float64, len(hamming))
+        cos = np.fromiter((_num(v) for v in cosine), np.float64, len(cosine))
+        side = np.fromiter((_num(v) for v in min_side), np.float64, len(min_side))
+        return self.needs_verify_mask(ham, cos, side)
 
     def confirms(self, hamming: int | None, min_side: int | None) -> bool:
         """Whether a pair near by its hash goes on to the geometric step to confirm it rests on

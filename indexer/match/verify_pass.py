@@ -59,11 +59,8 @@ def verify_candidates(
     from splitaudit.indexer.match.verify import verify_thumbnail
 
     todo: dict[int, list[Pair]] = defaultdict(list)
-    for p in pairs:
-        if p.digest_equal:
-            continue
-        if th.needs_verify(p.hamming, p.cosine, p.min_side) or p.region_cosine is not None:
-            todo[p.row].append(p)
+    for p in _open_pairs(list(pairs), th):
+        todo[p.row].append(p)
     if not todo:
         return
     phases = phases or PhaseTimes()
@@ -394,3 +391,16 @@ def _load_image(locator: dict[str, Any] | None, side: int | None = None) -> Imag
     except Exception as exc:  # missing source or undecodable: the pair keeps its other evidence
         log.info("cannot load %s for verification: %s", locator, exc)
         return None
+
+
+def _open_pairs(pairs: list[Pair], th: Thresholds) -> list[Pair]:
+    """The pairs a verification score could decide (``Thresholds.needs_verify_many``, asked
+    once for all of them) or that a region nominated, in their order; byte-identical pairs
+    are decided already."""
+    pairs = [p for p in pairs if not p.digest_equal]
+    needed = th.needs_verify_many(
+        [p.hamming for p in pairs], [p.cosine for p in pairs], [p.min_side for p in pairs]
+    )
+    return [
+        p for p, n in zip(pairs, needed.tolist(), strict=True) if n or p.region_cosine is not None
+    ]

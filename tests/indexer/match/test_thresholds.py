@@ -210,3 +210,27 @@ def test_thresholds_for_model() -> None:
     assert unmeasured.near_cosine == 0.94 and unmeasured.semantic_cosine == 0.90
     assert unmeasured.near_cosine != DEFAULT_THRESHOLDS.near_cosine
     assert unmeasured.phash_hamming == DEFAULT_THRESHOLDS.phash_hamming
+
+
+def test_needs_verify_many_follows_the_rule_pair_by_pair() -> None:
+    """The engine asks ``needs_verify_many`` of a chunk's candidates at once; every mix of
+    missing and present evidence gets the answer of the rule written out one pair at a time
+    (a large pair near by its hash is confirmed; a pair near already is not verified; else a
+    hash within the near radius or a candidate is)."""
+    hams: list[int | None] = [None, 0, 5, RULE.phash_hamming, RULE.phash_hamming + 1, 15, 20, 40]
+    cosines: list[float | None] = [None, 0.2, RULE.candidate_cosine, 0.9, 0.99]
+    sides: list[int | None] = [None, 32, RULE.small_side - 1, RULE.small_side, 200]
+    grid = [(h, c, s) for h in hams for c in cosines for s in sides]
+
+    def written_out(h: int | None, c: float | None, s: int | None) -> bool:
+        if RULE.confirms(h, s):
+            return True
+        if RULE.is_near(h, c, None, s):
+            return False
+        return (h is not None and h <= RULE.phash_hamming) or RULE.is_candidate(h, c, s)
+
+    many = RULE.needs_verify_many(*zip(*grid, strict=True))
+    expected = [written_out(*g) for g in grid]
+    assert many.tolist() == expected
+    assert [RULE.needs_verify(*g) for g in grid] == expected
+    assert 0 < sum(expected) < len(grid)
