@@ -9,8 +9,9 @@ two thumbnails densely, at the verifier's 32 px resolution (the corpus side is i
 32x32 verification thumbnail; nothing is decoded again):
 
 1. **coarse**: the reference's band-passed central 20x20 window is matched (normalised
-   cross-correlation, ``cv2.matchTemplate``) against the query band-passed at nine scales
-   0.72-1.4, every shift up to ``PAD`` px past the centre;
+   cross-correlation) against the query band-passed at nine scales 0.72-1.4, every shift up
+   to ``PAD`` px past the centre; all of a query's candidates at once, in one matrix product
+   (``splitaudit.indexer.match.low_res_coarse``);
 2. **refine**: from the best coarse (scale, shift), OpenCV's ECC (``cv2.findTransformECC``)
    fits an affine warp of the query onto the reference; a fit that is not close to a
    similarity (anisotropic scale, shear, a turn over 8 degrees, a mirror) is discarded and
@@ -46,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from splitaudit.indexer.match.low_res_coarse import CoarseWindows, coarse_matches, coarse_windows
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail
 
@@ -132,6 +134,7 @@ class QueryPyramid:
 
     thumb: npt.NDArray[np.float32]  # (32, 32) gray
     bands: tuple[tuple[float, npt.NDArray[np.float32]], ...]  # (scale, padded band-pass)
+    windows: CoarseWindows  # the bands' windows the coarse step may match (``low_res_coarse``)
 
 
 def prepare_query(image: ImageOrThumbnail) -> QueryPyramid:
@@ -150,7 +153,8 @@ def prepare_query(image: ImageOrThumbnail) -> QueryPyramid:
         band = _band_pass(pixels[None])[0]
         bands.append((scale, cv2.copyMakeBorder(band, PAD, PAD, PAD, PAD, cv2.BORDER_REFLECT)))
     thumb = np.asarray(gray.resize((THUMB_SIZE, THUMB_SIZE), Image.Resampling.BILINEAR), np.float32)
-    return QueryPyramid(thumb, tuple(bands))
+    windows = coarse_windows(bands, window=WINDOW, pad=PAD, side=THUMB_SIZE, max_offset=MAX_OFFSET)
+    return QueryPyramid(thumb, tuple(bands), windows)
 
 
 def aligned_score(
@@ -160,30 +164,20 @@ def aligned_score(
     (``verify_thumbnail``); -1 where no plausible alignment exists. Below ``exact_from``
     (default ``ALIGNED_NEAR``) the value is an upper bound (the ambiguity is not computed where
     it cannot matter)."""
-    cut = ALIGNED_NEAR if exact_from is None else exact_from
-    import cv2
+    return float(aligned_scores(query, np.asarray(reference)[None], exact_from)[0])
 
-    ref = np.asarray(reference, np.float32)
-    ref_band = _band_pass(ref[None])[0]
+
+def _refined_score(
+    query: QueryPyramid,
+    ref: npt.NDArray[np.float32],
+    ref_band: npt.NDArray[np.float32],
+    match: tuple[float, float, int, int],
+    cut: float,
+) -> float:
+    """A pair's score from its coarse match (correlation, scale, px, py: the window's position
+    in the unpadded band): ECC's refinement, the Nelder-Mead search, the scored bands."""
+    _, scale, px, py = match
     lo = (THUMB_SIZE - WINDOW) // 2
-    template = np.ascontiguousarray(ref_band[lo : lo + WINDOW, lo : lo + WINDOW])
-    if float(template.std()) < _EPS:
-        return -1.0
-    coarse, scale, px, py = -2.0, 1.0, 0, 0
-    for s, band in query.bands:
-        found = cv2.matchTemplate(band, template, cv2.TM_CCOEFF_NORMED)
-        # Only windows whose centre lies within MAX_OFFSET of the query's centre: two
-        # pictures of one kind (a house, a logo) align anywhere further off.
-        offsets = (np.arange(found.shape[0]) - PAD + WINDOW / 2) / s - THUMB_SIZE / 2
-        near = np.abs(offsets) <= MAX_OFFSET * THUMB_SIZE
-        if not near.any():
-            continue
-        allowed = np.where(near[:, None] & near[None, :], found, -2.0).astype(np.float32)
-        _, best, _, (x, y) = cv2.minMaxLoc(allowed)
-        if best > coarse:
-            coarse, scale, px, py = float(best), s, x - PAD, y - PAD
-    if coarse < COARSE_FLOOR:
-        return -1.0
     # The warp maps reference pixels to query pixels (ECC's convention, WARP_INVERSE_MAP).
     warp = np.array(
         [[1 / scale, 0, (px - lo) / scale], [0, 1 / scale, (py - lo) / scale]], np.float32
@@ -349,7 +343,27 @@ def aligned_scores(
 ) -> npt.NDArray[np.float32]:
     """``aligned_score`` of one query against each of an (n, 32, 32) stack of thumbnails."""
     prepared = query if isinstance(query, QueryPyramid) else prepare_query(query)
-    return np.array([aligned_score(prepared, ref, exact_from) for ref in references], np.float32)
+    cut = ALIGNED_NEAR if exact_from is None else exact_from
+    refs = np.asarray(references, np.float32).reshape(-1, THUMB_SIZE, THUMB_SIZE)
+    out = np.full(len(refs), -1.0, np.float32)
+    if not len(refs):
+        return out
+    ref_bands = _band_pass(refs)
+    lo = (THUMB_SIZE - WINDOW) // 2
+    templates = ref_bands[:, lo : lo + WINDOW, lo : lo + WINDOW]
+    # Only windows whose centre lies within MAX_OFFSET of the query's centre (two pictures of
+    # one kind, a house or a logo, align anywhere further off); a flat template matches nothing.
+    found = coarse_matches(prepared.windows, templates)
+    textured = templates.reshape(len(refs), -1).std(axis=1) >= _EPS
+    for i in np.flatnonzero(textured & (found.score >= COARSE_FLOOR)).tolist():
+        match = (
+            float(found.score[i]),
+            float(found.scale[i]),
+            int(found.x[i]) - PAD,
+            int(found.y[i]) - PAD,
+        )
+        out[i] = _refined_score(prepared, refs[i], ref_bands[i], match, cut)
+    return out
 
 
 def _distinct(
