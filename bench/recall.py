@@ -305,7 +305,9 @@ def _pair_cost(root: Path, queries: int = 40, candidates: int = 10) -> float:
 
 def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | None:
     """CPU microseconds per pair of the low-resolution alignment (``low_res_align``) on the
-    pairs ``_pair_cost`` times; None for a library without it."""
+    pairs ``_pair_cost`` times, BLAS on one thread as in the engine (its coarse step is one
+    small matrix product per query: BLAS's own threads would double its CPU time); None for a
+    library without it."""
     try:
         from splitaudit.indexer.match.low_res_align import aligned_scores, prepare_query
     except ImportError:
@@ -316,10 +318,13 @@ def _align_cost(root: Path, queries: int = 40, candidates: int = 10) -> float | 
     thumbs = np.stack([verify_thumbnail(Image.open(p).convert("RGB")) for p in small])
     split = sorted((root / "split" / "combo").glob("*.png"))[:queries]
     images = [Image.open(p).convert("RGB") for p in split]
+    from threadpoolctl import threadpool_limits
+
     started = time.process_time()
-    for n, image in enumerate(images):
-        picked = thumbs[[(n + k) % len(thumbs) for k in range(candidates)]]
-        aligned_scores(prepare_query(image), picked)
+    with threadpool_limits(limits=1, user_api="blas"):  # as the engine runs it
+        for n, image in enumerate(images):
+            picked = thumbs[[(n + k) % len(thumbs) for k in range(candidates)]]
+            aligned_scores(prepare_query(image), picked)
     return 1e6 * (time.process_time() - started) / (len(images) * candidates)
 
 
