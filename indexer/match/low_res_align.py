@@ -481,12 +481,7 @@ def _ambiguity(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> fl
     (a periodic texture's repeats); 0 at least."""
     import cv2
 
-    best = 0.0
-    for dx, dy in _ring(2):
-        moved = np.roll(band, (dy, dx), (0, 1))
-        both = mask & np.roll(mask, (dy, dx), (0, 1))
-        if both.sum() > 16:
-            best = max(best, _pearson(band, moved, both))
+    best = max(0.0, _moved_correlation(band, mask))
     near, far = PERIODIC_SHIFTS
     half = THUMB_SIZE // 2 - far  # a centre patch that fits every shift up to ``far``
     centre = np.ascontiguousarray(band[far : far + 2 * half, far : far + 2 * half])
@@ -496,6 +491,37 @@ def _ambiguity(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> fl
         away = np.maximum(np.abs(dy), np.abs(dx)) >= near
         best = max(best, float(self_match[away].max()))
     return best
+
+
+def _moved_correlation(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> float:
+    """The best Pearson r of the image with itself moved by 2 px (the 16 moves of the ring), on
+    the overlap of the mask with the moved mask, where it holds more than 16 px; -1 if none
+    does. All moves at once (one gather; the mask's edge ring keeps wrapped pixels out)."""
+    inside = np.flatnonzero(mask)
+    gather = _ring_gather(band.shape[0], 2)[:, inside]  # (16, pixels in the mask)
+    flat = band.astype(np.float64).ravel()
+    values, moved = flat[inside], flat[gather]
+    both = mask.ravel()[gather].astype(np.float64)
+    count = both.sum(axis=1)
+    usable = count > 16
+    if not usable.any():
+        return -1.0
+    moved, both, count = moved[usable], both[usable], count[usable]
+    x = (values[None, :] - (both @ values / count)[:, None]) * both
+    y = (moved - ((both * moved).sum(axis=1) / count)[:, None]) * both
+    r = np.einsum("ij,ij->i", x, y) / (
+        np.sqrt(np.einsum("ij,ij->i", x, x) * np.einsum("ij,ij->i", y, y)) + _EPS
+    )
+    return float(r.max())
+
+
+@lru_cache(maxsize=4)
+def _ring_gather(side: int, radius: int) -> npt.NDArray[np.intp]:
+    """Flat indices: row ``k`` gathers an image rolled by the ring's ``k``-th move (np.roll)."""
+    index = np.arange(side * side).reshape(side, side)
+    return np.stack([np.roll(index, (dy, dx), (0, 1)).ravel() for dx, dy in _ring(radius)]).astype(
+        np.intp
+    )
 
 
 def _ring(radius: int) -> list[tuple[int, int]]:

@@ -275,3 +275,27 @@ def test_a_dot_on_a_plain_ground_does_not_align_into_a_copy_of_a_star_field() ->
     align_small_pairs(field, kept, [dot], th, PhaseTimes())
     assert kept[0].verify == pytest.approx(verifier)
     assert not th.is_near(far, 0.42, kept[0].verify, 64)
+
+
+def test_the_two_pixel_self_match_is_each_moves_pearson_r() -> None:
+    """``_moved_correlation`` (all 16 moves of the 2-px ring at once) is, move by move, the
+    Pearson r of the image and itself rolled, on the overlap of the two masks."""
+    from splitaudit.indexer.match.low_res_align import _band_pass, _moved_correlation, _pearson
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        band = _band_pass(rng.normal(128, 40, (1, 32, 32)).astype(np.float32))[0]
+        band += np.roll(band, 2, 1) * (trial % 3)  # some with a strong 2-px repeat
+        mask = np.zeros((32, 32), bool)
+        right = 30 - int(rng.integers(0, 14))
+        mask[2:30, 2:right] = True
+        expected = -1.0
+        for dx, dy in [(dx, dy) for dy in range(-2, 3) for dx in range(-2, 3)]:
+            if max(abs(dx), abs(dy)) != 2:
+                continue
+            both = mask & np.roll(mask, (dy, dx), (0, 1))
+            if both.sum() > 16:
+                moved = np.roll(band, (dy, dx), (0, 1))
+                expected = max(expected, _pearson(band, moved, both))
+        assert _moved_correlation(band, mask) == pytest.approx(expected, abs=1e-12)
+    assert _moved_correlation(band, np.zeros((32, 32), bool)) == -1.0
