@@ -197,9 +197,15 @@ def _fft_size(n: int) -> int:
 
 def _window_norms(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """Centred norm of every WINDOW-square window of each (n, s, s) image, from integral images."""
-    pad = ((0, 0), (1, 0), (1, 0))
-    sums = np.pad(band.astype(np.float64).cumsum(1).cumsum(2), pad)
-    squares = np.pad((band.astype(np.float64) ** 2).cumsum(1).cumsum(2), pad)
+    n, s = band.shape[0], band.shape[-1]
+    # both tables in one pass, each with its leading zero row and column (0 + x is x: the same
+    # sums, in the same order, as summing first and padding after)
+    tables = np.zeros((2, n, s + 1, s + 1))
+    tables[0, :, 1:, 1:] = band
+    tables[1, :, 1:, 1:] = tables[0, :, 1:, 1:] ** 2
+    np.cumsum(tables, axis=2, out=tables)
+    np.cumsum(tables, axis=3, out=tables)
+    sums, squares = tables[0], tables[1]
 
     def box(table: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         w = WINDOW
@@ -217,14 +223,10 @@ def _zoomed(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
     """Enlarge, band-pass and transform each reference once per ``ZOOM_IN`` scale."""
     spectra, inverse_norms = [], []
     floor = max(MIN_CONTRAST * WINDOW, _EPS)
+    images = [Image.fromarray(t, "L") for t in thumbs]  # once, for every zoom
     for zoom in ZOOM_IN:
         n = round(THUMB_SIZE / zoom)
-        pixels = np.stack(
-            [
-                np.asarray(Image.fromarray(t, "L").resize((n, n), _RESAMPLE), np.float32)
-                for t in thumbs
-            ]
-        )
+        pixels = np.stack([np.asarray(i.resize((n, n), _RESAMPLE), np.float32) for i in images])
         band = _band_pass(pixels)
         spectra.append(np.fft.rfft2(band, s=(_fft_size(n),) * 2).astype(np.complex64))
         inverse_norms.append((1.0 / np.maximum(_window_norms(band), floor)).astype(np.float32))

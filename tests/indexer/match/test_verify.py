@@ -226,3 +226,19 @@ def test_references_take_scores_like_a_fresh_preparation() -> None:
     assert verify_scores(query, taken, zoom)[0] > 0.9
     with pytest.raises(ValueError, match="zoom-in"):
         verify_scores(query, prepared.take([1]), True)  # row 1 was prepared without it
+
+
+def test_window_norms_are_each_windows_centred_norm() -> None:
+    """The integral-image norms (both tables in one pass) against each window computed alone."""
+    from splitaudit.indexer.match.verify import WINDOW, _window_norms
+
+    rng = np.random.default_rng(3)
+    band = rng.normal(0, 30, (2, 27, 27)).astype(np.float32)
+    norms = _window_norms(band)
+    assert norms.shape == (2, 27 - WINDOW + 1, 27 - WINDOW + 1)
+    for k in range(2):
+        for y in range(norms.shape[1]):
+            for x in range(norms.shape[2]):
+                window = band[k, y : y + WINDOW, x : x + WINDOW].astype(np.float64)
+                expected = np.linalg.norm(window - window.mean())
+                assert norms[k, y, x] == pytest.approx(expected, rel=1e-5)
