@@ -208,11 +208,14 @@ def _scored(
 ) -> float:
     """The normalised score of one fit (r, warped query, overlap), the better of the
     ``SCORE_SIGMAS`` bands; below ``cut`` an upper bound (r itself)."""
-    r, warped, mask = fit
+    fine_r, warped, mask = fit
     best = -1.0
     for sigma in SCORE_SIGMAS:
-        bands = (ref_band, _band_pass(warped[None])[0])
-        if sigma != _SIGMA_FINE:
+        if sigma == _SIGMA_FINE:  # r is the fit's own; the warped band only if it is needed
+            r = fine_r
+            if r >= cut:
+                bands = (ref_band, _band_pass(warped[None])[0])
+        else:
             bands = (_band_pass(ref[None], sigma)[0], _band_pass(warped[None], sigma)[0])
             r = _pearson(bands[1], bands[0], mask)
         if r < cut:  # the score is at most r: under the cut, whatever the ambiguity
