@@ -171,12 +171,12 @@ def _refined_score(
     query: QueryPyramid,
     ref: npt.NDArray[np.float32],
     ref_band: npt.NDArray[np.float32],
-    match: tuple[float, float, int, int],
+    match: tuple[float, int, int],
     cut: float,
 ) -> float:
-    """A pair's score from its coarse match (correlation, scale, px, py: the window's position
-    in the unpadded band): ECC's refinement, the Nelder-Mead search, the scored bands."""
-    _, scale, px, py = match
+    """A pair's score from its coarse match (scale, px, py: the window's position in the
+    unpadded band): ECC's refinement, the Nelder-Mead search, the scored bands."""
+    scale, px, py = match
     lo = (THUMB_SIZE - WINDOW) // 2
     # The warp maps reference pixels to query pixels (ECC's convention, WARP_INVERSE_MAP).
     warp = np.array(
@@ -355,16 +355,11 @@ def aligned_scores(
     lo = (THUMB_SIZE - WINDOW) // 2
     templates = ref_bands[:, lo : lo + WINDOW, lo : lo + WINDOW]
     # Only windows whose centre lies within MAX_OFFSET of the query's centre (two pictures of
-    # one kind, a house or a logo, align anywhere further off); a flat template matches nothing.
+    # one kind, a house or a logo, align anywhere further off); a flat template matches nothing
+    # (its score is -2).
     found = coarse_matches(prepared.windows, templates)
-    textured = templates.reshape(len(refs), -1).std(axis=1) >= _EPS
-    for i in np.flatnonzero(textured & (found.score >= COARSE_FLOOR)).tolist():
-        match = (
-            float(found.score[i]),
-            float(found.scale[i]),
-            int(found.x[i]) - PAD,
-            int(found.y[i]) - PAD,
-        )
+    for i in np.flatnonzero(found.score >= COARSE_FLOOR).tolist():
+        match = (float(found.scale[i]), int(found.x[i]) - PAD, int(found.y[i]) - PAD)
         out[i] = _refined_score(prepared, refs[i], ref_bands[i], match, cut)
     return out
 

@@ -9,9 +9,9 @@ calls and their masks per pair and orientation: ~0.4 ms, where a thumbnail's can
 CPU-s). Here the query's allowed windows at every scale are cut out once, centred and their
 norms taken (``CoarseWindows``); a stack of references' templates is then scored against all
 of them in one matrix product. The values are OpenCV's formula (the template's mean drops
-out against a zero-mean template; a flat window scores 0, as OpenCV's guard gives it:
-``FLAT_NORM``), in float32 like OpenCV's, and the best position is the first in (scale, row, column) order, as
-the pair-by-pair search kept it.
+out against a zero-mean template), in float32 like OpenCV's, and the best position is the
+first in (scale, row, column) order, as the pair-by-pair search kept it; a flat window scores
+0 and a flat template matches nothing (``FLAT_NORM``), where OpenCV's rounding gave any value.
 """
 
 from __future__ import annotations
@@ -111,8 +111,7 @@ def coarse_matches(windows: CoarseWindows, templates: npt.NDArray[np.float32]) -
     products = windows.centred @ flat.astype(np.float32).T  # (m, n)
     bound = windows.norms[:, None] * template_norms[None, :].astype(np.float32)
     # OpenCV's guard for a (near) flat window: |r| < 1 as computed, +-1 just past it, else 0
-    bound[windows.norms < FLAT_NORM] = 0.0
-    bound[:, template_norms < FLAT_NORM] = 0.0
+    bound[windows.norms < FLAT_NORM] = 0.0  # a flat template's column is overwritten below
     scores = np.where(
         np.abs(products) < bound,
         products / np.maximum(bound, np.float32(_EPS)),
