@@ -44,16 +44,14 @@ def candidate_items(
     keep = np.zeros(len(ids), bool)
     for q in (items.hashes, items.hashes ^ MIRROR_MASK):
         keep |= others_held(hashes.within, as_keys(q), ids, None, None)
-    if thresholds.candidate_hamming > thresholds.phash_hamming and items.knn.any():
-        rows = np.flatnonzero(items.knn)
-        for q in (items.hashes[rows], items.hashes[rows] ^ MIRROR_MASK):
+    if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
+        for q in (items.hashes, items.hashes ^ MIRROR_MASK):
             if hashes.nearest is None or hashes.knn_k < TOP_K:
-                keep[rows] = True  # the engine asks the real store
+                keep[:] = True  # the engine asks the real store
                 break
-            near = others_held(
-                hashes.nearest, as_keys(q), ids[rows], TOP_K, thresholds.candidate_hamming
+            keep |= others_held(
+                hashes.nearest, as_keys(q), ids, TOP_K, thresholds.candidate_hamming
             )
-            keep[rows] |= near
     embedded = member(items.embedded, ids)
     floats = index.floats
     if floats is not None and embedded.any():

@@ -26,17 +26,16 @@ UNKNOWN_SIDE = 10**6  # an image of unknown size is not small (as ``pairs.chunk_
 
 @dataclass(frozen=True)
 class JoinItems:
-    """The queried items (``ids`` aligned with ``hashes`` and ``knn``) and every embedded id."""
+    """The queried items (``ids`` aligned with ``hashes`` and ``small``) and every embedded id."""
 
     ids: npt.NDArray[np.int64]
     hashes: npt.NDArray[np.uint64]  # unsigned pHashes
-    knn: npt.NDArray[np.bool_]  # asks for hash k-NN candidates: no vector, or a small image
     small: npt.NDArray[np.bool_]  # a small image (short side under ``small_side``)
     embedded: npt.NDArray[np.int64]  # every item with a vector, queried or not (sorted)
 
 
 def read_join_items(
-    session: Session, corpus_id: int, skip: Collection[int], *, has_vectors: bool, small_side: int
+    session: Session, corpus_id: int, skip: Collection[int], *, small_side: int
 ) -> JoinItems:
     """The items with a pHash, minus ``skip`` (exact copies of a smaller id), in the database's
     row order, and every embedded one's id."""
@@ -56,11 +55,9 @@ def read_join_items(
     ids, hashes, sides, embedded = table[0], table[1], table[2], table[3].astype(bool)
     queried = ~_isin(ids, skip)
     small = sides < small_side
-    knn = ~(has_vectors & embedded) | small
     return JoinItems(
         ids=np.ascontiguousarray(ids[queried]),
         hashes=signed_to_unsigned(np.ascontiguousarray(hashes[queried])),
-        knn=np.ascontiguousarray(knn[queried]),
         small=np.ascontiguousarray(small[queried]),
         embedded=sorted_unique(ids[embedded]),
     )

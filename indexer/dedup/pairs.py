@@ -235,13 +235,7 @@ def chunk_edges(
     if vectors is not None and isinstance(index.floats, JoinedFloats):
         index.floats.expect(state.ids, vectors)
     if isinstance(index.hashes, JoinedHashes):
-        # the engine's k-NN rows (match.engine.match_corpus): small images, or no vector
-        knn_rows = (
-            state.min_side < thresholds.small_side
-            if vectors is not None and index.floats is not None and len(vectors)
-            else np.ones(len(state), bool)
-        )
-        index.hashes.expect(state.ids, [state.phash, state.phash_mirror], knn_rows)
+        index.hashes.expect(state.ids, [state.phash, state.phash_mirror])
     with clock.phase("engine"):
         found = match_corpus(
             session,
@@ -373,10 +367,8 @@ def join_corpus(
     has_vectors = index.floats is not None and index.floats.count > 0
     if items is None:
         with clock.phase("items_read"):
-            items = read_join_items(
-                session, corpus_id, skip, has_vectors=has_vectors, small_side=thresholds.small_side
-            )
-    ids, hashes, knn, embedded = items.ids, items.hashes, items.knn, items.embedded
+            items = read_join_items(session, corpus_id, skip, small_side=thresholds.small_side)
+    ids, hashes, embedded = items.ids, items.hashes, items.embedded
     stats: dict[str, Any] = {"queried": len(ids)}
     say(f"joining {len(ids)} hashes")
     with clock.phase("hash_radius"):
@@ -387,12 +379,11 @@ def join_corpus(
             mirror=int(MIRROR_MASK),  # both halves answered by self-joins of the store
         )
     nearest = None
-    if thresholds.candidate_hamming > thresholds.phash_hamming and knn.any():
-        wanted = hashes[knn]
+    if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
         with clock.phase("hash_knn"):
             nearest = joins.hash_knn(
                 index.hashes,
-                np.r_[wanted, wanted ^ MIRROR_MASK],
+                np.r_[hashes, hashes ^ MIRROR_MASK],
                 TOP_K,
                 thresholds.candidate_hamming,
                 mirror=int(MIRROR_MASK),

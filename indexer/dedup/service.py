@@ -177,9 +177,7 @@ def _run(
         skip = {i for g in groups for i in g[1:]}
         grouped = {i for g in groups for i in g}
         with clock.phase("items_read"), ws.sessions() as s:
-            queried = read_join_items(
-                s, corpus_id, skip, has_vectors=has_vectors, small_side=th.small_side
-            )
+            queried = read_join_items(s, corpus_id, skip, small_side=th.small_side)
         with ws.sessions() as s:
             # every item's searches at once (near-linear), read back chunk by chunk below
             index, joins = join_corpus(

@@ -88,15 +88,8 @@ def match_corpus(
 
     with phases.phase("exact (db)"):
         exact_pairs(session, corpus_id, state, pair)
-    # Hash k-NN candidates matter where cosine cannot nominate: small images, or no embeddings.
-    has_vectors = vectors is not None and index.floats is not None and len(vectors) > 0
-    knn_rows = (
-        np.ones(len(state), bool)
-        if not has_vectors
-        else state.min_side < getattr(thresholds, "small_side", 96)
-    )
     with phases.phase("hash search"):
-        hash_pairs(index.hashes, state, thresholds, pair, knn_rows)
+        hash_pairs(index.hashes, state, thresholds, pair)
     if vectors is not None and index.floats is not None and len(vectors):
         with phases.phase("vector search"):
             wide = small_rows(state, thresholds)
@@ -166,7 +159,7 @@ def split_duplicates(
         k = min(TOP_K + 1, n)  # each row finds itself first
         store = BinaryStore.create()
         store.add(np.arange(n, dtype=np.int64), state.phash)
-        hash_pairs(store, state, th, pair, np.ones(n, bool), k)
+        hash_pairs(store, state, th, pair, k)
         if vectors is not None and len(vectors) == n:
             vector_pairs(exact_search(vectors), vectors, th, pair, k)
     _verify_split_pairs(state, pairs, th)

@@ -71,13 +71,17 @@ def hash_pairs(
     state: SplitState,
     th: Thresholds,
     pair: PairOf,
-    knn_rows: npt.NDArray[np.bool_],
     k: int = TOP_K,
 ) -> None:
     """Every corpus hash within the near radius, plus the ``TOP_K`` nearest as verification candidates.
 
     Candidates come from a k-NN search, not a wide radius: at Hamming 20 a radius search
-    would return thousands of unrelated items per query in a million-item corpus.
+    would return thousands of unrelated items per query in a million-item corpus. Every query
+    asks, embedded or not: among look-alike images (tiles of one scene, a photographer's
+    series) an edited copy's embedding can rank far below the vector search's ``TOP_K`` while
+    its pHash ranks first (docs/dedup.md, "Photos"). The candidate rule still decides: a large
+    pair with an embedding is verified only if its cosine nominates it
+    (``Thresholds.candidate_mask``); this search finds it, the cosine vouches for it.
     """
 
     def note(row: int, item_id: int, dist: int, orientation: Orientation) -> None:
@@ -91,16 +95,11 @@ def hash_pairs(
                 note(row, item_id, dist, orientation)
         # Turned or flipped, a copy is nominated within the near radius only: the k-NN of six
         # more orientations would verify up to 4x the candidates, nearly all unrelated.
-        rows = (
-            np.flatnonzero(knn_rows)
-            if orientation in ("identity", "mirror")
-            else np.zeros(0, np.intp)
-        )
-        if th.candidate_hamming > th.phash_hamming and len(rows):
+        if orientation in ("identity", "mirror") and th.candidate_hamming > th.phash_hamming:
             # sub-linear with hash tables: exact within the store's knn_exact_radius
-            knn_d, knn_i = store.search_knn_within(hashes[rows], k, th.candidate_hamming)
-            for n, row in enumerate(rows.tolist()):
-                for dist, item_id in zip(knn_d[n].tolist(), knn_i[n].tolist(), strict=True):
+            knn_d, knn_i = store.search_knn_within(hashes, k, th.candidate_hamming)
+            for row, (dists, found) in enumerate(zip(knn_d.tolist(), knn_i.tolist(), strict=True)):
+                for dist, item_id in zip(dists, found, strict=True):
                     if item_id >= 0 and dist <= th.candidate_hamming:
                         note(row, item_id, dist, orientation)
 

@@ -53,17 +53,11 @@ class JoinedHashes(BinaryStore):
         self.fallbacks = 0  # queries the tables could not answer (for tests and logs)
         self._rows: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
 
-    def expect(
-        self,
-        ids: npt.NDArray[np.int64],
-        queries: list[npt.NDArray[np.uint64]],
-        knn_rows: npt.NDArray[np.bool_],
-    ) -> None:
-        """Announce a chunk: its items, the hash arrays it will search with (plain, mirrored),
-        and the rows whose k nearest it will ask for."""
+    def expect(self, ids: npt.NDArray[np.int64], queries: list[npt.NDArray[np.uint64]]) -> None:
+        """Announce a chunk: its items and the hash arrays it will search with (plain,
+        mirrored), radius and k nearest alike."""
         ids = np.asarray(ids, np.int64)
         self._rows = [(np.asarray(q, np.uint64), ids) for q in queries]
-        self._rows += [(np.asarray(q, np.uint64)[knn_rows], ids[knn_rows]) for q in queries]
 
     def _own(self, q: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64] | None:
         """The item of each query row, if ``q`` is an announced array."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,14 @@ def _with_and_without_filter(
 def test_store_level_dedup_is_the_same_with_only_candidates(
     synthetic: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    filtered, every, handed = _with_and_without_filter(synthetic, "syn", monkeypatch, semantic=True)
+    # Every item asks for its pHash k-NN candidates, exhaustively within candidate_hamming
+    # at this size: within 20 bits each of 3,000 uniform hashes has ~5 neighbours, so nearly
+    # every item would reach the engine. A corpus past ~45k items is searched within 11 bits
+    # (the multi-index tables' exact radius), where uniform hashes have next to none: that
+    # regime is the one set here.
+    filtered, every, handed = _with_and_without_filter(
+        synthetic, "syn", monkeypatch, semantic=True, thresholds={"candidate_hamming": 11}
+    )
     assert filtered == every  # same edges (both directions), members and summary
     edges, _members, summary = filtered
     assert len(edges) > 100 and summary["duplicates"] > 100
@@ -101,13 +109,14 @@ def test_pixel_dedup_is_the_same_with_only_candidates(
 
 def test_candidates_are_every_item_with_a_pair_and_few_others(synthetic: Workspace) -> None:
     ws = synthetic
-    th = thresholds_for_model("synthetic-64")
+    # hash k-NN within 11 bits, as past ~45k items (test_store_level_dedup_is_the_same...)
+    th = replace(thresholds_for_model("synthetic-64"), candidate_hamming=11)
     with ws.sessions() as s:
         index = sync_corpus_index(s, s.get_one(Corpus, 1), ws.corpus_dir("syn"))
         groups = list(exact_groups(s, 1))
         skip = {i for g in groups for i in g[1:]}
         grouped = {i for g in groups for i in g}
-        items = read_join_items(s, 1, skip, has_vectors=True, small_side=th.small_side)
+        items = read_join_items(s, 1, skip, small_side=th.small_side)
         joined, _stats = join_corpus(
             s,
             corpus_id=1,
@@ -201,7 +210,7 @@ def test_join_items_read_as_the_rows_say(synthetic: Workspace) -> None:
         s.execute(update(Item).where(Item.id == 9).values(phash=None))
         s.execute(update(Item).where(Item.id == 10).values(phash=-1))
     with ws.sessions() as s:
-        items = read_join_items(s, 1, {3, 4}, has_vectors=True, small_side=96)
+        items = read_join_items(s, 1, {3, 4}, small_side=96)
         rows = {
             int(i): (int(p), w, h, bool(e))
             for i, p, w, h, e in s.execute(
@@ -217,9 +226,7 @@ def test_join_items_read_as_the_rows_say(synthetic: Workspace) -> None:
     assert int(items.hashes[by_id[10]]) == 2**64 - 1  # signed -1 read unsigned
     for i in (1, 2, 11):
         assert int(items.hashes[by_id[i]]) == rows[i][0] % 2**64
-    knn = {i: bool(items.knn[n]) for i, n in by_id.items()}
-    # hash k-NN for a small image (40 px) and an unembedded one; unknown sizes are not small
-    assert knn[5] and knn[8] and not knn[6] and not knn[7] and not knn[11]
+    small = {i: bool(items.small[n]) for i, n in by_id.items()}
+    # a 40-px side is small; unknown sizes (NULL, 0) are not
+    assert small[5] and not small[6] and not small[7] and not small[11]
     assert UNKNOWN_SIDE >= 10**6
-    with ws.sessions() as s:
-        assert read_join_items(s, 1, set(), has_vectors=False, small_side=96).knn.all()

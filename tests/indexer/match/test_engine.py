@@ -232,3 +232,47 @@ def test_a_small_test_image_gets_small_top_k_embedding_candidates(
     assert seen == {"large.jpg": TOP_K, "thumb.png": n}  # the thumbnail: every corpus item
     thumb_zoom = next(z for z in zooms if len(z) >= n)
     assert thumb_zoom.count(False) == wide  # small pairs zoom in, but for the wide-only ones
+
+
+def test_a_large_copy_the_vector_search_misses_is_nominated_by_its_phash(
+    tmp_path: Path, tiny_model_spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Among look-alike images an edited copy's embedding can rank below the vector search's
+    ``TOP_K`` (a 4-px black border: median rank 80 among tiles of one photo,
+    ``bench.dedup_photos``) while its pHash ranks first. Every test image, embedded or not,
+    gets its pHash k-NN candidates; the cosine still decides whether a large pair is verified
+    (``candidate_cosine``). The vector search is made to miss the source here, so only the
+    hash k-NN can nominate it."""
+    from sqlalchemy import select
+
+    from splitaudit.indexer.db.models import Item
+    from splitaudit.indexer.features.perceptual import phash
+    from splitaudit.indexer.store.float_index import FloatStore
+
+    corpus = _corpus(tmp_path / "corpus", 14)
+    ws = _indexed_with_model(tmp_path / "home", corpus, tiny_model_spec)
+    with ws.sessions() as s:
+        source = s.execute(select(Item.id).where(Item.key == "all/c1.jpg")).scalar_one()
+    split = tmp_path / "split"
+    split.mkdir()
+    original = photo(1, (256, 192))
+    bordered = ImageOps.expand(original, border=6, fill=(0, 0, 0))
+    bordered.save(split / "bordered.png")
+    bits = bin((phash(original).value ^ phash(bordered).value) % 2**64).count("1")
+    assert 8 < bits <= 20  # beyond the near radius, within the candidate radius
+    search = FloatStore.search
+
+    def without_source(self: FloatStore, queries: object, k: int) -> object:
+        scores, ids = search(self, queries, k)  # type: ignore[arg-type]
+        return np.where(ids == source, -1.0, scores), np.where(ids == source, -1, ids)
+
+    monkeypatch.setattr(FloatStore, "search", without_source)
+    item = _audit(ws, split)["items"][0]
+    assert item["verdict"] == "near"
+    top = item["matches"][0]
+    assert top["corpus_key"] == "all/c1.jpg" and top["evidence"]["phash_hamming"] == bits
+    assert top["evidence"]["verify_score"] >= 0.7 and "verify" in top["evidence"]["near_rules"]
+    # the candidate rule still decides: a cosine that does not vouch for the pair leaves it
+    strict = {"candidate_cosine": 0.9999, "semantic_cosine": 0.99995, "near_cosine": 0.99999}
+    item = _audit(ws, split, thresholds=strict)["items"][0]
+    assert all(m["corpus_key"] != "all/c1.jpg" or m["kind"] != "near" for m in item["matches"])

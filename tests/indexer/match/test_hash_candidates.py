@@ -37,7 +37,7 @@ def _candidates(store: BinaryStore, queries: list[int]) -> dict[tuple[int, int],
     def pair(row: int, item_id: int) -> Pair:
         return pairs.setdefault((row, item_id), Pair(row=row, item_id=item_id))
 
-    pair_search.hash_pairs(store, state, DEFAULT_THRESHOLDS, pair, np.ones(len(q), bool))  # type: ignore[arg-type]
+    pair_search.hash_pairs(store, state, DEFAULT_THRESHOLDS, pair)  # type: ignore[arg-type]
     return {k: (p.hamming, p.orientation) for k, p in pairs.items() if p.hamming is not None}
 
 
