@@ -15,7 +15,7 @@ ones, the item is kept. So the edges are the same with and without this step.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -30,13 +30,21 @@ from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.sorted_lookup import member
 
+VectorChunks = Callable[[], Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]]
+
 
 def candidate_items(
-    index: CorpusIndex, items: JoinItems, thresholds: Thresholds, grouped: Collection[int]
+    index: CorpusIndex,
+    items: JoinItems,
+    thresholds: Thresholds,
+    grouped: Collection[int],
+    vectors: VectorChunks | None = None,
 ) -> npt.NDArray[np.int64] | None:
     """The ids (sorted) of the queried ``items`` that may have a duplicate: another item in
     one of their join-table answers, or a digest shared with another (``grouped``). ``None``
-    when ``index`` is not a joined one (every item must be searched)."""
+    when ``index`` is not a joined one (every item must be searched). ``vectors`` (the
+    corpus's (ids, vectors) chunks, streamed): a pHash k-NN answer counts only where the
+    candidate rule could verify it (``knn_closed``)."""
     hashes = index.hashes
     if not isinstance(hashes, JoinedHashes) or hashes.radius != thresholds.phash_hamming:
         return None
@@ -45,13 +53,18 @@ def candidate_items(
     for q in (items.hashes, items.hashes ^ MIRROR_MASK):
         keep |= others_held(hashes.within, as_keys(q), ids, None, None)
     if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
-        for q in (items.hashes, items.hashes ^ MIRROR_MASK):
-            if hashes.nearest is None or hashes.knn_k < TOP_K:
-                keep[:] = True  # the engine asks the real store
-                break
-            keep |= others_held(
-                hashes.nearest, as_keys(q), ids, TOP_K, thresholds.candidate_hamming
-            )
+        if hashes.nearest is None or hashes.knn_k < TOP_K:
+            keep[:] = True  # the engine asks the real store
+        else:
+            near = np.zeros(len(ids), bool)
+            for q in (items.hashes, items.hashes ^ MIRROR_MASK):
+                near |= others_held(
+                    hashes.nearest, as_keys(q), ids, TOP_K, thresholds.candidate_hamming
+                )
+            if vectors is not None and index.floats is not None:
+                closed = knn_closed(items, hashes.nearest, thresholds, vectors, index.floats.dim)
+                near &= ~member(closed, ids)
+            keep |= near
     embedded = member(items.embedded, ids)
     floats = index.floats
     if floats is not None and embedded.any():
@@ -110,3 +123,76 @@ def keep_candidates(
         mask = member(candidates, chunk.ids)
         vectors = chunk.vectors[mask] if chunk.vectors is not None else None
         yield n, Chunk(chunk.ids[mask], vectors)
+
+
+# The engine's cosine of a pair comes from the index (fp16 storage rounds it); a pair this
+# close under the candidate cosine is left open.
+COSINE_MARGIN = 1e-3
+# Vectors held at once to score the k-NN pairs; past it every answered item stays open.
+CLOSED_MAX_BYTES = 1 << 30
+
+
+def knn_closed(
+    items: JoinItems, nearest: Neighbours, thresholds: Thresholds, vectors: VectorChunks, dim: int
+) -> npt.NDArray[np.int64]:
+    """The queried items (sorted ids) whose pHash k-NN answers hold nothing the candidate rule
+    could verify: each entry (the first ``TOP_K`` within ``candidate_hamming``, plain and
+    mirrored, the item itself left out) a large pair of two embedded items at a cosine under
+    ``candidate_cosine``. Such a pair is neither near (beyond the near radius), a candidate,
+    nor semantic, so the engine would classify it as nothing; an item with only such answers
+    needs the engine for its other tables alone (``candidate_items``). Every item asks for its
+    hash k-NN candidates, so without this every item with a neighbour within 20 bits (all of
+    them in a corpus searched exhaustively) would go to the engine. ``vectors`` streams the
+    corpus's (ids, vectors) chunks; only the rows of the pairs scored are held, and where they
+    would pass ``CLOSED_MAX_BYTES`` nothing is closed (the engine decides, as before)."""
+    ids = items.ids
+    if not len(ids) or not len(nearest.ids):
+        return np.zeros(0, np.int64)
+    open_item = ~member(items.embedded, ids) | items.small
+    owners: list[npt.NDArray[np.int64]] = []
+    others: list[npt.NDArray[np.int64]] = []
+    for q in (items.hashes, items.hashes ^ MIRROR_MASK):
+        rows = nearest.rows(as_keys(q))
+        open_item |= rows < 0  # not in the table: the engine asks the real store
+        held = rows >= 0
+        start = np.where(held, nearest.offsets[np.maximum(rows, 0)], 0)
+        counts = np.where(held, nearest.offsets[np.maximum(rows, 0) + 1] - start, 0)
+        counts = np.minimum(counts, TOP_K)
+        owner = np.repeat(np.arange(len(ids)), counts)
+        flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(owner))
+        other = nearest.ids[flat]
+        keep = (other != ids[owner]) & (other >= 0)
+        keep &= np.asarray(nearest.scores[flat]) <= thresholds.candidate_hamming
+        owners.append(owner[keep])
+        others.append(other[keep])
+    owner, other = np.concatenate(owners), np.concatenate(others)
+    # a small or unembedded partner keeps the pair open
+    partner_open = ~member(items.embedded, other) | member(items.small_ids, other)
+    open_item[owner[partner_open]] = True
+    scored = ~open_item[owner]
+    owner, other = owner[scored], other[scored]
+    needed = np.unique(np.r_[ids[owner], other])
+    if len(needed) * dim * 4 > CLOSED_MAX_BYTES:
+        return np.zeros(0, np.int64)
+    got_ids: list[npt.NDArray[np.int64]] = []
+    got_vecs: list[npt.NDArray[np.float32]] = []
+    for chunk_ids, chunk_vecs in vectors():
+        mask = member(needed, np.asarray(chunk_ids, np.int64))
+        if mask.any():
+            got_ids.append(np.asarray(chunk_ids, np.int64)[mask])
+            got_vecs.append(np.asarray(chunk_vecs, np.float32)[mask])
+    vid = np.concatenate(got_ids) if got_ids else np.zeros(0, np.int64)
+    vec = np.concatenate(got_vecs) if got_vecs else np.zeros((0, dim), np.float32)
+    sort = np.argsort(vid, kind="stable")
+    vid, vec = vid[sort], vec[sort]
+    a, b = np.searchsorted(vid, ids[owner]), np.searchsorted(vid, other)
+    have = np.zeros(len(owner), bool)
+    if len(vid):
+        have = (vid[np.minimum(a, len(vid) - 1)] == ids[owner]) & (
+            vid[np.minimum(b, len(vid) - 1)] == other
+        )
+    open_item[owner[~have]] = True  # a vector not found: the engine decides
+    cos = np.einsum("ij,ij->i", vec[a[have]], vec[b[have]]) if have.any() else np.zeros(0)
+    vouched = cos >= thresholds.candidate_cosine - COSINE_MARGIN
+    open_item[owner[have][vouched]] = True
+    return np.sort(ids[~open_item])

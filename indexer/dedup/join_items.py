@@ -9,7 +9,7 @@ built Python lists row by row took ~7 CPU-s; this read takes ~1.5 (docs/dedup.md
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ class JoinItems:
     hashes: npt.NDArray[np.uint64]  # unsigned pHashes
     small: npt.NDArray[np.bool_]  # a small image (short side under ``small_side``)
     embedded: npt.NDArray[np.int64]  # every item with a vector, queried or not (sorted)
+    # every small item with a pHash, queried or not (sorted; an exact copy left out of the
+    # queries still answers them)
+    small_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def read_join_items(
@@ -60,6 +63,7 @@ def read_join_items(
         hashes=signed_to_unsigned(np.ascontiguousarray(hashes[queried])),
         small=np.ascontiguousarray(small[queried]),
         embedded=sorted_unique(ids[embedded]),
+        small_ids=sorted_unique(ids[small]),
     )
 
 

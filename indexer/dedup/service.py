@@ -36,6 +36,7 @@ from splitaudit.indexer.dedup.pairs import (
     iter_item_chunks,
     join_corpus,
     merge_edges,
+    vector_batches,
 )
 from splitaudit.indexer.dedup.phase_clock import PhaseClock, timed_iter
 from splitaudit.indexer.dedup.ray_run import ChunkJob
@@ -47,6 +48,7 @@ from splitaudit.indexer.match.thresholds import Thresholds, thresholds_for_model
 from splitaudit.indexer.match.verify_store import open_verify_store
 from splitaudit.indexer.pipeline.index import open_corpus_index
 from splitaudit.indexer.pipeline.ray_match import Executor
+from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -192,9 +194,17 @@ def _run(
                 joins=ray_run.joins if ray_run is not None else None,
                 items=queried,
             )
-        with clock.phase("candidates"):
+        with clock.phase("candidates"), ws.sessions() as s:
             # only items with another item in a join table reach the engine (~8% of them)
-            candidates = candidate_items(index, queried, th, grouped)
+            refs = vector_batches(s, corpus_id) if has_vectors else []
+            corpus_dir = ws.corpus_dir(name)
+            candidates = candidate_items(
+                index,
+                queried,
+                th,
+                grouped,
+                (lambda: iter_chunks(corpus_dir, refs)) if refs else None,
+            )
         joins["candidates"] = None if candidates is None else len(candidates)
         del queried
         if ray_run is not None:

@@ -15,14 +15,27 @@ from splitaudit.indexer.db.engine import transaction
 from splitaudit.indexer.db.models import Corpus, DedupEdge, DedupMember, DedupRun, Item
 from splitaudit.indexer.dedup import candidates as candidates_mod
 from splitaudit.indexer.dedup import service
-from splitaudit.indexer.dedup.candidates import candidate_items, keep_candidates, others_held
-from splitaudit.indexer.dedup.join_items import UNKNOWN_SIDE, read_join_items
-from splitaudit.indexer.dedup.pairs import Chunk, exact_groups, join_corpus
+from splitaudit.indexer.dedup.candidates import (
+    candidate_items,
+    keep_candidates,
+    knn_closed,
+    others_held,
+)
+from splitaudit.indexer.dedup.join_items import UNKNOWN_SIDE, JoinItems, read_join_items
+from splitaudit.indexer.dedup.pairs import (
+    MIRROR_MASK,
+    Chunk,
+    exact_groups,
+    join_corpus,
+    vector_batches,
+)
 from splitaudit.indexer.dedup.service import create_dedup, run_dedup
 from splitaudit.indexer.match.thresholds import thresholds_for_model
 from splitaudit.indexer.pipeline.index import index_sources
 from splitaudit.indexer.sources.folder import FolderSource
+from splitaudit.indexer.store.calibrate import iter_chunks
 from splitaudit.indexer.store.corpus_index import sync_corpus_index
+from splitaudit.indexer.store.hamming_join import as_keys
 from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.workspace import Workspace
 
@@ -74,14 +87,10 @@ def _with_and_without_filter(
 def test_store_level_dedup_is_the_same_with_only_candidates(
     synthetic: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every item asks for its pHash k-NN candidates, exhaustively within candidate_hamming
-    # at this size: within 20 bits each of 3,000 uniform hashes has ~5 neighbours, so nearly
-    # every item would reach the engine. A corpus past ~45k items is searched within 11 bits
-    # (the multi-index tables' exact radius), where uniform hashes have next to none: that
-    # regime is the one set here.
-    filtered, every, handed = _with_and_without_filter(
-        synthetic, "syn", monkeypatch, semantic=True, thresholds={"candidate_hamming": 11}
-    )
+    # Every item asks for its pHash k-NN candidates (within 20 bits each of 3,000 uniform
+    # hashes has ~5 neighbours); those at a cosine under candidate_cosine do not reach the
+    # engine (knn_closed)
+    filtered, every, handed = _with_and_without_filter(synthetic, "syn", monkeypatch, semantic=True)
     assert filtered == every  # same edges (both directions), members and summary
     edges, _members, summary = filtered
     assert len(edges) > 100 and summary["duplicates"] > 100
@@ -109,8 +118,7 @@ def test_pixel_dedup_is_the_same_with_only_candidates(
 
 def test_candidates_are_every_item_with_a_pair_and_few_others(synthetic: Workspace) -> None:
     ws = synthetic
-    # hash k-NN within 11 bits, as past ~45k items (test_store_level_dedup_is_the_same...)
-    th = replace(thresholds_for_model("synthetic-64"), candidate_hamming=11)
+    th = thresholds_for_model("synthetic-64")
     with ws.sessions() as s:
         index = sync_corpus_index(s, s.get_one(Corpus, 1), ws.corpus_dir("syn"))
         groups = list(exact_groups(s, 1))
@@ -126,8 +134,15 @@ def test_candidates_are_every_item_with_a_pair_and_few_others(synthetic: Workspa
             skip=skip,
             items=items,
         )
-    cands = candidate_items(joined, items, th, grouped)
+        refs = vector_batches(s, 1)
+    everyone = candidate_items(joined, items, th, grouped)
+    cands = candidate_items(
+        joined, items, th, grouped, lambda: iter_chunks(ws.corpus_dir("syn"), refs)
+    )
     assert cands is not None and np.all(np.diff(cands) > 0)
+    # within 20 bits nearly every uniform hash has a k-NN neighbour: without the cosines that
+    # vouch for none of those pairs, nearly every item would go to the engine
+    assert everyone is not None and len(everyone) > 0.9 * len(items.ids)
     assert candidate_items(index, items, th, grouped) is None  # not joined: search every item
     truth = truth_pairs(plan(N)[0])
     planted = {i for pair in truth for i in pair} - skip
@@ -230,3 +245,74 @@ def test_join_items_read_as_the_rows_say(synthetic: Workspace) -> None:
     # a 40-px side is small; unknown sizes (NULL, 0) are not
     assert small[5] and not small[6] and not small[7] and not small[11]
     assert UNKNOWN_SIDE >= 10**6
+
+
+def test_knn_closed_leaves_open_every_pair_the_candidate_rule_could_verify(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An item is closed only when each of its pHash k-NN entries is a large pair of two
+    embedded items at a cosine under candidate_cosine; anything else keeps it for the engine."""
+    th = replace(thresholds_for_model("synthetic-64"), candidate_cosine=0.5)
+    ids = np.array([1, 2, 3, 4, 5, 6, 7], np.int64)
+    hashes = np.array([10, 20, 30, 40, 50, 60, 70], np.uint64)
+    # 1 -> 2 at cosine 0.3 (closed); 3 -> 4 at 0.6 (open); 5 -> 6, 6 small (open);
+    # 7 -> 8, 8 not queried (an exact copy) but large and embedded, at cosine 0 (closed);
+    # every entry 12 bits away
+    table = Neighbours(
+        keys=np.array([10, 30, 50, 70], np.int64),
+        offsets=np.array([0, 2, 3, 4, 5], np.int64),
+        ids=np.array([1, 2, 4, 6, 8], np.int64),
+        scores=np.array([0, 12, 12, 12, 12], np.int32),
+    )
+    items = JoinItems(
+        ids=ids,
+        hashes=hashes,
+        small=np.array([False, False, False, False, False, True, False]),
+        embedded=np.array([1, 2, 3, 4, 5, 6, 7, 8], np.int64),
+        small_ids=np.array([6], np.int64),
+    )
+    basis = np.eye(4, dtype=np.float32)
+    vecs = {
+        1: basis[0],
+        2: 0.3 * basis[0] + np.sqrt(0.91) * basis[1],
+        3: basis[2],
+        4: 0.6 * basis[2] + 0.8 * basis[3],
+    }
+    for i in (5, 6, 7, 8):
+        vecs[i] = basis[i % 4]
+    order = sorted(vecs)
+    chunks = lambda: iter([(np.array(order, np.int64), np.stack([vecs[i] for i in order]))])  # noqa: E731
+    # the mirrored queries (hash ^ MIRROR_MASK) are not in the table: an item is closed only
+    # where both are answered, so the mirrored keys get empty answers here
+    mirrored = as_keys(hashes ^ MIRROR_MASK)
+    full = Neighbours(
+        keys=np.sort(np.r_[table.keys, mirrored]),
+        offsets=np.zeros(0, np.int64),
+        ids=table.ids,
+        scores=table.scores,
+    )
+    rows = {
+        int(k): (table.ids[lo:hi], table.scores[lo:hi])
+        for k, lo, hi in zip(table.keys, table.offsets[:-1], table.offsets[1:], strict=True)
+    }
+    offsets, got_ids, got_scores = [0], [], []
+    for k in full.keys.tolist():
+        i, sc = rows.get(int(k), (np.zeros(0, np.int64), np.zeros(0, np.int32)))
+        got_ids += i.tolist()
+        got_scores += sc.tolist()
+        offsets.append(len(got_ids))
+    full = Neighbours(
+        full.keys,
+        np.array(offsets, np.int64),
+        np.array(got_ids, np.int64),
+        np.array(got_scores, np.int32),
+    )
+    closed = knn_closed(items, full, th, chunks, 4)
+    # 2, 4 and 6's hashes are not queries of the table: kept open; 1 and 7 closed; 3, 5 open
+    assert closed.tolist() == [1, 7]
+    # beyond 20 bits an entry is not a candidate at all: 3's partner then counts for nothing
+    far = Neighbours(full.keys, full.offsets, full.ids, np.where(full.ids == 4, 21, full.scores))
+    assert knn_closed(items, far, th, chunks, 4).tolist() == [1, 3, 7]
+    # the vectors would not fit the budget: nothing is closed
+    monkeypatch.setattr(candidates_mod, "CLOSED_MAX_BYTES", 8)
+    assert knn_closed(items, full, th, chunks, 4).tolist() == []
