@@ -214,7 +214,7 @@ def run_geometry(
     thresholds: Thresholds,
 ) -> GeometryRun:
     """``scores.compute_geometry`` keeping the fits (the engine's shortlist and tier)."""
-    nominated = nominated_pairs(scores.cosine)
+    nominated = nominated_pairs(scores.cosine, scores.phash_hamming, thresholds.candidate_hamming)
     settled = thresholds.near_mask(
         scores.phash_hamming, scores.cosine, scores.verify, scores.min_side
     )
@@ -227,7 +227,8 @@ def run_geometry(
 
     images = 0
     for i, item in enumerate(queries):
-        # the engine's candidates: vector top-k, and the pairs near by hash (which it confirms)
+        # the engine's candidates: vector and pHash top-k, and the pairs near by hash (which
+        # it confirms)
         cols = np.flatnonzero(nominated[i] | settled[i])
         picked = shortlist(
             scores.cosine[i, cols].tolist(),

@@ -57,7 +57,7 @@ class PairScores:
     # geometric match, NaN elsewhere; filled by ``compute_geometry``.
     geometry: npt.NDArray[np.float32] | None = None
     geometry_pairs_per_s: float = 0.0
-    nominated: npt.NDArray[np.bool_] | None = None  # the engine's cosine top-k candidates
+    nominated: npt.NDArray[np.bool_] | None = None  # the engine's top-k candidates
 
 
 def _hamming_matrix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.int16]:
@@ -195,11 +195,21 @@ def compute_pair_scores(
     )
 
 
-def nominated_pairs(cosine: npt.NDArray[np.float32], k: int = TOP_K) -> npt.NDArray[np.bool_]:
-    """The engine's vector candidates: each query's ``k`` highest-cosine corpus items."""
-    top = np.argsort(-cosine, axis=1)[:, :k]
+def nominated_pairs(
+    cosine: npt.NDArray[np.float32],
+    hamming: npt.NDArray[np.int16] | None = None,
+    candidate_hamming: int = 20,
+    k: int = TOP_K,
+) -> npt.NDArray[np.bool_]:
+    """The engine's candidates: each query's ``k`` highest-cosine corpus items and, given the
+    pHash distances, its ``k`` nearest pHashes within ``candidate_hamming`` (every test image
+    asks for both, ``pair_search.hash_pairs``)."""
     mask = np.zeros(cosine.shape, bool)
-    np.put_along_axis(mask, top, True, axis=1)
+    np.put_along_axis(mask, np.argsort(-cosine, axis=1)[:, :k], True, axis=1)
+    if hamming is not None:
+        by_hash = np.zeros(cosine.shape, bool)
+        np.put_along_axis(by_hash, np.argsort(hamming, axis=1, kind="stable")[:, :k], True, axis=1)
+        mask |= by_hash & (hamming <= candidate_hamming)
     return mask
 
 
@@ -212,12 +222,12 @@ def compute_geometry(
 ) -> PairScores:
     """Geometric support of the pairs the engine would match geometrically (its shortlist).
 
-    Per query: the top-``TOP_K`` corpus items by cosine (the engine's vector search), not
+    Per query: the top-``TOP_K`` corpus items by cosine and by pHash (``nominated_pairs``), not
     already near by hash or verification, large, cosine >= ``candidate_cosine``, capped as
     the engine caps them; and the large pairs already near by hash or verification, which the
     engine confirms (``geometric_tier.shortlist``: a refused overlay fit vetoes them). Images are decoded as the engine decodes them (short side <= 256).
     """
-    nominated = nominated_pairs(scores.cosine)
+    nominated = nominated_pairs(scores.cosine, scores.phash_hamming, thresholds.candidate_hamming)
     settled = thresholds.near_mask(
         scores.phash_hamming, scores.cosine, scores.verify, scores.min_side
     )
