@@ -2,10 +2,10 @@
 
 After the self-joins (``pairs.join_corpus``) every search the engine will run for an item is
 already answered in the join tables. An item none of whose tables holds another item (no
-pHash within the radius, plain or mirrored; no hash k-NN candidate where it asks for one; no
-vector neighbour at the floor cosine) and that shares no digest with another item gets no
-pair from the engine: its row would be read from the database, searched and classified for
-nothing. On ``bench.dedup``'s corpora (5% planted copies) that is ~92% of the items.
+pHash within the radius, plain or mirrored; no hash k-NN candidate the candidate rule could
+verify, ``knn_closed``; no vector neighbour at the floor cosine) and that shares no digest
+with another item gets no pair from the engine: its row would be read from the database,
+searched and classified for nothing. On ``bench.dedup``'s corpora (5% planted copies) that is ~92% of the items.
 
 The test mirrors the stand-in stores (``store.joined``) exactly: the entries they would
 return for the item, minus the item itself; where a table does not hold the query (the
@@ -138,8 +138,9 @@ def knn_closed(
     """The queried items (sorted ids) whose pHash k-NN answers hold nothing the candidate rule
     could verify: each entry (the first ``TOP_K`` within ``candidate_hamming``, plain and
     mirrored, the item itself left out) a large pair of two embedded items at a cosine under
-    ``candidate_cosine``. Such a pair is neither near (beyond the near radius), a candidate,
-    nor semantic, so the engine would classify it as nothing; an item with only such answers
+    ``candidate_cosine`` (and ``semantic_cosine``). Such a pair is neither a candidate nor
+    semantic, nor near by its hash (one within the near radius is in the radius table, which
+    keeps its item anyway), so the engine would classify it as nothing; an item with only such answers
     needs the engine for its other tables alone (``candidate_items``). Every item asks for its
     hash k-NN candidates, so without this every item with a neighbour within 20 bits (all of
     them in a corpus searched exhaustively) would go to the engine. ``vectors`` streams the
@@ -193,6 +194,7 @@ def knn_closed(
         )
     open_item[owner[~have]] = True  # a vector not found: the engine decides
     cos = np.einsum("ij,ij->i", vec[a[have]], vec[b[have]]) if have.any() else np.zeros(0)
-    vouched = cos >= thresholds.candidate_cosine - COSINE_MARGIN
+    floor = min(thresholds.candidate_cosine, thresholds.semantic_cosine, thresholds.near_cosine)
+    vouched = cos >= floor - COSINE_MARGIN
     open_item[owner[have][vouched]] = True
     return np.sort(ids[~open_item])

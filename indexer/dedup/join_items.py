@@ -9,7 +9,7 @@ built Python lists row by row took ~7 CPU-s; this read takes ~1.5 (docs/dedup.md
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,7 @@ class JoinItems:
     embedded: npt.NDArray[np.int64]  # every item with a vector, queried or not (sorted)
     # every small item with a pHash, queried or not (sorted; an exact copy left out of the
     # queries still answers them)
-    small_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    small_ids: npt.NDArray[np.int64]
 
 
 def read_join_items(

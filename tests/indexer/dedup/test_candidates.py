@@ -252,7 +252,12 @@ def test_knn_closed_leaves_open_every_pair_the_candidate_rule_could_verify(
 ) -> None:
     """An item is closed only when each of its pHash k-NN entries is a large pair of two
     embedded items at a cosine under candidate_cosine; anything else keeps it for the engine."""
-    th = replace(thresholds_for_model("synthetic-64"), candidate_cosine=0.5)
+    th = replace(
+        thresholds_for_model("synthetic-64"),
+        candidate_cosine=0.5,
+        semantic_cosine=0.7,
+        near_cosine=0.8,
+    )
     ids = np.array([1, 2, 3, 4, 5, 6, 7], np.int64)
     hashes = np.array([10, 20, 30, 40, 50, 60, 70], np.uint64)
     # 1 -> 2 at cosine 0.3 (closed); 3 -> 4 at 0.6 (open); 5 -> 6, 6 small (open);
@@ -313,6 +318,8 @@ def test_knn_closed_leaves_open_every_pair_the_candidate_rule_could_verify(
     # beyond 20 bits an entry is not a candidate at all: 3's partner then counts for nothing
     far = Neighbours(full.keys, full.offsets, full.ids, np.where(full.ids == 4, 21, full.scores))
     assert knn_closed(items, far, th, chunks, 4).tolist() == [1, 3, 7]
+    # a cosine that makes the pair semantic keeps it too (a semantic_cosine under 0.3)
+    assert knn_closed(items, full, replace(th, semantic_cosine=0.25), chunks, 4).tolist() == [7]
     # the vectors would not fit the budget: nothing is closed
     monkeypatch.setattr(candidates_mod, "CLOSED_MAX_BYTES", 8)
     assert knn_closed(items, full, th, chunks, 4).tolist() == []
