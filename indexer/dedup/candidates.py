@@ -15,12 +15,13 @@ ones, the item is kept. So the edges are the same with and without this step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 
 import numpy as np
 import numpy.typing as npt
 
 from splitaudit.indexer.dedup.join_items import JoinItems
+from splitaudit.indexer.dedup.pair_cosines import VectorChunks, pair_cosines
 from splitaudit.indexer.dedup.pairs import MIRROR_MASK, Chunk
 from splitaudit.indexer.match.pair_search import TOP_K
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -29,8 +30,6 @@ from splitaudit.indexer.store.hamming_join import as_keys
 from splitaudit.indexer.store.joined import JoinedFloats, JoinedHashes
 from splitaudit.indexer.store.neighbours import Neighbours
 from splitaudit.indexer.store.sorted_lookup import member
-
-VectorChunks = Callable[[], Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]]
 
 
 def candidate_items(
@@ -172,28 +171,10 @@ def knn_closed(
     open_item[owner[partner_open]] = True
     scored = ~open_item[owner]
     owner, other = owner[scored], other[scored]
-    needed = np.unique(np.r_[ids[owner], other])
-    if len(needed) * dim * 4 > CLOSED_MAX_BYTES:
+    if len(np.unique(np.r_[ids[owner], other])) * dim * 4 > CLOSED_MAX_BYTES:
         return np.zeros(0, np.int64)
-    got_ids: list[npt.NDArray[np.int64]] = []
-    got_vecs: list[npt.NDArray[np.float32]] = []
-    for chunk_ids, chunk_vecs in vectors():
-        mask = member(needed, np.asarray(chunk_ids, np.int64))
-        if mask.any():
-            got_ids.append(np.asarray(chunk_ids, np.int64)[mask])
-            got_vecs.append(np.asarray(chunk_vecs, np.float32)[mask])
-    vid = np.concatenate(got_ids) if got_ids else np.zeros(0, np.int64)
-    vec = np.concatenate(got_vecs) if got_vecs else np.zeros((0, dim), np.float32)
-    sort = np.argsort(vid, kind="stable")
-    vid, vec = vid[sort], vec[sort]
-    a, b = np.searchsorted(vid, ids[owner]), np.searchsorted(vid, other)
-    have = np.zeros(len(owner), bool)
-    if len(vid):
-        have = (vid[np.minimum(a, len(vid) - 1)] == ids[owner]) & (
-            vid[np.minimum(b, len(vid) - 1)] == other
-        )
+    have, cos = pair_cosines(ids[owner], other, vectors)
     open_item[owner[~have]] = True  # a vector not found: the engine decides
-    cos = np.einsum("ij,ij->i", vec[a[have]], vec[b[have]]) if have.any() else np.zeros(0)
     floor = min(thresholds.candidate_cosine, thresholds.semantic_cosine, thresholds.near_cosine)
     vouched = cos >= floor - COSINE_MARGIN
     open_item[owner[have][vouched]] = True

@@ -45,6 +45,7 @@ from sqlalchemy.orm import Session
 from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.models import Item, VectorBatch
 from splitaudit.indexer.dedup.join_items import JoinItems, read_join_items
+from splitaudit.indexer.dedup.pair_cosines import VectorChunks, pair_cosines
 from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
@@ -278,7 +279,7 @@ def witness_cosines(
     hashes: npt.NDArray[np.uint64],
     within: Neighbours,
     embedded: npt.NDArray[np.int64],
-    vectors: Callable[[], Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]],
+    vectors: VectorChunks,
 ) -> dict[tuple[int, int], float]:
     """Cosine of every pair of embedded items whose pHashes (plain or mirrored) lie within the
     join radius but more than ``WITNESS_HAMMING`` bits apart: the pairs ``needs_witness`` asks
@@ -304,23 +305,8 @@ def witness_cosines(
     pairs = np.unique(np.stack([a[both], b[both]], axis=1), axis=0) if both.any() else None
     if pairs is None:
         return {}
-    needed = np.unique(pairs)
-    got_ids: list[npt.NDArray[np.int64]] = []
-    got_vecs: list[npt.NDArray[np.float32]] = []
-    for chunk_ids, chunk_vecs in vectors():
-        mask = member(needed, np.asarray(chunk_ids, np.int64))
-        if mask.any():
-            got_ids.append(np.asarray(chunk_ids, np.int64)[mask])
-            got_vecs.append(np.asarray(chunk_vecs, np.float32)[mask])
-    if not got_ids:
-        return {}
-    vid = np.concatenate(got_ids)
-    order = np.argsort(vid, kind="stable")
-    vid, vec = vid[order], np.concatenate(got_vecs)[order]
-    have = member(vid, pairs[:, 0]) & member(vid, pairs[:, 1])
+    have, cos = pair_cosines(pairs[:, 0], pairs[:, 1], vectors)
     pairs = pairs[have]
-    pa, pb = np.searchsorted(vid, pairs[:, 0]), np.searchsorted(vid, pairs[:, 1])
-    cos = np.einsum("ij,ij->i", vec[pa], vec[pb])
     return {
         (int(x), int(y)): float(c)
         for x, y, c in zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), cos.tolist(), strict=True)
