@@ -91,14 +91,7 @@ def others_held(
     """Per query key, whether its table answer (the ``first`` entries; within ``max_distance``
     or at ``min_cosine`` and above) holds an id other than ``own``; True where the table does
     not hold the key (the stand-in would ask the real store)."""
-    rows = table.rows(keys)
-    held = rows >= 0
-    start = np.where(held, table.offsets[np.maximum(rows, 0)], 0)
-    counts = np.where(held, table.offsets[np.maximum(rows, 0) + 1] - start, 0)
-    if first is not None:
-        counts = np.minimum(counts, first)
-    owner = np.repeat(np.arange(len(keys)), counts)
-    flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(owner))
+    rows, owner, flat = table.entries(keys, first)
     other = table.ids[flat] != own[owner]
     other &= table.ids[flat] >= 0
     if max_distance is not None:
@@ -107,7 +100,7 @@ def others_held(
         other &= np.asarray(table.scores[flat]) >= min_cosine
     found = np.zeros(len(keys), bool)
     found[owner[other]] = True
-    return found | ~held
+    return found | (rows < 0)
 
 
 def keep_candidates(
@@ -152,14 +145,8 @@ def knn_closed(
     owners: list[npt.NDArray[np.int64]] = []
     others: list[npt.NDArray[np.int64]] = []
     for q in (items.hashes, items.hashes ^ MIRROR_MASK):
-        rows = nearest.rows(as_keys(q))
+        rows, owner, flat = nearest.entries(as_keys(q), TOP_K)
         open_item |= rows < 0  # not in the table: the engine asks the real store
-        held = rows >= 0
-        start = np.where(held, nearest.offsets[np.maximum(rows, 0)], 0)
-        counts = np.where(held, nearest.offsets[np.maximum(rows, 0) + 1] - start, 0)
-        counts = np.minimum(counts, TOP_K)
-        owner = np.repeat(np.arange(len(ids)), counts)
-        flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(owner))
         other = nearest.ids[flat]
         keep = (other != ids[owner]) & (other >= 0)
         keep &= np.asarray(nearest.scores[flat]) <= thresholds.candidate_hamming

@@ -291,11 +291,7 @@ def witness_cosines(
     a_parts: list[npt.NDArray[np.int64]] = []
     b_parts: list[npt.NDArray[np.int64]] = []
     for q in (hashes, hashes ^ MIRROR_MASK):
-        pos = within.rows(as_keys(q))
-        start = np.where(pos >= 0, within.offsets[pos], 0)
-        counts = np.where(pos >= 0, within.offsets[pos + 1] - start, 0)
-        rows = np.repeat(np.arange(len(ids)), counts)
-        flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(rows))
+        _pos, rows, flat = within.entries(as_keys(q))
         far = np.asarray(within.scores[flat]) > WITNESS_HAMMING
         a, b = ids[rows[far]], within.ids[flat[far]]
         a_parts.append(np.minimum(a, b)[a != b])

@@ -129,6 +129,22 @@ class Neighbours:
         """Row of each key in the table, -1 where the key was not a query."""
         return rows_of(self.keys, np.asarray(keys, np.int64))
 
+    def entries(
+        self, keys: npt.NDArray[np.int64], first: int | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every entry of the given query keys at once: each key's table row (-1 where the
+        key was not a query), then per entry the index of its key in ``keys`` and its position
+        in ``ids`` / ``scores`` (a key's first ``first`` entries only, when given)."""
+        rows = self.rows(keys)
+        held = rows >= 0
+        start = np.where(held, self.offsets[np.maximum(rows, 0)], 0)
+        counts = np.where(held, self.offsets[np.maximum(rows, 0) + 1] - start, 0)
+        if first is not None:
+            counts = np.minimum(counts, first)
+        owner = np.repeat(np.arange(len(rows)), counts)
+        flat = np.repeat(start - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(len(owner))
+        return rows, owner, flat
+
     def get(self, row: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.generic]]:
         """Neighbour ids and scores of table row ``row``."""
         lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
