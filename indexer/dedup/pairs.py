@@ -337,7 +337,7 @@ def join_corpus(
     """The corpus index with its searches answered by one self-join of every queried item.
 
     Returns the stand-in index ``chunk_edges`` hands the engine, and what the joins did;
-    ``clock`` counts each join's CPU (``items_read``, ``hash_radius``, ``hash_knn``,
+    ``clock`` counts each join's CPU (``items_read``, ``hash_joins`` (radius and k-NN),
     ``witness``, ``vector_join``); ``joins``: who runs the joins (default: this process;
     ``sharded_join.ShardedSelfJoins``: shards, e.g. on Ray, with the same tables);
     ``items``: the queried items as ``join_items.read_join_items`` reads them (read here if
@@ -353,22 +353,23 @@ def join_corpus(
     ids, hashes, embedded = items.ids, items.hashes, items.embedded
     stats: dict[str, Any] = {"queried": len(ids)}
     say(f"joining {len(ids)} hashes")
-    with clock.phase("hash_radius"):
-        within = joins.hash_radius(
-            index.hashes,
-            np.r_[hashes, hashes ^ MIRROR_MASK],
-            thresholds.phash_hamming,
-            mirror=int(MIRROR_MASK),  # both halves answered by self-joins of the store
-        )
+    queries = np.r_[hashes, hashes ^ MIRROR_MASK]
+    mirror = int(MIRROR_MASK)  # both halves answered by self-joins of the store
     nearest = None
     if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
-        with clock.phase("hash_knn"):
-            nearest = joins.hash_knn(
+        with clock.phase("hash_joins"):
+            within, nearest = joins.hash_tables(
                 index.hashes,
-                np.r_[hashes, hashes ^ MIRROR_MASK],
+                queries,
+                thresholds.phash_hamming,
                 TOP_K,
                 thresholds.candidate_hamming,
-                mirror=int(MIRROR_MASK),
+                mirror=mirror,
+            )
+    else:
+        with clock.phase("hash_joins"):
+            within = joins.hash_radius(
+                index.hashes, queries, thresholds.phash_hamming, mirror=mirror
             )
     stats["hash_pairs"] = within.pairs + (nearest.pairs if nearest is not None else 0)
     refs = vector_batches(session, corpus_id) if has_vectors else []

@@ -1,7 +1,8 @@
 """Who runs dedup's self-joins: here (``LocalSelfJoins``) or cut into shards (``sharded_join``).
 
 ``pairs.join_corpus`` asks three questions of the whole corpus — the Hamming radius join, the
-Hamming k-nearest join and the vector self-join — through one of these objects, so the same
+Hamming k-nearest join (both at once, ``hash_tables``) and the vector self-join — through one
+of these objects, so the same
 join code runs on one machine or fans out to Ray actors with the same tables as the answer.
 """
 
@@ -57,6 +58,20 @@ class LocalSelfJoins:
     ) -> Neighbours:
         """The ``k`` nearest hashes of ``store`` within ``max_radius`` bits of each query value."""
         return self._hashes(store).knn(queries, k, max_radius, mirror=mirror)
+
+    def hash_tables(
+        self,
+        store: BinaryStore,
+        queries: npt.NDArray[np.uint64],
+        radius: int,
+        k: int,
+        max_radius: int,
+        *,
+        mirror: int | None = None,
+    ) -> tuple[Neighbours, Neighbours]:
+        """``hash_radius`` and ``hash_knn`` of the same queries, from one self-join where the
+        k-NN is one (``HammingJoin.radius_and_knn``)."""
+        return self._hashes(store).radius_and_knn(queries, radius, k, max_radius, mirror=mirror)
 
     def vectors(
         self,

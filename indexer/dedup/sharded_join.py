@@ -409,6 +409,21 @@ class ShardedSelfJoins(LocalSelfJoins):
         self.submit: ShardSubmit = submit or (lambda method, args: _ready(call(method, args)))
         self.mapped: list[int] = []  # bytes of the float index each vector shard mapped
 
+    def hash_tables(
+        self,
+        store: BinaryStore,
+        queries: npt.NDArray[np.uint64],
+        radius: int,
+        k: int,
+        max_radius: int,
+        *,
+        mirror: int | None = None,
+    ) -> tuple[Neighbours, Neighbours]:
+        """The radius join here and the k-NN on the shards (the same tables as one shared
+        self-join: the k-NN's wider join is what the shards split)."""
+        within = self.hash_radius(store, queries, radius, mirror=mirror)
+        return within, self.hash_knn(store, queries, k, max_radius, mirror=mirror)
+
     def hash_knn(
         self,
         store: BinaryStore,

@@ -117,6 +117,18 @@ class Neighbours:
         np.cumsum(kept, out=offsets[1:])
         return Neighbours(self.keys, offsets, self.ids[keep], self.scores[keep])
 
+    def within(self, score: float) -> Neighbours:
+        """The table with each row cut to its entries scoring at most ``score`` (ascending
+        scores: Hamming distances), each row's prefix; a radius join at a larger radius
+        answering as one at ``score`` would."""
+        keep = np.asarray(self.scores) <= score
+        if keep.all():
+            return self
+        row = np.repeat(np.arange(len(self.keys)), np.diff(self.offsets))
+        offsets = np.zeros(len(self.keys) + 1, np.int64)
+        np.cumsum(np.bincount(row[keep], minlength=len(self.keys)), out=offsets[1:])
+        return Neighbours(self.keys, offsets, self.ids[keep], self.scores[keep])
+
     def __len__(self) -> int:
         return len(self.keys)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from splitaudit.indexer.popcount import popcount
-from splitaudit.indexer.store import hamming_mih, mih_self_join
+from splitaudit.indexer.store import hamming_join, hamming_mih, mih_self_join
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.hamming_join import HammingJoin, as_keys, stand_in_mask
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS, MultiIndexHash
@@ -180,3 +180,43 @@ def test_radius_join_reads_the_mirror_from_the_queries() -> None:
     assert got == _searched(codes, ids, queries, 8)
     knn = HammingJoin(store).knn(queries, 3, 8)
     assert _table(knn) == _table(HammingJoin(store).knn(queries, 3, 8, mirror=MIRROR))
+
+
+@pytest.mark.parametrize("brute_pairs", [None, 1_000])
+@pytest.mark.parametrize(("radius", "max_radius"), [(8, 20), (8, 11), (4, 9), (12, 20)])
+def test_one_join_answers_the_radius_and_the_knn_as_two_would(
+    monkeypatch: pytest.MonkeyPatch, brute_pairs: int | None, radius: int, max_radius: int
+) -> None:
+    """Past ``BRUTE_PAIRS`` the radius table is the k-NN's wider join cut to ``radius`` bits;
+    both tables equal the two searches, entry for entry and in order (radius 12 is over the
+    exact radius: searched apart)."""
+    if brute_pairs is not None:
+        monkeypatch.setattr(hamming_join, "BRUTE_PAIRS", brute_pairs)
+    rng = np.random.default_rng(6)
+    codes = _codes(rng, 2500)
+    ids = np.arange(len(codes), dtype=np.int64) * 3 + 1
+    store = BinaryStore.create()
+    store.add(ids, codes)
+    queries = np.r_[codes, codes ^ np.uint64(MIRROR)]
+    join = HammingJoin(store)
+    joins: list[int] = []
+    radius_join = join.radius
+    monkeypatch.setattr(
+        join, "radius", lambda *a, **kw: joins.append(a[1]) or radius_join(*a, **kw)
+    )
+    within, nearest = join.radius_and_knn(queries, radius, 10, max_radius, mirror=MIRROR)
+    shared = brute_pairs is not None and radius <= MAX_EXACT_RADIUS
+    if shared:  # one join, at the k-NN's exact radius
+        assert joins == [min(max_radius, MAX_EXACT_RADIUS)]
+    else:  # the radius join first, then the k-NN's own search
+        assert joins[0] == radius
+    expected_within = _table(radius_join(queries, radius, mirror=MIRROR))
+    expected_nearest = _table(join.knn(queries, 10, max_radius, mirror=MIRROR))
+    assert _table(within) == expected_within
+    assert _table(nearest) == expected_nearest
+    assert len(expected_within) > len(codes)  # every hash finds itself, families more
+    # a table cut to its own radius is itself; cut to 0 bits, only exact repeats stay
+    assert within.within(radius) is within
+    exact = within.within(0)
+    assert (exact.scores == 0).all() and np.diff(exact.offsets).min() >= 0
+    assert exact.pairs == int((within.scores == 0).sum())
