@@ -219,7 +219,7 @@ def _window_norms(band: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return centred.astype(np.float32)
 
 
-def _zoomed(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
+def zoomed_references(thumbs: npt.NDArray[np.uint8]) -> ZoomedReferences:
     """Enlarge, band-pass and transform each reference once per ``ZOOM_IN`` scale."""
     spectra, inverse_norms = [], []
     floor = max(MIN_CONTRAST * WINDOW, _EPS)
@@ -275,7 +275,7 @@ class References:
         return self.zoomed.take(picked)
 
 
-def _zoom_rows(zoom_in: bool | npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
+def zoom_rows(zoom_in: bool | npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
     """Indices of the candidates the zoom-in search covers (a bool or an (n,) bool mask)."""
     wanted = np.broadcast_to(np.asarray(zoom_in, dtype=bool), (n,))
     return np.flatnonzero(wanted).astype(np.intp)
@@ -307,8 +307,8 @@ def prepare_references(
     vectors = window(0, 0)
     shifted = [np.einsum("ij,ij->i", vectors, window(dx, dy)) for dx, dy in _ring(AMBIGUITY_SHIFT)]
     ambiguity = np.max(shifted, axis=0).astype(np.float32)
-    rows = _zoom_rows(zoom_in, len(thumbs))
-    zoomed = _zoomed(thumbs[rows]) if len(rows) else None
+    rows = zoom_rows(zoom_in, len(thumbs))
+    zoomed = zoomed_references(thumbs[rows]) if len(rows) else None
     return References(vectors, ambiguity, zoomed, rows)
 
 
@@ -439,7 +439,7 @@ def verify_scores(
     """
     if len(candidates) == 0:
         return np.zeros(0, np.float32)
-    rows = _zoom_rows(zoom_in, len(candidates))
+    rows = zoom_rows(zoom_in, len(candidates))
     references = prepare_references(candidates, zoom_in)
     variants = query_variants(query)
     best = variants.correlations(references, rows)

@@ -32,6 +32,7 @@ from splitaudit.indexer.match.small_pairs import (
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify_overlay import refuse_overlay_verdicts
+from splitaudit.indexer.match.zoom_cache import ZoomCache
 from splitaudit.indexer.sources.record import Locator
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ def verify_candidates(
 
     # Corpus candidates are cached as 32x32 verification thumbnails (1 KiB each), not images.
     cache: dict[int, npt.NDArray[np.uint8] | None] = {}
+    zooms = ZoomCache()  # each candidate's zoom-in references, for every test image it is in
     # geometric matches still running (the next test image is prepared meanwhile)
     # (pairs, their matches to come, the test image's row, its corpus images' loader)
     pending: deque[
@@ -168,8 +170,9 @@ def verify_candidates(
             # whose zooms (0.72-1.4) the low-resolution alignment searches anyway
             zoom = [z and not p.wide_only for z, p in zip(zoom, kept, strict=True)]
             with phases.phase("verification: pixel verifier"):
+                references = zooms.references([p.item_id for p in kept], np.stack(thumbs), zoom)
                 scores, turns = oriented_verify_scores(
-                    query, [p.orientation for p in kept], np.stack(thumbs), zoom
+                    query, [p.orientation for p in kept], references, zoom
                 )
             for p, score, turn in zip(kept, scores, turns, strict=True):
                 p.verify = float(score)
@@ -202,6 +205,7 @@ def verify_candidates(
         if len(cache) > THUMB_CACHE:
             cache.clear()
     settle(0)
+    log.debug("zoom-in references: %d prepared, %d reused", zooms.misses, zooms.hits)
 
 
 def _content_cosines(
