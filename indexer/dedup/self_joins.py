@@ -2,8 +2,8 @@
 
 ``pairs.join_corpus`` asks three questions of the whole corpus — the Hamming radius join, the
 Hamming k-nearest join (both at once, ``hash_tables``) and the vector self-join — through one
-of these objects, so the same
-join code runs on one machine or fans out to Ray actors with the same tables as the answer.
+of these objects, so the same join code runs on one machine or fans out to Ray actors with
+the same tables as the answer.
 """
 
 from __future__ import annotations
