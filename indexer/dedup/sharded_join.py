@@ -153,11 +153,21 @@ class JoinShard:
         shard's fewer values must not switch it to the exhaustive search, whose ties differ)."""
         if whole * self.hashes.store.count <= hamming_join.BRUTE_PAIRS:
             return self.hashes.knn(values, k, max_radius, mirror=mirror)
-        within = self.hashes.radius(values, min(max_radius, MAX_EXACT_RADIUS), mirror=mirror)
-        query = np.repeat(within.keys, np.diff(within.offsets))
-        return Neighbours.from_pairs(
-            within.keys, query, within.ids, within.scores, k=k, descending=False
-        )
+        return self.hashes.knn_join(values, max_radius, mirror).best(k)
+
+    def hash_tables(
+        self,
+        values: npt.NDArray[np.uint64],
+        radius: int,
+        k: int,
+        max_radius: int,
+        mirror: int | None = None,
+    ) -> tuple[Neighbours, Neighbours]:
+        """The radius table and the k-NN of these values from one join: the k-NN's wider
+        radius join (the whole join is past ``BRUTE_PAIRS``: the caller checks), its entries
+        within ``radius`` and its ``k`` best."""
+        wide = self.hashes.knn_join(values, max_radius, mirror)
+        return wide.within(radius), wide.best(k)
 
     def exact_shard(
         self, shard: VectorShard, corpus_dir: Path, refs: BatchRefs, k: int, floor: float
@@ -419,10 +429,19 @@ class ShardedSelfJoins(LocalSelfJoins):
         *,
         mirror: int | None = None,
     ) -> tuple[Neighbours, Neighbours]:
-        """The radius join here and the k-NN on the shards (the same tables as one shared
-        self-join: the k-NN's wider join is what the shards split)."""
-        within = self.hash_radius(store, queries, radius, mirror=mirror)
-        return within, self.hash_knn(store, queries, k, max_radius, mirror=mirror)
+        """``LocalSelfJoins.hash_tables``, the values cut among the shards: where the k-NN is a
+        multi-index join each shard answers both tables of its values from it; else the
+        radius join stays here (one self-join of the store) and the k-NN is cut."""
+        parts = value_parts(queries, self.parts)
+        whole = sum(len(p) for p in parts)
+        shared = whole * store.count > hamming_join.BRUTE_PAIRS and radius <= min(
+            max_radius, MAX_EXACT_RADIUS
+        )
+        if not shared:
+            within = self.hash_radius(store, queries, radius, mirror=mirror)
+            return within, self.hash_knn(store, queries, k, max_radius, mirror=mirror)
+        answers = self.call("hash_tables", [(p, radius, k, max_radius, mirror) for p in parts])
+        return concat_rows([a[0] for a in answers]), concat_rows([a[1] for a in answers])
 
     def hash_knn(
         self,

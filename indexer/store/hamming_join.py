@@ -28,7 +28,6 @@ from splitaudit.indexer.store.neighbours import Neighbours
 log = logging.getLogger(__name__)
 BRUTE_PAIRS = 2_000_000_000  # query x corpus hash comparisons done exhaustively (~2-4 CPU-s)
 _BRUTE_CHUNK = 65_536
-_NONE = np.empty(0, np.int64)
 
 
 def as_keys(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -147,13 +146,14 @@ class HammingJoin:
                 k=k,
                 descending=False,
             )
-        return self._exact_radius(values, max_radius, mirror).trimmed(k, wider=_NONE, wide_k=k)
+        return self.knn_join(values, max_radius, mirror).best(k)
 
-    def _exact_radius(
+    def knn_join(
         self, values: npt.NDArray[np.uint64], max_radius: int, mirror: int | None
     ) -> Neighbours:
         """The radius join at ``min(max_radius, MAX_EXACT_RADIUS)`` that the k-NN past
-        ``BRUTE_PAIRS`` takes its k best from (saying so when that cuts ``max_radius``)."""
+        ``BRUTE_PAIRS`` takes its k best from (saying so when that cuts ``max_radius``); its
+        entries within a smaller radius are that radius's table."""
         radius = min(max_radius, MAX_EXACT_RADIUS)
         if radius < max_radius:
             log.info(
@@ -189,8 +189,8 @@ class HammingJoin:
         if brute or radius > wide_radius or self.store.count == 0 or len(values) == 0:
             within = self.radius(values, radius, mirror=mirror)
             return within, self.knn(values, k, max_radius, mirror=mirror)
-        wide = self._exact_radius(values, max_radius, mirror)
-        return wide.within(radius), wide.trimmed(k, wider=_NONE, wide_k=k)
+        wide = self.knn_join(values, max_radius, mirror)
+        return wide.within(radius), wide.best(k)
 
 
 def stand_in_mask(queries: npt.NDArray[np.uint64]) -> int | None:

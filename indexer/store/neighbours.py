@@ -117,6 +117,10 @@ class Neighbours:
         np.cumsum(kept, out=offsets[1:])
         return Neighbours(self.keys, offsets, self.ids[keep], self.scores[keep])
 
+    def best(self, k: int) -> Neighbours:
+        """The table with each row cut to its best ``k`` neighbours."""
+        return self.trimmed(k, wider=np.empty(0, np.int64), wide_k=k)
+
     def within(self, score: float) -> Neighbours:
         """The table with each row cut to its entries scoring at most ``score`` (ascending
         scores: Hamming distances), each row's prefix; a radius join at a larger radius

@@ -213,7 +213,11 @@ def test_hash_knn_cut_by_query_value(
             )
     # the radius join stays whole (a self-join of the store): the local one
     _same(joins.hash_radius(store, queries, 8), local.hash_radius(store, queries, 8))
-    # both at once: the local tables share one join where the k-NN is one, the shards' don't
+    # both at once, from one join where the k-NN is a multi-index one: here, and on each
+    # shard for its values (the radius join then runs on the shards, not here)
+    asked: list[str] = []
+    call = joins.call
+    joins.call = lambda method, args: asked.append(method) or call(method, args)
     for max_radius in (6, 20):
         here = local.hash_tables(store, queries, 8, 10, max_radius, mirror=int(mask))
         cut = joins.hash_tables(store, queries, 8, 10, max_radius, mirror=int(mask))
@@ -221,6 +225,8 @@ def test_hash_knn_cut_by_query_value(
         _same(here[1], local.hash_knn(store, queries, 10, max_radius, mirror=int(mask)))
         _same(cut[0], here[0])
         _same(cut[1], here[1])
+    # radius 8 fits within the k-NN's exact radius at max_radius 20, not at 6
+    assert asked == ["hash_knn", "hash_knn" if brute_pairs is None else "hash_tables"]
     parts = value_parts(queries, 3)
     assert len(parts) == 3 and sum(len(p) for p in parts) == len(np.unique(queries))
     assert all(as_keys(a).max() < as_keys(b).min() for a, b in itertools.pairwise(parts))
