@@ -163,11 +163,10 @@ class JoinShard:
         max_radius: int,
         mirror: int | None = None,
     ) -> tuple[Neighbours, Neighbours]:
-        """The radius table and the k-NN of these values from one join: the k-NN's wider
-        radius join (the whole join is past ``BRUTE_PAIRS``: the caller checks), its entries
-        within ``radius`` and its ``k`` best."""
-        wide = self.hashes.knn_join(values, max_radius, mirror)
-        return wide.within(radius), wide.best(k)
+        """The radius table and the k-NN of these values from one join
+        (``HammingJoin.joined_tables``; the whole join is past ``BRUTE_PAIRS``: the caller
+        checks)."""
+        return self.hashes.joined_tables(values, radius, k, max_radius, mirror)
 
     def exact_shard(
         self, shard: VectorShard, corpus_dir: Path, refs: BatchRefs, k: int, floor: float

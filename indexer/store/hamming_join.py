@@ -189,6 +189,19 @@ class HammingJoin:
         if brute or radius > wide_radius or self.store.count == 0 or len(values) == 0:
             within = self.radius(values, radius, mirror=mirror)
             return within, self.knn(values, k, max_radius, mirror=mirror)
+        return self.joined_tables(values, radius, k, max_radius, mirror)
+
+    def joined_tables(
+        self,
+        values: npt.NDArray[np.uint64],
+        radius: int,
+        k: int,
+        max_radius: int,
+        mirror: int | None,
+    ) -> tuple[Neighbours, Neighbours]:
+        """Both tables from the k-NN's multi-index join whatever the number of values (a
+        shard of a join past ``BRUTE_PAIRS`` too): its entries within ``radius`` (at most the
+        exact radius) and its ``k`` best."""
         wide = self.knn_join(values, max_radius, mirror)
         return wide.within(radius), wide.best(k)
 
