@@ -356,8 +356,8 @@ def join_corpus(
     queries = np.r_[hashes, hashes ^ MIRROR_MASK]
     mirror = int(MIRROR_MASK)  # both halves answered by self-joins of the store
     nearest = None
-    if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
-        with clock.phase("hash_joins"):
+    with clock.phase("hash_joins"):
+        if thresholds.candidate_hamming > thresholds.phash_hamming and len(ids):
             within, nearest = joins.hash_tables(
                 index.hashes,
                 queries,
@@ -366,8 +366,7 @@ def join_corpus(
                 thresholds.candidate_hamming,
                 mirror=mirror,
             )
-    else:
-        with clock.phase("hash_joins"):
+        else:
             within = joins.hash_radius(
                 index.hashes, queries, thresholds.phash_hamming, mirror=mirror
             )

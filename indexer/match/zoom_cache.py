@@ -68,10 +68,10 @@ class ZoomCache:
             return base
         wanted = [int(keys[r]) for r in rows.tolist()]
         found = {k: self._held[k] for k in wanted if k in self._held}
-        first_row = dict(zip(reversed(wanted), reversed(rows.tolist()), strict=True))
-        fresh = [k for k in dict.fromkeys(wanted) if k not in found]
+        row_of = dict(zip(wanted, rows.tolist(), strict=True))  # one key, one thumbnail
+        fresh = [k for k in row_of if k not in found]
         if fresh:
-            made = zoomed_references(thumbs[[first_row[k] for k in fresh]])
+            made = zoomed_references(thumbs[[row_of[k] for k in fresh]])
             for j, k in enumerate(fresh):
                 found[k] = (
                     tuple(s[j].copy() for s in made.spectra),
