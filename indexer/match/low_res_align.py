@@ -39,7 +39,7 @@ figures are in ``docs/recall.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,6 +48,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from splitaudit.indexer.match.low_res_coarse import CoarseWindows, coarse_matches, coarse_windows
+from splitaudit.indexer.match.nelder_mead import nelder_mead_many
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail
 
@@ -173,9 +174,11 @@ def _refined_score(
     ref_band: npt.NDArray[np.float32],
     match: tuple[float, int, int],
     cut: float,
-) -> float:
+) -> tuple[float, npt.NDArray[np.float64] | None]:
     """A pair's score from its coarse match (scale, px, py: the window's position in the
-    unpadded band): ECC's refinement, the Nelder-Mead search, the scored bands."""
+    unpadded band) after ECC's refinement, in the scored bands, and the similarity warp
+    (zoom, x px, y px) the Nelder-Mead search starts from where the pair needs one (under
+    ``SEARCH_BELOW``), else None."""
     scale, px, py = match
     lo = (THUMB_SIZE - WINDOW) // 2
     # The warp maps reference pixels to query pixels (ECC's convention, WARP_INVERSE_MAP).
@@ -189,15 +192,12 @@ def _refined_score(
     fits = [_overlap(query.thumb, w, ref_band) for w in _distinct(warp, refined)]
     kept = [fit for fit in fits if fit is not None]
     if not kept:
-        return -1.0
+        return -1.0, None
     score = _scored(ref, ref_band, max(kept, key=lambda fit: fit[0]), cut)
-    if score < SEARCH_BELOW:
-        # ECC's fit wandered off (an anisotropic warp pulled by a rim or a horizon) or stopped
-        # short: search the similarity warp that maximises the scored correlation itself.
-        searched = _searched(query.thumb, ref_band, scale, (px - lo) / scale, (py - lo) / scale)
-        if searched is not None:
-            score = max(score, _scored(ref, ref_band, searched, cut))
-    return float(np.clip(score, -1.0, 1.0))
+    # ECC's fit wandered off (an anisotropic warp pulled by a rim or a horizon) or stopped
+    # short: the search looks for the similarity warp that maximises the scored r itself.
+    start = np.array([1 / scale, (px - lo) / scale, (py - lo) / scale])
+    return score, (start if score < SEARCH_BELOW else None)
 
 
 Fit = tuple[float, npt.NDArray[np.float32], npt.NDArray[np.bool_]]
@@ -227,93 +227,45 @@ def _scored(
 
 
 def _searched(
-    thumb: npt.NDArray[np.float32],
-    ref_band: npt.NDArray[np.float32],
-    scale: float,
-    tx: float,
-    ty: float,
-) -> Fit | None:
-    """Nelder-Mead search of a similarity warp (zoom, shift; no turn) from the coarse one that
-    maximises the band-passed r on the overlap; the best fit, None if none fits. The search
-    resamples bilinearly (``SEARCH_INTERPOLATION``), the fit it ends on is resampled again with
-    ``WARP_INTERPOLATION`` to be scored."""
-    start = np.array([1 / scale, tx, ty])
-    fits: dict[tuple[float, ...], Fit | None] = {}
+    thumbs: npt.NDArray[np.float32],
+    ref_bands: npt.NDArray[np.float32],
+    starts: npt.NDArray[np.float64],
+) -> list[Fit | None]:
+    """Nelder-Mead search, for each (query thumbnail, reference band, start), of a similarity warp (zoom,
+    shift; no turn) from the coarse one that maximises the band-passed r on the overlap; the
+    best fit of each, None if none fits. The searches run side by side (``nelder_mead_many``:
+    each step warps one point of every pair in one vectorised call, ``_linear_overlaps``),
+    resampling bilinearly (``SEARCH_INTERPOLATION``); the fit each ends on is resampled again
+    with ``WARP_INTERPOLATION`` to be scored."""
 
-    def fit_of(params: npt.NDArray[np.float64]) -> Fit | None:
-        key = tuple(np.round(params, 6).tolist())
-        if key not in fits:
-            fits[key] = (
-                _overlap(thumb, _similarity(params), ref_band, SEARCH_INTERPOLATION)
-                if _allowed(params)
-                else None
-            )
-        return fits[key]
+    def costs(
+        points: npt.NDArray[np.float64], rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.float64]:
+        out = np.full(len(points), 2.0)  # no fit: worse than any correlation
+        allowed = _allowed(points)
+        if allowed.any():
+            kept = rows[allowed]
+            r = _linear_overlaps(thumbs[kept], points[allowed], ref_bands[kept])
+            out[allowed] = np.where(np.isnan(r), 2.0, -r)
+        return out
 
-    def cost(params: npt.NDArray[np.float64]) -> float:
-        fit = fit_of(params)
-        return 2.0 if fit is None else -fit[0]
-
-    best = nelder_mead(cost, start, np.array(SEARCH_STEPS), SEARCH_EVALS)
-    ended = best if fit_of(best) is not None else start
-    return _overlap(thumb, _similarity(ended), ref_band) if fit_of(ended) is not None else None
-
-
-def _allowed(params: npt.NDArray[np.float64]) -> bool:
-    """Whether a similarity warp stays within the zoom and the centre's move a copy may have."""
-    if not 1 / MAX_ZOOM < params[0] < MAX_ZOOM:
-        return False
-    landed = params[1:] + _CENTRE * (params[0] - 1)  # the centre's move
-    return float(np.abs(landed).max()) <= MAX_OFFSET * THUMB_SIZE + 1.0
-
-
-def nelder_mead(
-    cost: Callable[[npt.NDArray[np.float64]], float],
-    start: npt.NDArray[np.float64],
-    steps: npt.NDArray[np.float64],
-    evals: int,
-) -> npt.NDArray[np.float64]:
-    """Minimise ``cost`` from ``start`` by Nelder-Mead (reflection 1, expansion 2, contraction
-    and shrink 0.5), the first simplex ``start`` and ``start`` moved by ``steps`` along each
-    axis; stops after about ``evals`` evaluations. Returns the best point (SciPy is not a
-    dependency of the core; three parameters need no more than this)."""
-    simplex = [start.astype(np.float64)] + [
-        start + np.eye(len(start))[i] * steps[i] for i in range(len(start))
+    best, cost = nelder_mead_many(costs, starts, np.array(SEARCH_STEPS), SEARCH_EVALS)
+    return [
+        None if c >= 2.0 else _overlap(thumb, _similarity(point), band)
+        for thumb, point, c, band in zip(thumbs, best, cost.tolist(), ref_bands, strict=True)
     ]
-    values = [cost(p) for p in simplex]
-    used = len(simplex)
-    while used < evals:
-        order = np.argsort(values)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        centroid = np.mean(simplex[:-1], axis=0)
-        worst = simplex[-1]
-        reflected = centroid + (centroid - worst)
-        r_value = cost(reflected)
-        used += 1
-        if r_value < values[0]:
-            expanded = centroid + 2.0 * (centroid - worst)
-            e_value = cost(expanded)
-            used += 1
-            simplex[-1], values[-1] = (
-                (expanded, e_value) if e_value < r_value else (reflected, r_value)
-            )
-            continue
-        if r_value < values[-2]:
-            simplex[-1], values[-1] = reflected, r_value
-            continue
-        outside = r_value < values[-1]
-        contracted = centroid + 0.5 * ((reflected if outside else worst) - centroid)
-        c_value = cost(contracted)
-        used += 1
-        if c_value < min(r_value, values[-1]):
-            simplex[-1], values[-1] = contracted, c_value
-            continue
-        for i in range(1, len(simplex)):  # shrink towards the best point
-            simplex[i] = simplex[0] + 0.5 * (simplex[i] - simplex[0])
-            values[i] = cost(simplex[i])
-        used += len(simplex) - 1
-    out: npt.NDArray[np.float64] = simplex[int(np.argmin(values))]
-    return out
+
+
+def _allowed(params: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Whether each similarity warp of an (n, 3) array (zoom, x px, y px) stays within the
+    zoom and the centre's move a copy may have."""
+    zoom = params[:, 0]
+    landed = params[:, 1:] + _CENTRE * (zoom[:, None] - 1)  # the centre's move
+    return (
+        (zoom > 1 / MAX_ZOOM)
+        & (zoom < MAX_ZOOM)
+        & (np.abs(landed).max(axis=1) <= MAX_OFFSET * THUMB_SIZE + 1.0)
+    )
 
 
 def _similarity(params: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
@@ -324,19 +276,20 @@ def _similarity(params: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
 def needs_confirmation(
     verify: float | None,
     hamming: int | None,
-    cosine: float | None,
     min_side: int | None,
     orientation: str,
+    near: bool,
     th: Thresholds,
 ) -> bool:
-    """Whether a small pair is near by a verifier score under ``CONFIRM_BELOW`` alone (not by its
-    pHash; upright or mirrored, as the verifier searches): the alignment must confirm it."""
-    if verify is None or min_side is None or min_side > MAX_SIDE or verify >= CONFIRM_BELOW:
+    """Whether a small pair is near (``near``: ``Thresholds.is_near``, which the caller asks
+    of all its pairs at once, ``near_many``) by a verifier score under ``CONFIRM_BELOW`` alone
+    (not by its pHash; upright or mirrored, as the verifier searches): the alignment must
+    confirm it."""
+    if not near or verify is None or min_side is None or min_side > MAX_SIDE:
         return False
-    if orientation not in ("identity", "mirror"):
+    if verify >= CONFIRM_BELOW or orientation not in ("identity", "mirror"):
         return False
-    hashed = hamming is not None and hamming <= th.phash_hamming
-    return not hashed and th.is_near(hamming, cosine, verify, min_side)
+    return not (hamming is not None and hamming <= th.phash_hamming)
 
 
 def aligned_scores(
@@ -345,23 +298,53 @@ def aligned_scores(
     exact_from: float | None = None,
 ) -> npt.NDArray[np.float32]:
     """``aligned_score`` of one query against each of an (n, 32, 32) stack of thumbnails."""
-    prepared = query if isinstance(query, QueryPyramid) else prepare_query(query)
-    cut = ALIGNED_NEAR if exact_from is None else exact_from
-    refs = np.asarray(references, np.float32).reshape(-1, THUMB_SIZE, THUMB_SIZE)
-    out = np.full(len(refs), -1.0, np.float32)
-    if not len(refs):
-        return out
-    ref_bands = _band_pass(refs)
-    lo = (THUMB_SIZE - WINDOW) // 2
-    templates = ref_bands[:, lo : lo + WINDOW, lo : lo + WINDOW]
-    # Only windows whose centre lies within MAX_OFFSET of the query's centre (two pictures of
-    # one kind, a house or a logo, align anywhere further off); a flat template matches nothing
-    # (its score is -2).
-    found = coarse_matches(prepared.windows, templates)
-    for i in np.flatnonzero(found.score >= COARSE_FLOOR).tolist():
-        match = (float(found.scale[i]), int(found.x[i]) - PAD, int(found.y[i]) - PAD)
-        out[i] = _refined_score(prepared, refs[i], ref_bands[i], match, cut)
-    return out
+    return aligned_scores_together([(query, references, exact_from)])[0]
+
+
+AlignJob = tuple[ImageOrThumbnail | QueryPyramid, npt.NDArray[np.uint8], float | None]
+
+
+def aligned_scores_together(jobs: Sequence[AlignJob]) -> list[npt.NDArray[np.float32]]:
+    """``aligned_scores`` of several (query, references, exact_from) at once: each job's
+    scores are what ``aligned_scores`` gives it alone, but the Nelder-Mead searches of every
+    job's pairs run side by side (``_searched``), the more of them the cheaper each (a test
+    image's upright and mirrored queries, its pairs to align and to confirm)."""
+    outs: list[npt.NDArray[np.float32]] = []
+    # every pair still to search: (job, reference row, query thumbnail, start)
+    pending: list[tuple[int, int, npt.NDArray[np.float32], npt.NDArray[np.float64]]] = []
+    prepared_refs = []
+    for j, (query, references, exact_from) in enumerate(jobs):
+        prepared = query if isinstance(query, QueryPyramid) else prepare_query(query)
+        cut = ALIGNED_NEAR if exact_from is None else exact_from
+        refs = np.asarray(references, np.float32).reshape(-1, THUMB_SIZE, THUMB_SIZE)
+        out = np.full(len(refs), -1.0, np.float32)
+        outs.append(out)
+        ref_bands = _band_pass(refs)
+        prepared_refs.append((refs, ref_bands, cut))
+        if not len(refs):
+            continue
+        lo = (THUMB_SIZE - WINDOW) // 2
+        templates = ref_bands[:, lo : lo + WINDOW, lo : lo + WINDOW]
+        # Only windows whose centre lies within MAX_OFFSET of the query's centre (two pictures
+        # of one kind, a house or a logo, align anywhere further off); a flat template matches
+        # nothing (its score is -2).
+        found = coarse_matches(prepared.windows, templates)
+        for i in np.flatnonzero(found.score >= COARSE_FLOOR).tolist():
+            match = (float(found.scale[i]), int(found.x[i]) - PAD, int(found.y[i]) - PAD)
+            out[i], start = _refined_score(prepared, refs[i], ref_bands[i], match, cut)
+            if start is not None:
+                pending.append((j, i, prepared.thumb, start))
+    if pending:
+        fits = _searched(
+            np.stack([thumb for _, _, thumb, _ in pending]),
+            np.stack([prepared_refs[j][1][i] for j, i, _, _ in pending]),
+            np.stack([start for _, _, _, start in pending]),
+        )
+        for (j, i, _, _), fit in zip(pending, fits, strict=True):
+            if fit is not None:
+                refs, ref_bands, cut = prepared_refs[j]
+                outs[j][i] = max(outs[j][i], _scored(refs[i], ref_bands[i], fit, cut))
+    return [np.clip(out, -1.0, 1.0) for out in outs]
 
 
 def _distinct(
@@ -393,6 +376,72 @@ def _overlap(
     if np.count_nonzero(mask) < MIN_OVERLAP * mask.size:  # mask.mean(), without its wrapper
         return None
     return _pearson(_band_pass(warped[None])[0], ref_band, mask), warped, mask
+
+
+def _linear_overlaps(
+    thumbs: npt.NDArray[np.float32],
+    params: npt.NDArray[np.float64],
+    ref_bands: npt.NDArray[np.float32],
+) -> npt.NDArray[np.float64]:
+    """``_overlap``'s r for many (query thumbnail, similarity warp, reference band) at once,
+    resampled bilinearly (``SEARCH_INTERPOLATION``): (n, 32, 32) stacks of thumbnails and
+    bands, an (n, 3) array of warps (zoom, x px, y px); NaN where the overlap is under
+    ``MIN_OVERLAP``. A similarity warp without a turn resamples rows and columns apart, so
+    each warp is two (32, 32) interpolation matrices (``_axis_samples``), sampled at the exact
+    coordinates as OpenCV 5 does (OpenCV 4 rounds them to 1/32 px: the search's path may
+    differ by that, not the fit it ends on, which ``_overlap`` scores)."""
+    n = len(params)
+    warp = params.astype(np.float32).astype(np.float64)  # the precision ``_similarity`` gives
+    matrices, inside = _axis_samples(np.tile(warp[:, 0], 2), warp[:, 1:].T.ravel())
+    columns, rows = matrices[:n], matrices[n:]
+    warped = rows @ thumbs @ columns.transpose(0, 2, 1)
+    # The overlap is a rectangle: the rows and the columns whose samples lie inside (the
+    # warped ones over 0.999, as ``_overlap``), eroded by one px, less the edge ring.
+    kept = _kept(inside)
+    kept_x, kept_y = kept[:n], kept[n:]
+    weight = (kept_y[:, :, None] & kept_x[:, None, :]).reshape(n, -1).astype(np.float32)
+    count = kept_y.sum(axis=1) * kept_x.sum(axis=1)
+    # float32 products, float64 sums: the search's r, not the score (``_overlap`` scores)
+    x = _band_pass(warped.astype(np.float32, copy=False)).reshape(n, -1) * weight
+    y = ref_bands.reshape(n, -1) * weight
+    sx, sy = x.sum(axis=1, dtype=np.float64), y.sum(axis=1, dtype=np.float64)
+    per = np.maximum(count, 1)
+    xy = np.einsum("ij,ij->i", x, y, dtype=np.float64) - sx * sy / per
+    xx = np.einsum("ij,ij->i", x, x, dtype=np.float64) - sx * sx / per
+    yy = np.einsum("ij,ij->i", y, y, dtype=np.float64) - sy * sy / per
+    r = xy / (np.sqrt(np.maximum(xx * yy, 0.0)) + _EPS)
+    return np.where(count < MIN_OVERLAP * THUMB_SIZE**2, np.nan, r)
+
+
+def _kept(inside: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Per warp, the rows (or columns) of the overlap: sampled inside the image, their two
+    neighbours too (``_overlap``'s 3x3 erosion), the ``EDGE`` ring left out."""
+    valid = inside > 0.999
+    kept = np.zeros_like(valid)
+    kept[:, 1:-1] = valid[:, :-2] & valid[:, 1:-1] & valid[:, 2:]
+    kept[:, :EDGE] = kept[:, -EDGE:] = False
+    return kept
+
+
+def _axis_samples(
+    zoom: npt.NDArray[np.float64], offset: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+    """Along one axis, the (n, 32, 32) bilinear sampling matrices of ``zoom * i + offset``
+    (the border replicated) and, per output pixel, the weight its sample takes from inside
+    the image (1 where it lies inside)."""
+    s = THUMB_SIZE
+    at = zoom[:, None] * np.arange(s, dtype=np.float64)[None, :] + offset[:, None]
+    low = np.floor(at)
+    frac = at - low
+    first = low.astype(np.intp)
+    # row (n, i) of the matrices, flat: its two taps, the second added where both clamp to one
+    row = np.arange(len(zoom) * s).reshape(len(zoom), s) * s
+    matrix = np.zeros(len(zoom) * s * s, np.float32)
+    matrix[row + np.minimum(np.maximum(first, 0), s - 1)] = 1 - frac
+    matrix[row + np.minimum(np.maximum(first + 1, 0), s - 1)] += frac
+    # the first tap lies inside from 0 to s - 1, the second from -1 to s - 2
+    inside = (1 - frac) * ((first >= 0) & (first < s)) + frac * ((first >= -1) & (first < s - 1))
+    return matrix.reshape(len(zoom), s, s), inside
 
 
 def _refined(

@@ -77,29 +77,26 @@ def align_small_pairs(
         ALIGNED_NEAR,
         CONFIRM_FLOOR,
         MAX_SIDE,
-        aligned_scores,
+        AlignJob,
+        aligned_scores_together,
         needs_confirmation,
         prepare_query,
     )
     from splitaudit.indexer.match.verify import sparse_weight
 
+    near = th.near_many(
+        [p.hamming for p in kept],
+        [p.cosine for p in kept],
+        [p.verify for p in kept],
+        [p.min_side for p in kept],
+    )
     small = [i for i, p in enumerate(kept) if p.min_side is not None and p.min_side <= MAX_SIDE]
-    rows = [
-        i
-        for i in small
-        if kept[i].orientation in ("identity", "mirror")
-        and not th.is_near(kept[i].hamming, kept[i].cosine, kept[i].verify, kept[i].min_side)
-    ]
+    rows = [i for i in small if kept[i].orientation in ("identity", "mirror") and not near[i]]
     confirm = [
         i
         for i in small
         if needs_confirmation(
-            kept[i].verify,
-            kept[i].hamming,
-            kept[i].cosine,
-            kept[i].min_side,
-            kept[i].orientation,
-            th,
+            kept[i].verify, kept[i].hamming, kept[i].min_side, kept[i].orientation, near[i], th
         )
     ]
     if not rows and not confirm:
@@ -111,21 +108,25 @@ def align_small_pairs(
         # alignment's scores too: a dot on blue aligned with a star field at 0.86 among 12,000
         # distractor thumbnails (bench.recall --distractors): weighed 0.28, 0.24
         own = float(sparse_weight([query])[0])
-        upright = mirrored = np.zeros(0, np.float32)
+        # every alignment of this test image in one call: their Nelder-Mead searches run
+        # side by side (``aligned_scores_together``)
+        jobs: list[AlignJob] = []
         if rows:
             stack = np.stack([thumbs[i] for i in rows])
-            weight = np.minimum(own, sparse_weight(stack))
-            upright = aligned_scores(prepared, stack) * weight
-            mirrored = aligned_scores(mirror, stack) * weight
-        confirmed = np.zeros(0, np.float32)
+            jobs += [(prepared, stack, None), (mirror, stack, None)]
         if confirm:
             # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
             # so does the confirmation.
             stack = np.stack([thumbs[i] for i in confirm])
-            confirmed = np.maximum(
-                aligned_scores(prepared, stack, CONFIRM_FLOOR),
-                aligned_scores(mirror, stack, CONFIRM_FLOOR),
-            ) * np.minimum(own, sparse_weight(stack))
+            jobs += [(prepared, stack, CONFIRM_FLOOR), (mirror, stack, CONFIRM_FLOOR)]
+        scores = aligned_scores_together(jobs)
+        upright = mirrored = confirmed = np.zeros(0, np.float32)
+        if rows:
+            weight = np.minimum(own, sparse_weight(jobs[0][1]))
+            upright, mirrored = scores[0] * weight, scores[1] * weight
+        if confirm:
+            weight = np.minimum(own, sparse_weight(jobs[-1][1]))
+            confirmed = np.maximum(scores[-2], scores[-1]) * weight
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
         score = max(up, flipped)

@@ -179,7 +179,12 @@ def verify_candidates(
                 verified_orientation(p, turn, th)
             align_small_pairs(query, kept, thumbs, th, phases)
             confirm_turned_hashes(kept, th)
-            settled = [th.is_near(p.hamming, p.cosine, p.verify, p.min_side) for p in kept]
+            settled = th.near_many(
+                [p.hamming for p in kept],
+                [p.cosine for p in kept],
+                [p.verify for p in kept],
+                [p.min_side for p in kept],
+            )
             picked = shortlist(
                 [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
             )

@@ -20,9 +20,9 @@ from splitaudit.indexer.match.low_res_align import (
     SEARCH_STEPS,
     aligned_scores,
     needs_confirmation,
-    nelder_mead,
     prepare_query,
 )
+from splitaudit.indexer.match.nelder_mead import nelder_mead
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
 from splitaudit.indexer.match.verify import verify_scores, verify_thumbnail
 
@@ -182,7 +182,9 @@ def test_a_grid_of_coins_neighbour_tile_needs_the_alignment_and_fails_it() -> No
     neighbour = grid_tile(sample_photo("coins"), 1, 0, 64)
     verified = float(verify_scores(neighbour, source[None])[0])
     assert verified >= DEFAULT_THRESHOLDS.verify_score
-    assert needs_confirmation(verified, 36, 0.75, 32, "identity", DEFAULT_THRESHOLDS)
+    th = DEFAULT_THRESHOLDS
+    near = th.is_near(36, 0.75, verified, 32)
+    assert needs_confirmation(verified, 36, 32, "identity", near, th)
     # Scored exactly down to CONFIRM_FLOOR, as the engine confirms (above it, the default cut
     # gives r itself, an upper bound: 0.75 with bicubic warps).
     assert aligned_scores(neighbour, source[None], CONFIRM_FLOOR)[0] < CONFIRM_FLOOR
@@ -192,12 +194,18 @@ def test_a_grid_of_coins_neighbour_tile_needs_the_alignment_and_fails_it() -> No
 
 def test_confirmation_is_for_marginal_verifier_only_pairs() -> None:
     th = DEFAULT_THRESHOLDS
-    assert not needs_confirmation(CONFIRM_BELOW, 30, 0.75, 32, "identity", th)  # a clear score
-    assert not needs_confirmation(0.75, th.phash_hamming, 0.75, 32, "identity", th)  # by its hash
-    assert not needs_confirmation(0.75, 30, 0.75, 200, "identity", th)  # not small
-    assert not needs_confirmation(0.75, 30, 0.75, 32, "rot90", th)  # the alignment is upright
-    assert not needs_confirmation(0.6, 30, 0.75, 32, "identity", th)  # not near anyway
-    assert needs_confirmation(0.75, 30, 0.75, 32, "mirror", th)
+
+    def needs(verify: float, hamming: int, min_side: int, orientation: str) -> bool:
+        near = th.is_near(hamming, 0.75, verify, min_side)
+        return needs_confirmation(verify, hamming, min_side, orientation, near, th)
+
+    assert not needs(CONFIRM_BELOW, 30, 32, "identity")  # a clear score
+    assert not needs(0.75, th.phash_hamming, 32, "identity")  # by its hash
+    assert not needs(0.75, 30, 200, "identity")  # not small
+    assert not needs(0.75, 30, 32, "rot90")  # the alignment is upright
+    assert not needs(0.6, 30, 32, "identity")  # not near anyway
+    assert needs(0.75, 30, 32, "mirror")
+    assert needs(0.75, 30, 32, "identity")
 
 
 @pytest.mark.parametrize(("labelled", "flip"), [("mirror", False), ("identity", True)])
@@ -299,3 +307,96 @@ def test_the_two_pixel_self_match_is_each_moves_pearson_r() -> None:
                 expected = max(expected, _pearson(band, moved, both))
         assert _moved_correlation(band, mask) == pytest.approx(expected, abs=1e-12)
     assert _moved_correlation(band, np.zeros((32, 32), bool)) == -1.0
+
+
+def _search_case(astronaut: Image.Image, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` (query thumbnail, reference band, start) triples of re-cut astronaut tiles."""
+    from splitaudit.indexer.match import low_res_align
+
+    rng = np.random.default_rng(7)
+    thumbs, bands, starts = [], [], []
+    for _ in range(n):
+        cx, cy = rng.uniform(150, 360, 2)
+        zoom = rng.uniform(0.8, 1.25)
+        source = verify_thumbnail(square_cut(astronaut, cx, cy, 128)).astype(np.float32)
+        copy = rescraped(square_cut(astronaut, cx + rng.uniform(-12, 12), cy, 128 / zoom))
+        thumbs.append(prepare_query(copy).thumb)
+        bands.append(low_res_align._band_pass(source[None])[0])
+        starts.append([rng.uniform(0.85, 1.15), rng.uniform(-2, 2), rng.uniform(-2, 2)])
+    return np.stack(thumbs), np.stack(bands), np.array(starts)
+
+
+def test_the_search_scores_a_warp_as_opencv_warps_it(astronaut: Image.Image) -> None:
+    """The similarity search evaluates many warps at once with two interpolation matrices per
+    warp (``_linear_overlaps``); each r is ``_overlap``'s with OpenCV's bilinear warp, and a
+    warp left with too little overlap is refused by both. OpenCV 5 samples at the exact
+    coordinates, as the matrices do; OpenCV 4 rounds them to 1/32 px."""
+    import cv2
+
+    from splitaudit.indexer.match import low_res_align
+
+    thumbs, bands, _ = _search_case(astronaut, 8)
+    rng = np.random.default_rng(3)
+    warps = np.column_stack(
+        [rng.uniform(0.65, 1.5, 400), rng.uniform(-14, 14, 400), rng.uniform(-14, 14, 400)]
+    )
+    rows = rng.integers(0, len(thumbs), len(warps))
+    r = low_res_align._linear_overlaps(thumbs[rows], warps, bands[rows])
+    tolerance = 1e-4 if int(cv2.__version__.split(".")[0]) >= 5 else 0.03
+    refused = 0
+    for row, warp, got in zip(rows.tolist(), warps, r.tolist(), strict=True):
+        fit = low_res_align._overlap(
+            thumbs[row],
+            low_res_align._similarity(warp),
+            bands[row],
+            low_res_align.SEARCH_INTERPOLATION,
+        )
+        if fit is None:
+            refused += 1
+            assert np.isnan(got), warp
+        else:
+            assert got == pytest.approx(fit[0], abs=tolerance), warp
+    assert 20 < refused < 380  # both kinds were checked
+
+
+def test_searches_side_by_side_end_where_each_ends_alone(astronaut: Image.Image) -> None:
+    """``_searched`` runs its pairs' Nelder-Mead searches side by side: every pair ends on the
+    fit it ends on searched alone; the fit is scored with OpenCV's bicubic warp."""
+    from splitaudit.indexer.match import low_res_align
+
+    thumbs, bands, starts = _search_case(astronaut, 12)
+    together = low_res_align._searched(thumbs, bands, starts)
+    for i in range(len(starts)):
+        alone = low_res_align._searched(thumbs[i : i + 1], bands[i : i + 1], starts[i : i + 1])[0]
+        assert (alone is None) == (together[i] is None)
+        if alone is not None and together[i] is not None:
+            assert together[i][0] == alone[0]
+            np.testing.assert_array_equal(together[i][1], alone[1])
+    found = [fit[0] for fit in together if fit is not None]
+    assert len(found) >= 10 and max(found) > 0.9  # the copies were found
+
+
+def test_alignments_together_score_as_each_alone(astronaut: Image.Image) -> None:
+    """``aligned_scores_together`` (a test image's upright, mirrored and confirming
+    alignments in one call, their searches side by side) gives each job the scores
+    ``aligned_scores`` gives it alone."""
+    from splitaudit.indexer.match.low_res_align import aligned_scores_together
+
+    sources = np.stack(
+        [
+            verify_thumbnail(square_cut(astronaut, x, y, 128))
+            for x, y in ((226, 383), (337, 129), (280, 250))
+        ]
+    )
+    copy = prepare_query(rescraped(square_cut(astronaut, 226.2 + 9.0, 383.3 - 6.0, 128 / 1.12)))
+    mirror = prepare_query(
+        rescraped(square_cut(astronaut, 226.2, 383.3, 128)).transpose(
+            Image.Transpose.FLIP_LEFT_RIGHT
+        )
+    )
+    jobs = [(copy, sources, None), (mirror, sources, None), (copy, sources[:2], CONFIRM_FLOOR)]
+    together = aligned_scores_together(jobs)
+    for (query, references, cut), scores in zip(jobs, together, strict=True):
+        np.testing.assert_array_equal(scores, aligned_scores(query, references, cut))
+    assert together[0][0] >= ALIGNED_NEAR
+    assert aligned_scores_together([]) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import replace
@@ -234,3 +235,20 @@ def test_needs_verify_many_follows_the_rule_pair_by_pair() -> None:
     assert many.tolist() == expected
     assert [RULE.needs_verify(*g) for g in grid] == expected
     assert 0 < sum(expected) < len(grid)
+
+
+def test_near_many_is_is_near_of_each_pair() -> None:
+    """A test image's candidates are settled in one vectorised call (``near_many``): the same
+    verdict as ``is_near`` a pair at a time, missing values included."""
+    th = DEFAULT_THRESHOLDS
+    values = itertools.product(
+        (None, 0, th.phash_hamming, th.phash_hamming + 1, 30),
+        (None, 0.3, th.candidate_cosine, 0.9),
+        (None, 0.2, th.small_phash_verify, th.verify_score, 0.95),
+        (None, 32, th.small_side, 400),
+    )
+    pairs = list(values)
+    got = th.near_many(*(list(column) for column in zip(*pairs, strict=True)))
+    assert got == [th.is_near(*pair) for pair in pairs]
+    assert 0 < sum(got) < len(pairs)
+    assert th.near_many([], [], [], []) == []
