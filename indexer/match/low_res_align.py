@@ -231,12 +231,12 @@ def _searched(
     ref_bands: npt.NDArray[np.float32],
     starts: npt.NDArray[np.float64],
 ) -> list[Fit | None]:
-    """Nelder-Mead search, for each (query thumbnail, reference band, start), of a similarity warp (zoom,
-    shift; no turn) from the coarse one that maximises the band-passed r on the overlap; the
-    best fit of each, None if none fits. The searches run side by side (``nelder_mead_many``:
-    each step warps one point of every pair in one vectorised call, ``_linear_overlaps``),
-    resampling bilinearly (``SEARCH_INTERPOLATION``); the fit each ends on is resampled again
-    with ``WARP_INTERPOLATION`` to be scored."""
+    """Nelder-Mead search, for each (query thumbnail, reference band, start), of a similarity
+    warp (zoom, shift; no turn) from the coarse one that maximises the band-passed r on the
+    overlap; the best fit of each, None if none fits. The searches run side by side
+    (``nelder_mead_many``: each step warps one point of every pair in one vectorised call,
+    ``_linear_overlaps``), resampling bilinearly (``SEARCH_INTERPOLATION``); the fit each ends
+    on is resampled again with ``WARP_INTERPOLATION`` to be scored."""
 
     def costs(
         points: npt.NDArray[np.float64], rows: npt.NDArray[np.intp]

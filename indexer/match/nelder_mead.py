@@ -34,9 +34,11 @@ def simplex_search(start: Points, steps: Points, evals: int) -> Search:
         values.append((yield point))
     used = len(simplex)
     while used < evals:
-        order = np.argsort(values)
+        # a stable sort (as numpy's insertion sort of so few values), in plain Python: this
+        # runs ~60 times per problem
+        order = sorted(range(len(values)), key=values.__getitem__)
         simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        centroid = np.mean(simplex[:-1], axis=0)
+        centroid = sum(simplex[1:-1], simplex[0]) / (len(simplex) - 1)
         worst = simplex[-1]
         reflected = centroid + (centroid - worst)
         r_value = yield reflected
@@ -63,7 +65,7 @@ def simplex_search(start: Points, steps: Points, evals: int) -> Search:
             simplex[i] = simplex[0] + 0.5 * (simplex[i] - simplex[0])
             values[i] = yield simplex[i]
         used += len(simplex) - 1
-    best = int(np.argmin(values))
+    best = min(range(len(values)), key=values.__getitem__)  # the first of equals, as argmin
     return simplex[best], float(values[best])
 
 

@@ -330,7 +330,9 @@ def test_the_search_scores_a_warp_as_opencv_warps_it(astronaut: Image.Image) -> 
     """The similarity search evaluates many warps at once with two interpolation matrices per
     warp (``_linear_overlaps``); each r is ``_overlap``'s with OpenCV's bilinear warp, and a
     warp left with too little overlap is refused by both. OpenCV 5 samples at the exact
-    coordinates, as the matrices do; OpenCV 4 rounds them to 1/32 px."""
+    coordinates, as the matrices do; OpenCV 4 rounds them to 1/32 px (a row or column at the
+    image's edge may then count in one and not the other: r moves by a few hundredths, and a
+    warp on the edge of ``MIN_OVERLAP`` is refused by one only)."""
     import cv2
 
     from splitaudit.indexer.match import low_res_align
@@ -342,8 +344,9 @@ def test_the_search_scores_a_warp_as_opencv_warps_it(astronaut: Image.Image) -> 
     )
     rows = rng.integers(0, len(thumbs), len(warps))
     r = low_res_align._linear_overlaps(thumbs[rows], warps, bands[rows])
-    tolerance = 1e-4 if int(cv2.__version__.split(".")[0]) >= 5 else 0.03
-    refused = 0
+    exact = int(cv2.__version__.split(".")[0]) >= 5
+    refused = disagreed = 0
+    gaps: list[float] = []
     for row, warp, got in zip(rows.tolist(), warps, r.tolist(), strict=True):
         fit = low_res_align._overlap(
             thumbs[row],
@@ -351,11 +354,16 @@ def test_the_search_scores_a_warp_as_opencv_warps_it(astronaut: Image.Image) -> 
             bands[row],
             low_res_align.SEARCH_INTERPOLATION,
         )
-        if fit is None:
-            refused += 1
-            assert np.isnan(got), warp
-        else:
-            assert got == pytest.approx(fit[0], abs=tolerance), warp
+        refused += fit is None
+        if (fit is None) != bool(np.isnan(got)):
+            disagreed += 1
+        elif fit is not None:
+            gaps.append(abs(got - fit[0]))
+    assert disagreed <= (0 if exact else 8)
+    if exact:
+        assert max(gaps) < 1e-4
+    else:
+        assert float(np.median(gaps)) < 0.01 and max(gaps) < 0.1
     assert 20 < refused < 380  # both kinds were checked
 
 
