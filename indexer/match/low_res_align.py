@@ -18,7 +18,8 @@ two thumbnails densely, at the verifier's 32 px resolution (the corpus side is i
    the coarse warp kept: a copy is shifted and zoomed, not sheared. ECC fits the raw
    thumbnails, not the band scored next, so the coarse warp is scored too and the better
    of the two kept; a pair still under ``SEARCH_BELOW`` gets a Nelder-Mead search of a
-   similarity warp (zoom, shift) from the coarse one that maximises the band-passed r itself;
+   similarity warp (zoom, shift) from the coarse one that maximises the band-passed r itself
+   (all of a test image's searches side by side: ``aligned_scores_together``);
 3. **score**: Pearson r of the two band-passed images on the overlap (the warped query's
    valid pixels, an edge ring left out), in the verifier's band and in two coarser ones
    (``SCORE_SIGMAS``; the best score is kept), normalised like the verifier's score by an
