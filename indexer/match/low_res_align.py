@@ -532,15 +532,22 @@ def _ambiguity(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> fl
     import cv2
 
     best = max(0.0, _moved_correlation(band, mask))
-    near, far = PERIODIC_SHIFTS
+    far = PERIODIC_SHIFTS[1]
     half = THUMB_SIZE // 2 - far  # a centre patch that fits every shift up to ``far``
     centre = np.ascontiguousarray(band[far : far + 2 * half, far : far + 2 * half])
     if float(centre.std()) > _EPS:
         self_match = cv2.matchTemplate(band, centre, cv2.TM_CCOEFF_NORMED)
-        dy, dx = np.mgrid[-far : far + 1, -far : far + 1]
-        away = np.maximum(np.abs(dy), np.abs(dx)) >= near
-        best = max(best, float(self_match[away].max()))
+        best = max(best, float(self_match[_periodic_moves()].max()))
     return best
+
+
+@lru_cache(maxsize=1)
+def _periodic_moves() -> npt.NDArray[np.bool_]:
+    """The self-match positions ``_ambiguity`` weighs: moves of ``PERIODIC_SHIFTS`` px."""
+    near, far = PERIODIC_SHIFTS
+    dy, dx = np.mgrid[-far : far + 1, -far : far + 1]
+    away: npt.NDArray[np.bool_] = np.maximum(np.abs(dy), np.abs(dx)) >= near
+    return away
 
 
 def _moved_correlation(band: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]) -> float:
