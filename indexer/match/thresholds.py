@@ -255,10 +255,7 @@ class Thresholds:
         min_side: Sequence[int | None],
     ) -> npt.NDArray[np.bool_]:
         """``needs_verify`` of many pairs (``None`` = missing, as there)."""
-        ham = np.fromiter((_ham(v) for v in hamming), np.float64, len(hamming))
-        cos = np.fromiter((_num(v) for v in cosine), np.float64, len(cosine))
-        side = np.fromiter((_num(v) for v in min_side), np.float64, len(min_side))
-        return self.needs_verify_mask(ham, cos, side)
+        return self.needs_verify_mask(_hams(hamming), _nums(cosine), _nums(min_side))
 
     def confirms(self, hamming: int | None, min_side: int | None) -> bool:
         """Whether a pair near by its hash goes on to the geometric step to confirm it rests on
@@ -289,11 +286,8 @@ class Thresholds:
         """``is_near`` of many pairs without a geometric match, in one vectorised call (a test
         image's candidates: ``is_near`` a pair at a time cost ~25 us each, ~5% of a thumbnail
         corpus's dedup)."""
-        ham = np.fromiter((_ham(v) for v in hamming), np.float64, len(hamming))
-        cos = np.fromiter((_num(v) for v in cosine), np.float64, len(cosine))
-        ver = np.fromiter((_num(v) for v in verify), np.float64, len(verify))
-        side = np.fromiter((_num(v) for v in min_side), np.float64, len(min_side))
-        return [bool(v) for v in self.near_mask(ham, cos, ver, side).tolist()]
+        near = self.near_mask(_hams(hamming), _nums(cosine), _nums(verify), _nums(min_side))
+        return [bool(v) for v in near.tolist()]
 
     def classify(
         self,
@@ -331,10 +325,9 @@ class Thresholds:
         rule masks run once over arrays instead of once per pair on one-element arrays
         (150,000 pairs of mixed evidence: 0.31-0.34 CPU-s against 6.4-6.5 one by one, same run).
         Same verdicts and reasons."""
-        ham = np.fromiter((_ham(v) for v in hamming), np.float64, len(hamming))
+        ham = _hams(hamming)
         cos, ver, side, geo, content = (
-            np.fromiter((_num(v) for v in values), np.float64, len(values))
-            for values in (cosine, verify, min_side, geometry, content_cosine)
+            _nums(values) for values in (cosine, verify, min_side, geometry, content_cosine)
         )
         near = self.near_mask(ham, cos, ver, side, geo)
         semantic = self.semantic_mask(ham, cos, ver, side, geo, content)
@@ -394,6 +387,16 @@ def _ham(value: int | None) -> float:
 
 def _num(value: float | None) -> float:
     return math.nan if value is None else float(value)
+
+
+def _hams(values: Sequence[int | None]) -> npt.NDArray[np.float64]:
+    """``_ham`` of each value, as an array."""
+    return np.fromiter((_ham(v) for v in values), np.float64, len(values))
+
+
+def _nums(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
+    """``_num`` of each value, as an array."""
+    return np.fromiter((_num(v) for v in values), np.float64, len(values))
 
 
 # Chosen from the measured curves of `python -m bench.accuracy` (efficientnet-lite0, the
