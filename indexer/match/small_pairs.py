@@ -110,22 +110,22 @@ def align_small_pairs(
         own = float(sparse_weight([query])[0])
         # every alignment of this test image in one call: their Nelder-Mead searches run
         # side by side (``aligned_scores_together``)
+        aligned = np.stack([thumbs[i] for i in rows]) if rows else None
+        # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
+        # so does the confirmation.
+        confirming = np.stack([thumbs[i] for i in confirm]) if confirm else None
         jobs: list[AlignJob] = []
-        if rows:
-            stack = np.stack([thumbs[i] for i in rows])
-            jobs += [(prepared, stack, None), (mirror, stack, None)]
-        if confirm:
-            # Exact scores down to CONFIRM_FLOOR; the verifier also matches the query mirrored:
-            # so does the confirmation.
-            stack = np.stack([thumbs[i] for i in confirm])
-            jobs += [(prepared, stack, CONFIRM_FLOOR), (mirror, stack, CONFIRM_FLOOR)]
+        if aligned is not None:
+            jobs += [(prepared, aligned, None), (mirror, aligned, None)]
+        if confirming is not None:
+            jobs += [(prepared, confirming, CONFIRM_FLOOR), (mirror, confirming, CONFIRM_FLOOR)]
         scores = aligned_scores_together(jobs)
         upright = mirrored = confirmed = np.zeros(0, np.float32)
-        if rows:
-            weight = np.minimum(own, sparse_weight(jobs[0][1]))
+        if aligned is not None:
+            weight = np.minimum(own, sparse_weight(aligned))
             upright, mirrored = scores[0] * weight, scores[1] * weight
-        if confirm:
-            weight = np.minimum(own, sparse_weight(jobs[-1][1]))
+        if confirming is not None:
+            weight = np.minimum(own, sparse_weight(confirming))
             confirmed = np.maximum(scores[-2], scores[-1]) * weight
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
