@@ -147,3 +147,14 @@ def classify_all(pairs: Sequence[Pair], th: Thresholds) -> None:
         p.kind = kind
         if kind == MatchKind.NEAR:
             p.rules = rules
+
+
+def near_all(pairs: Sequence[Pair], th: Thresholds) -> list[bool]:
+    """Whether each pair is near by its evidence so far (no geometric match yet):
+    ``Thresholds.near_many`` over the pairs' columns at once."""
+    return th.near_many(
+        [p.hamming for p in pairs],
+        [p.cosine for p in pairs],
+        [p.verify for p in pairs],
+        [p.min_side for p in pairs],
+    )

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Item
 from splitaudit.indexer.features.perceptual import Orientation
-from splitaudit.indexer.match.pair import Pair
+from splitaudit.indexer.match.pair import Pair, near_all
 from splitaudit.indexer.match.pair_search import column_by_id
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.split_state import SplitState
@@ -84,12 +84,7 @@ def align_small_pairs(
     )
     from splitaudit.indexer.match.verify import sparse_weight
 
-    near = th.near_many(
-        [p.hamming for p in kept],
-        [p.cosine for p in kept],
-        [p.verify for p in kept],
-        [p.min_side for p in kept],
-    )
+    near = near_all(kept, th)
     small = [i for i, p in enumerate(kept) if p.min_side is not None and p.min_side <= MAX_SIDE]
     rows = [i for i in small if kept[i].orientation in ("identity", "mirror") and not near[i]]
     confirm = [

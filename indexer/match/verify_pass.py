@@ -21,7 +21,7 @@ from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import GeometricMatch
 from splitaudit.indexer.match.inset_refit import needs_refit, needs_region_refit
-from splitaudit.indexer.match.pair import Pair
+from splitaudit.indexer.match.pair import Pair, near_all
 from splitaudit.indexer.match.pair_search import column_by_id
 from splitaudit.indexer.match.phases import PhaseTimes
 from splitaudit.indexer.match.small_pairs import (
@@ -179,12 +179,7 @@ def verify_candidates(
                 verified_orientation(p, turn, th)
             align_small_pairs(query, kept, thumbs, th, phases)
             confirm_turned_hashes(kept, th)
-            settled = th.near_many(
-                [p.hamming for p in kept],
-                [p.cosine for p in kept],
-                [p.verify for p in kept],
-                [p.min_side for p in kept],
-            )
+            settled = near_all(kept, th)
             picked = shortlist(
                 [_nominating_cosine(p) for p in kept], settled, [p.min_side for p in kept], th
             )
