@@ -6,7 +6,9 @@ the accuracy bench's low-resolution subset, built independently of ``bench.recal
 edited copy against its source tile (recall per edit at ``ALIGNED_NEAR``), and every copy
 against every corpus thumbnail that shares no pixels with it (the same photo's other tiles:
 same-scene siblings; other photos' tiles and crops; LFW faces): the best such score and how
-many reach ``ALIGNED_NEAR`` (false positives, were the pair nominated). ``--before PATH`` runs
+many reach ``ALIGNED_NEAR`` (false positives, were the pair nominated). A pair the copy's
+alignment leaves between ``ALIGNED_BACK_FROM`` and ``ALIGNED_NEAR`` is aligned the other way
+round too, the corpus thumbnail onto the copy, as the audit does. ``--before PATH`` runs
 another checkout's module in the same run (``git worktree add /tmp/before HEAD``).
 """
 
@@ -53,15 +55,24 @@ def measure(
     edits: list[str],
 ) -> dict[str, object]:
     """Recall per edit and the negatives' scores of one version of the module."""
+    from splitaudit.indexer.match.verify import verify_thumbnail
+
     near = float(module.ALIGNED_NEAR)
     found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     best_negative, over, negatives = -1.0, 0, 0
     started = time.process_time()
-    pairs = 0
+    pairs = reversed_pairs = 0
     for i, image in enumerate(images):
         query = module.prepare_query(image)
         scores = module.aligned_scores(query, thumbs)
         pairs += len(scores)
+        back_from = getattr(module, "ALIGNED_BACK_FROM", None)
+        if back_from is not None:  # the audit's second way round (``small_pairs``)
+            back = np.flatnonzero((scores >= back_from) & (scores < near))
+            reversed_pairs += len(back)
+            own = verify_thumbnail(image)[None]
+            for j in back.tolist():
+                scores[j] = max(scores[j], module.aligned_scores(thumbs[j], own)[0])
         target = int(np.flatnonzero(labels[i] == 1)[0])
         found[edits[i]][1] += 1
         found[edits[i]][0] += bool(scores[target] >= near)
@@ -75,6 +86,7 @@ def measure(
         "over": over,
         "negatives": negatives,
         "us_per_pair": 1e6 * (time.process_time() - started) / max(pairs, 1),
+        "reversed": reversed_pairs,
         "near": near,
     }
 
@@ -129,6 +141,7 @@ def main() -> None:
         ("over", "negatives at ALIGNED_NEAR or more"),
         ("negatives", "negative pairs"),
         ("us_per_pair", "us CPU per pair"),
+        ("reversed", "pairs aligned the other way round too"),
     ):
         cells = [results[n][key] for n in names]
         print(

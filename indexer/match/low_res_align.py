@@ -61,6 +61,14 @@ MAX_SIDE = 96
 # same-scene siblings reach 0.68 (a tile of a grid of coins next to another), unrelated
 # thumbnails 0.60; recoloured, zoomed 32-px copies the verifier misses 0.75-0.99.
 ALIGNED_NEAR = 0.75
+# A pair a small test image's alignment leaves at this score or more (and under ALIGNED_NEAR)
+# is aligned the other way round too, the corpus thumbnail onto the test image
+# (``small_pairs``). bench.recall with 12,000 distractor thumbnails, seeds 0 and 1, every pair
+# of a small test image aligned both ways (34,285 and 35,336): the copies found only the
+# other way round aligned at 0.40 and 0.75 the first way; ~90% of pairs get no coarse match
+# that way (-1), and at 0.3 1,757 and 1,939 pairs are aligned again; no other pair reached
+# ALIGNED_NEAR either way (one of a large test image did: ``small_pairs.align_small_pairs``).
+ALIGNED_BACK_FROM = 0.3
 # A small pair near by a verifier score under CONFIRM_BELOW alone (not its pHash) stays near
 # only if it aligns at CONFIRM_FLOOR or better: the verifier does not weigh a texture's own
 # repeats. bench.recall (seeds 0 and 1, every such pair): the false ones align at 0.50 (a tile

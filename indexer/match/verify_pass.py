@@ -177,7 +177,8 @@ def verify_candidates(
             for p, score, turn in zip(kept, scores, turns, strict=True):
                 p.verify = float(score)
                 verified_orientation(p, turn, th)
-            align_small_pairs(query, kept, thumbs, th, phases)
+            # a dedup (corpus items as test images) asks each pair from both its sides anyway
+            align_small_pairs(query, kept, thumbs, th, phases, both_ways=query_model is not Item)
             confirm_turned_hashes(kept, th)
             settled = near_all(kept, th)
             picked = shortlist(

@@ -1,7 +1,8 @@
 """End to end through the CLI (``splitaudit index`` + ``splitaudit audit --json``): a 32-px copy
 shifted and zoomed is near, a recoloured, re-encoded 32-px crop of a photo shifted by 12% of its
-side is near by the low-resolution alignment (its neighbouring crop is not), a vertical flip and a quarter turn are near (with the orientation
-in the evidence), and an unrelated 32-px scene of the same kind is not (issue 23)."""
+side is near by the low-resolution alignment (its neighbouring crop is not), a 32-px crop
+zoomed out that aligns onto its source only the other way round is near, a vertical flip and
+a quarter turn are near (with the orientation in the evidence), and an unrelated 32-px scene of the same kind is not (issue 23)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,11 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     crop(astronaut, 226.2, 383.3, 128).save(corpus / "astronaut_crop.png")
     rescraped(crop(astronaut, 241.0, 388.9, 117.4)).save(split / "rescraped.png")
     rescraped(crop(astronaut, 354.2, 383.3, 128)).save(split / "neighbour_crop.png")
+    # Aligned onto its source this copy (pHash 14 bits away) scores 0.67, its source onto it
+    # 0.93: the audit aligns it both ways round.
+    rocket = sample_photo("rocket")
+    crop(rocket, 303.0, 186.1, 128).save(corpus / "rocket_crop.png")
+    rescraped(crop(rocket, 291.6, 177.6, 128 / 0.782)).save(split / "zoomed_out.png")
     thumbnail(scene(100)).save(split / "unrelated_a.png")
     thumbnail(scene(101), shift=2).save(split / "unrelated_b.png")
     data = index_and_audit(corpus, split, root / "home", tiny_model_spec)
@@ -106,6 +112,12 @@ def test_a_recoloured_reencoded_thumbnail_shifted_12_percent_is_near(report: dic
     near = _near(report, "rescraped.png")
     assert set(near) == {"astronaut_crop.png"}
     assert near["astronaut_crop.png"]["evidence"]["verify_score"] >= 0.8
+
+
+def test_a_thumbnail_zoomed_out_past_its_one_feature_is_near(report: dict) -> None:
+    near = _near(report, "zoomed_out.png")
+    assert set(near) == {"rocket_crop.png"}
+    assert near["rocket_crop.png"]["evidence"]["verify_score"] >= 0.75
 
 
 def test_the_neighbouring_crop_of_the_same_photo_is_not_near(report: dict) -> None:

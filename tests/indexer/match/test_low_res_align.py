@@ -58,6 +58,22 @@ def test_other_parts_of_the_same_photo_do_not_align(astronaut: Image.Image) -> N
         assert np.delete(scores, n).max() < ALIGNED_NEAR, (n, scores)
 
 
+def test_other_parts_of_the_same_photo_do_not_align_the_other_way_round(
+    astronaut: Image.Image,
+) -> None:
+    """The alignment's reverse (a corpus thumbnail onto the test image's, ``small_pairs``) keeps
+    sibling tiles apart as the forward one does."""
+    centres = [(x, y) for x in (100.0, 230.0, 360.0) for y in (100.0, 230.0, 360.0)]
+    tests = np.stack(
+        [verify_thumbnail(rescraped(square_cut(astronaut, x + 6, y - 6, 128))) for x, y in centres]
+    )
+    for n, (x, y) in enumerate(centres):
+        reference = prepare_query(verify_thumbnail(square_cut(astronaut, x, y, 128)))
+        scores = aligned_scores(reference, tests)
+        assert scores[n] >= ALIGNED_NEAR  # its own copy, for contrast
+        assert np.delete(scores, n).max() < ALIGNED_NEAR, (n, scores)
+
+
 def test_a_periodic_textures_neighbouring_tiles_do_not_align() -> None:
     """A 3 x 3 grid of 48-px tiles of a brick wall: each tile is nearly a shifted copy of every
     other (the wall repeats), so only an alignment better than the wall's own repeats counts."""
@@ -237,6 +253,53 @@ def test_a_small_pair_aligns_in_either_orientation_whatever_its_candidate_hash_s
     assert kept[0].orientation == ("mirror" if flip else "identity")
     assert th.is_near(far, 0.6, kept[0].verify, 48)
     assert kept[1].verify == 0.3 and kept[1].orientation == labelled  # the other tile: unchanged
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_copy_zoomed_out_past_its_one_feature_aligns_the_other_way_round(flip: bool) -> None:
+    """A rocket tile on an empty sky, cut again 0.82x zoomed out and shifted 8 and 14 px at
+    32 px: the test image aligned onto its source scores 0.40 (the coarse step matches the
+    source's central window, which holds little but sky), the source aligned onto the test
+    image 0.84. An audit tries the other way round and finds the copy (mirrored too); a dedup,
+    which asks the pair from its other side anyway, does not, nor does a large test image;
+    another tile of the photo aligns neither way."""
+    from splitaudit.indexer.match.pair import Pair
+    from splitaudit.indexer.match.phases import PhaseTimes
+    from splitaudit.indexer.match.small_pairs import align_small_pairs
+
+    rocket = sample_photo("rocket")
+    source = verify_thumbnail(square_cut(rocket, 230.5, 205.0, 128))
+    other = verify_thumbnail(square_cut(rocket, 330.5, 150.0, 128))
+    copy = rescraped(square_cut(rocket, 230.5 - 8.3, 205.0 - 13.8, 128 / 0.824))
+    if flip:
+        copy = copy.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    assert aligned_scores(copy, source[None])[0] < 0.5
+    th = DEFAULT_THRESHOLDS
+    far = th.phash_hamming + 10
+
+    def pairs() -> list[Pair]:
+        return [
+            Pair(0, item, hamming=far, orientation="identity", cosine=0.6, verify=0.3, min_side=32)
+            for item in (1, 2)
+        ]
+
+    kept = pairs()
+    align_small_pairs(copy, kept, [source, other], th, PhaseTimes())
+    assert kept[0].verify is not None and kept[0].verify >= ALIGNED_NEAR
+    assert kept[0].orientation == ("mirror" if flip else "identity")
+    assert kept[1].verify == 0.3 and kept[1].orientation == "identity"
+    one_way = pairs()
+    align_small_pairs(copy, one_way, [source, other], th, PhaseTimes(), both_ways=False)
+    assert [p.verify for p in one_way] == [0.3, 0.3]
+    # a large test image is aligned its own way only (its pyramid is the sharp one)
+    large = copy.resize((128, 128), Image.Resampling.BICUBIC)
+    assert aligned_scores(large, source[None])[0] < ALIGNED_NEAR
+    back = verify_thumbnail(large)
+    back = np.fliplr(back) if flip else back
+    assert aligned_scores(prepare_query(source), back[None])[0] >= ALIGNED_NEAR
+    large_pairs = pairs()
+    align_small_pairs(large, large_pairs, [source, other], th, PhaseTimes())
+    assert [p.verify for p in large_pairs] == [0.3, 0.3]
 
 
 def _star_field(seed: int) -> Image.Image:
