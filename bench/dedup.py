@@ -6,7 +6,7 @@ Run: ``.venv/bin/python -m bench.dedup [--sizes 100000,1000000] [--photos 1000] 
 (DB rows bulk-inserted, vector batch files; no pixels), with planted clusters: ``RATE`` of the
 items are copies (1-3 per original; a fifth of them byte-exact, the others with 0-6 flipped
 pHash bits and an embedding at cosine ~0.96); every item 256 px square, or ``--side`` px (32:
-a corpus of thumbnails, whose items get an audit's ``SMALL_TOP_K`` embedding candidates, and
+a corpus of thumbnails, whose items get a dedup's ``DEDUP_SMALL_TOP_K`` embedding candidates, and
 whose near pairs need pixels, so only exact copies are found without them). Singletons are random 64-bit pHashes and random
 64-d unit vectors (unrelated pairs stay below cosine ~0.6 even among a million). Each size is
 built in one child process and deduplicated in another, so the peak RSS is the dedup's own.

@@ -50,7 +50,7 @@ from splitaudit.indexer.dedup.phase_clock import PhaseClock
 from splitaudit.indexer.dedup.self_joins import LocalSelfJoins
 from splitaudit.indexer.kinds import KIND_RANK, MatchKind
 from splitaudit.indexer.match.engine import TOP_K, match_corpus
-from splitaudit.indexer.match.pair_search import search_k
+from splitaudit.indexer.match.pair_search import DEDUP_SMALL_TOP_K, search_k
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import signed_to_unsigned
@@ -391,11 +391,12 @@ def join_corpus(
     if floats is not None and has_vectors:
         say(f"joining {floats.count} vectors")
         floor = min(thresholds.semantic_cosine, thresholds.near_cosine, thresholds.candidate_cosine)
-        # small images get their SMALL_TOP_K nearest as candidates (as in an audit): the join
-        # runs at that k when the corpus has any, and the other items' rows are cut back to
-        # TOP_K, so the engine's wider searches are answered from the table, not searched again
+        # small images get their DEDUP_SMALL_TOP_K nearest as candidates (as the engine asks
+        # in a dedup): the join runs at that k when the corpus has any, and the other items'
+        # rows are cut back to TOP_K, so the engine's wider searches are answered from the
+        # table, not searched again
         wide = np.sort(ids[items.small])
-        k = search_k(items.small)
+        k = search_k(items.small, small_k=DEDUP_SMALL_TOP_K)
         with clock.phase("vector_join"):
             table, report = joins.vectors(
                 floats, corpus_dir, refs, k=k, floor=floor, cosine=thresholds.near_cosine

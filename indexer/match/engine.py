@@ -21,6 +21,8 @@ from splitaudit.indexer.match.found import DuplicatePair
 from splitaudit.indexer.match.geometric_tier import GeometricTier
 from splitaudit.indexer.match.pair import CorpusMatches, Pair, classify_all
 from splitaudit.indexer.match.pair_search import (
+    DEDUP_SMALL_TOP_K,
+    SMALL_TOP_K,
     TOP_K,
     exact_pairs,
     exact_search,
@@ -79,6 +81,9 @@ def match_corpus(
     started = time.perf_counter()
     phases = phases or PhaseTimes()
     pairs: dict[tuple[int, int], Pair] = {}
+    # A corpus matched against itself asks every pair from both of its sides: a small item's
+    # wider embedding search is narrower there, and small pairs are aligned one way round.
+    both_sides = query_model is Item
 
     def pair(row: int, item_id: int) -> Pair:
         key = (row, item_id)
@@ -93,7 +98,14 @@ def match_corpus(
     if vectors is not None and index.floats is not None and len(vectors):
         with phases.phase("vector search"):
             wide = small_rows(state, thresholds)
-            vector_pairs(index.floats.search, vectors, thresholds, pair, wide=wide)
+            vector_pairs(
+                index.floats.search,
+                vectors,
+                thresholds,
+                pair,
+                wide=wide,
+                small_k=DEDUP_SMALL_TOP_K if both_sides else SMALL_TOP_K,
+            )
             if regions is not None:
                 region_pairs(session, index.floats.search, regions, thresholds, pair)
             fill_cosines(index, vectors, pairs.values())
@@ -118,6 +130,7 @@ def match_corpus(
                 phases,
                 on_verify=on_verify,
                 content_embed=content_embed,
+                both_ways=not both_sides,
             )
         finally:
             geometric.close()

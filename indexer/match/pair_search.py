@@ -33,8 +33,13 @@ TOP_K = 10
 # of scene). 32-px copies among 16,560 thumbnails of 138 photos: the source was among the 10
 # nearest by cosine or pHash for 0.66 of them, among the 50 nearest by cosine or 10 by pHash
 # for 0.81 (docs/recall.md, tenth round). Small pairs are verified on their 32-px thumbnails,
-# the cheapest verification there is.
-SMALL_TOP_K = 50
+# the cheapest verification there is. 100 since 0.5.0: bench.recall with 12,000 distractor
+# thumbnails, 50 -> 100, combo@32 0.903 -> 0.968 (seed 0), combo@64 0.903 -> 0.935 (seed 1),
+# no false positive, 1.04-1.06x audit CPU; 200 found no more and one wrong corpus item.
+SMALL_TOP_K = 100
+# A dedup's small items ask fewer: a dedup asks every pair from both of its sides (3,000 real
+# thumbnails: 100 instead of 50 cost 1.21x the dedup's CPU for 6 more cluster members of 1,067).
+DEDUP_SMALL_TOP_K = 50
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 ]
@@ -122,9 +127,9 @@ def small_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
     return np.asarray(state.min_side < getattr(th, "small_side", 96), bool)
 
 
-def search_k(wide: npt.NDArray[np.bool_] | None, k: int = TOP_K) -> int:
-    """The ``k`` of ``vector_pairs``' one search: ``SMALL_TOP_K`` where some row is ``wide``."""
-    return max(k, SMALL_TOP_K) if wide is not None and bool(wide.any()) else k
+def search_k(wide: npt.NDArray[np.bool_] | None, k: int = TOP_K, small_k: int = SMALL_TOP_K) -> int:
+    """The ``k`` of ``vector_pairs``' one search: ``small_k`` where some row is ``wide``."""
+    return max(k, small_k) if wide is not None and bool(wide.any()) else k
 
 
 def vector_pairs(
@@ -134,14 +139,15 @@ def vector_pairs(
     pair: PairOf,
     k: int = TOP_K,
     wide: npt.NDArray[np.bool_] | None = None,
+    small_k: int = SMALL_TOP_K,
 ) -> None:
     """The ``k`` nearest vectors of each query row at or above the lowest cosine any tier uses;
-    rows where ``wide`` is true (small test images) get their ``SMALL_TOP_K`` nearest. One
+    rows where ``wide`` is true (small test images) get their ``small_k`` nearest. One
     search of every row at ``search_k`` (a row's first ``k`` of more are its ``k`` nearest).
     A pair beyond a row's ``k`` nearest that no earlier tier (digests, hashes) nominated is
     marked ``wide_only``: it is verified upright and mirrored, not turned."""
     floor = min(th.semantic_cosine, th.near_cosine, th.candidate_cosine)
-    count = search_k(wide, k)
+    count = search_k(wide, k, small_k)
     # Large chunks: approximate indexes search far faster in big batches (bench/scale.py).
     chunk = 16_384
     for start in range(0, len(vectors), chunk):

@@ -53,9 +53,12 @@ def verify_candidates(
     phases: PhaseTimes | None = None,
     on_verify: Callable[[int, int], None] | None = None,
     content_embed: Embed | None = None,
+    both_ways: bool = True,
 ) -> None:
     """Run the pixel verifier on candidates that hashes/cosine alone do not decide, then the
-    geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``)."""
+    geometric match on the large ones it does not settle either (``splitaudit.indexer.match.geometric_tier``).
+    ``both_ways``: small pairs are aligned the other way round too (``align_small_pairs``;
+    off for a dedup, which asks each pair from both of its sides)."""
     from splitaudit.indexer.match.orientation import oriented_verify_scores
     from splitaudit.indexer.match.verify import verify_thumbnail
 
@@ -177,8 +180,7 @@ def verify_candidates(
             for p, score, turn in zip(kept, scores, turns, strict=True):
                 p.verify = float(score)
                 verified_orientation(p, turn, th)
-            # a dedup (corpus items as test images) asks each pair from both its sides anyway
-            align_small_pairs(query, kept, thumbs, th, phases, both_ways=query_model is not Item)
+            align_small_pairs(query, kept, thumbs, th, phases, both_ways=both_ways)
             confirm_turned_hashes(kept, th)
             settled = near_all(kept, th)
             picked = shortlist(

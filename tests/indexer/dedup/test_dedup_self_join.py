@@ -93,7 +93,8 @@ def test_joined_dedup_finds_the_per_item_pairs(
     searched: list[int] = []
     joined = _edges(ws, index, th, joined=True, searched=searched)
     assert _kinds(joined) == _kinds(per_item)  # no pair missed, no pair added
-    # small images' 50 nearest come from the join too: no query searched the store again
+    # small images' DEDUP_SMALL_TOP_K nearest come from the join too: no query searched the
+    # store again
     assert searched == [0]
     near = {k for k, kind in _kinds(joined).items() if kind != MatchKind.SEMANTIC}
     truth = truth_pairs(plan(N)[0])
