@@ -157,7 +157,7 @@ def _align_back(
     test image's (upright and mirrored), the better of the two ways kept, in place. The
     alignment is directional: the coarse step matches the reference's central window, and a
     copy zoomed out past a feature near its edge keeps more of the corpus image than the
-    corpus image keeps of it (a cloud tile zoomed out 0.8: 0.75 one way, 0.95 the other)."""
+    corpus image keeps of it (a zoomed-out cloud tile: 0.75 one way, 0.95 the other)."""
     from splitaudit.indexer.match.low_res_align import (
         ALIGNED_BACK_FROM,
         ALIGNED_NEAR,
