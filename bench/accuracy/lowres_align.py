@@ -58,6 +58,7 @@ def measure(
     from splitaudit.indexer.match.verify import verify_thumbnail
 
     near = float(module.ALIGNED_NEAR)
+    back_from = getattr(module, "ALIGNED_BACK_FROM", None)  # None: a checkout before 0.5.0
     found: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     best_negative, over, negatives = -1.0, 0, 0
     started = time.process_time()
@@ -66,7 +67,6 @@ def measure(
         query = module.prepare_query(image)
         scores = module.aligned_scores(query, thumbs)
         pairs += len(scores)
-        back_from = getattr(module, "ALIGNED_BACK_FROM", None)
         # the audit's second way round, for small test images (``small_pairs``)
         if back_from is not None and min(image.size) <= module.MAX_SIDE:
             back = np.flatnonzero((scores >= back_from) & (scores < near))
