@@ -192,6 +192,7 @@ class Boundaries:
 
     phash_hamming: int  # largest radius with no large distractor pair inside
     small_phash_verify: float  # highest verification score of small distractor pairs in that radius
+    large_phash_verify: float  # lowest verification score of large copies within the radius
     near_cosine: float  # highest cosine among large distractor pairs
     verify_score: float  # highest verification score among candidate distractor pairs
     sibling_verify: float  # same, among candidate sibling pairs
@@ -213,12 +214,18 @@ def boundaries(pairs: Pairs, scores: PairScores, t: Thresholds) -> Boundaries:
     return Boundaries(
         phash_hamming=int(large_hamming.min()) - 1 if large_hamming.size else 64,
         small_phash_verify=_max(scores.verify[dis & small & hashed]),
+        large_phash_verify=_nanmin(scores.verify[pairs.positive & ~small & hashed]),
         near_cosine=_max(scores.cosine[dis & ~small]),
         verify_score=_max(scores.verify[dis & candidate]),
         sibling_verify=_max(scores.verify[pairs.sibling & candidate]),
         geometry_inliers=_nanmax(_geometry(scores)[dis]),
         sibling_geometry=_nanmax(_geometry(scores)[pairs.sibling]),
     )
+
+
+def _nanmin(values: npt.NDArray[np.float32]) -> float:
+    values = values[~np.isnan(values)]
+    return float(values.min()) if values.size else float("nan")
 
 
 def _nanmax(values: npt.NDArray[np.float32]) -> float:

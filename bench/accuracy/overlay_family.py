@@ -264,9 +264,7 @@ def _rules(
     with np.errstate(invalid="ignore"):
         vetoed = support <= -t.geometry_inliers
         return {
-            "pHash": (scores.phash_hamming <= t.phash_hamming)
-            & (~small | (scores.verify >= t.small_phash_verify))
-            & ~vetoed,
+            "pHash": t.hash_mask(scores.phash_hamming, scores.verify, small) & ~vetoed,
             "verifier": (scores.verify >= t.verify_score)
             & t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side)
             & ~vetoed,

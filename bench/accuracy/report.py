@@ -78,6 +78,8 @@ def operating_point(t: Thresholds, fused: Outcome, edges: Boundaries) -> str:
             f"largest FP-free radius {edges.phash_hamming}",
             f"  pHash match on small pairs: default verify >= {t.small_phash_verify:.2f}, "
             f"highest distractor {_edge(edges.small_phash_verify)}",
+            f"  pHash match on large pairs: default verify >= {t.large_phash_verify:.2f} where "
+            f"computed, lowest copy within the radius {_edge(edges.large_phash_verify)}",
             f"  cosine (pairs >= {t.small_side}px; nominates only): near_cosine {t.near_cosine:.2f}, "
             f"highest distractor cosine {_edge(edges.near_cosine)}",
             f"  verify score (candidates): default {t.verify_score:.2f}, "

@@ -14,7 +14,10 @@ A pair is **near** when any of:
 
 1. pHash Hamming distance <= ``phash_hamming`` (the smaller of the test image's plain and
    mirrored pHash against the corpus pHash) -- on a small pair only if the verification
-   score is also >= ``small_phash_verify`` (the pixels must not contradict the hash);
+   score is also >= ``small_phash_verify`` (the pixels must not contradict the hash), on a
+   large one only if it is not below ``large_phash_verify`` (where it was computed): a
+   pair whose pixels agree less than either picture agrees with itself moved 2 px is not
+   the same picture, whatever its hash (two smooth tiles under one bright corner);
 2. geometric verification (``splitaudit.indexer.match.geometry``) finds at least ``geometry_inliers``
    keypoint matches agreeing on one plausible similarity transform: the test image is a
    crop / rotation / overlay of a region of the corpus image;
@@ -65,6 +68,7 @@ _UNIT_FIELDS = (
     "candidate_cosine",
     "verify_score",
     "small_phash_verify",
+    "large_phash_verify",
 )
 _MISSING_HAMMING = 65  # farther than any 64-bit distance
 _MAX_SIDE = 1_000_000
@@ -88,6 +92,7 @@ class Thresholds:
     small_side: int
     small_phash_verify: float
     geometry_inliers: int = 12
+    large_phash_verify: float = 0.0
 
     def __post_init__(self) -> None:
         for name in _HAMMING_FIELDS:
@@ -163,6 +168,20 @@ class Thresholds:
             by_hash = (ham <= self.candidate_hamming) & hash_nominates
             return by_hash | (cos >= self.candidate_cosine)  # type: ignore[no-any-return]
 
+    def hash_mask(
+        self, hamming: ArrayLike, verify: ArrayLike, small: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """Rule 1, vectorised: pHash within ``phash_hamming``, and the verification score
+        (NaN: not computed) at least ``small_phash_verify`` on a small pair, not below
+        ``large_phash_verify`` on a large one (a missing score does not contradict)."""
+        ham = np.asarray(hamming, dtype=np.float64)
+        ver = np.asarray(verify, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            pixels_agree = np.where(
+                small, ver >= self.small_phash_verify, ~(ver < self.large_phash_verify)
+            )
+            return (ham <= self.phash_hamming) & pixels_agree  # type: ignore[no-any-return]
+
     def near_mask(
         self,
         hamming: ArrayLike,
@@ -186,7 +205,7 @@ class Thresholds:
         geo = np.asarray(np.nan if geometry is None else geometry, dtype=np.float64)
         small = self.small_mask(min_side)
         with np.errstate(invalid="ignore"):
-            by_hash = (ham <= self.phash_hamming) & (~small | (ver >= self.small_phash_verify))
+            by_hash = self.hash_mask(ham, ver, small)
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side)
             located = geo >= self.geometry_inliers
             overlay = geo <= -self.geometry_inliers  # a fit on a shared overlay only
@@ -333,7 +352,7 @@ class Thresholds:
         semantic = self.semantic_mask(ham, cos, ver, side, geo, content)
         small = self.small_mask(side)
         with np.errstate(invalid="ignore"):  # a near pair is no overlay-only fit (near_mask)
-            by_hash = (ham <= self.phash_hamming) & (~small | (ver >= self.small_phash_verify))
+            by_hash = self.hash_mask(ham, ver, small)
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, side)
             located = geo >= self.geometry_inliers
         rules = [
@@ -364,7 +383,7 @@ class Thresholds:
         ham, ver = _ham(hamming), _num(verify)
         small = bool(self.small_mask(_num(min_side)))
         reasons = []
-        if ham <= self.phash_hamming and (not small or ver >= self.small_phash_verify):
+        if bool(self.hash_mask(np.asarray(ham), np.asarray(ver), np.asarray(small))):
             reasons.append("phash")
         if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side):
             reasons.append("verify")

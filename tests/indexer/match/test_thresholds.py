@@ -72,6 +72,7 @@ def test_unknown_key_is_a_usage_error_naming_the_valid_keys() -> None:
         {"verify_score": "high"},
         {"verify_score": math.nan},
         {"small_phash_verify": 1.01},
+        {"large_phash_verify": -1.5},
         {"small_side": -1},
         {"small_side": 32.0},
     ],
@@ -106,6 +107,27 @@ def test_phash_match_on_small_images_needs_the_pixels_to_agree() -> None:
     assert not RULE.is_near(2, None, min_side=32)  # not verified yet
     assert not RULE.is_near(2, None, verify=0.39, min_side=32)
     assert RULE.is_near(2, None, verify=0.4, min_side=32)
+
+
+def test_phash_match_on_large_images_must_not_be_contradicted_by_the_pixels() -> None:
+    """A large pair near by its pHash alone whose verification score is below
+    ``large_phash_verify`` (its pixels agree less than either picture with itself moved 2 px)
+    is not near: two smooth tiles under one bright corner, 4 bits apart. Where the score was
+    not computed the hash stands, and a geometric match still makes the pair near."""
+    assert DEFAULT_THRESHOLDS.large_phash_verify == RULE.large_phash_verify == 0.0
+    assert RULE.is_near(4, None, verify=None, min_side=200)
+    assert RULE.is_near(4, None, verify=0.0, min_side=200)
+    assert not RULE.is_near(4, None, verify=-0.3, min_side=200)
+    assert not RULE.is_near(4, None, verify=-0.3)  # an unknown size counts as large
+    assert RULE.near_mask([4, 4], [np.nan] * 2, [-0.3, np.nan], [200, 200]).tolist() == [
+        False,
+        True,
+    ]
+    assert RULE.is_near(4, None, verify=-0.3, min_side=200, geometry=12)
+    assert RULE.near_evidence(4, None, -0.3, 200, 12) == ["geometry"]
+    assert RULE.near_evidence(4, None, 0.1, 200) == ["phash"]
+    assert RULE.classify(4, 0.6, -0.3, min_side=200) is None
+    assert replace(RULE, large_phash_verify=-1.0).is_near(4, None, verify=-1.0, min_side=200)
 
 
 def test_cosine_alone_never_makes_near() -> None:
@@ -244,7 +266,7 @@ def test_near_many_is_is_near_of_each_pair() -> None:
     values = itertools.product(
         (None, 0, th.phash_hamming, th.phash_hamming + 1, 30),
         (None, 0.3, th.candidate_cosine, 0.9),
-        (None, 0.2, th.small_phash_verify, th.verify_score, 0.95),
+        (None, -0.3, th.large_phash_verify, 0.2, th.small_phash_verify, th.verify_score, 0.95),
         (None, 32, th.small_side, 400),
     )
     pairs = list(values)
