@@ -381,9 +381,8 @@ class Thresholds:
         if _num(geometry) <= -self.geometry_inliers:  # a fit on a shared overlay: no rule holds
             return []
         ham, ver = _ham(hamming), _num(verify)
-        small = bool(self.small_mask(_num(min_side)))
         reasons = []
-        if bool(self.hash_mask(np.asarray(ham), np.asarray(ver), np.asarray(small))):
+        if self.hash_mask(ham, ver, self.small_mask(_num(min_side))):
             reasons.append("phash")
         if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side):
             reasons.append("verify")
