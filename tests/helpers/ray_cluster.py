@@ -24,10 +24,29 @@ import pytest
 START_TIMEOUT_S = 90.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# ports Ray binds by default whatever --port says: the dashboard, its agent's HTTP port, the
+# client server, the default head port; and the range its workers bind in
+_RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 52365})
+_RAY_WORKER_PORTS = range(10002, 20000)
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now, none of them one Ray picks on its own: a head on
+    52365 (Ray's dashboard-agent default) failed to start with "used by other components"."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+            if port not in _RAY_DEFAULT_PORTS and port not in _RAY_WORKER_PORTS:
+                ports.append(port)
+    finally:
+        for s in held:
+            s.close()
+    return ports
 
 
 def _ray_cli() -> str:
@@ -51,7 +70,7 @@ def local_ray_cluster(cpus: int = 2) -> Iterator[str]:
     cli = _ray_cli()
     if not cli:
         pytest.skip("Ray is installed but its `ray` command is not on PATH")
-    port = _free_port()
+    port, agent_http, agent_grpc, metrics = _free_ports(4)
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are bounded
     # Token authentication off for this throwaway cluster and the test's driver alike: a token
     # left in ~/.ray by another Ray would otherwise not match this head's.
@@ -64,6 +83,9 @@ def local_ray_cluster(cpus: int = 2) -> Iterator[str]:
             "start",
             "--head",
             f"--port={port}",
+            f"--dashboard-agent-listen-port={agent_http}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--metrics-export-port={metrics}",
             f"--num-cpus={cpus}",
             "--num-gpus=0",
             "--include-dashboard=false",
