@@ -18,7 +18,7 @@ from PIL import Image
 from bench.accuracy.dataset import DATASET_VERSION, Dataset, Item
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.features.extract import extract_features
-from splitaudit.indexer.match import verify
+from splitaudit.indexer.match import border_trim, verify
 from splitaudit.indexer.match.geometric_tier import GeometricTier, shortlist, zoom_in_mask
 from splitaudit.indexer.match.geometry import geometric_match
 from splitaudit.indexer.match.pair_search import TOP_K
@@ -92,7 +92,8 @@ def _warn_no_imagededup() -> None:
 
 def _cache_key(model: str, ids: list[str]) -> str:
     """Names a feature cache: dataset recipe, model, verify parameters and the item list."""
-    recipe = f"{DATASET_VERSION}|{model}|{verify.THUMB_SIZE}|v2|" + ",".join(ids)
+    trim = f"{border_trim.TOLERANCE}/{border_trim.MAX_SHARE}"
+    recipe = f"{DATASET_VERSION}|{model}|{verify.THUMB_SIZE}|v2|{trim}|" + ",".join(ids)
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 

@@ -51,7 +51,7 @@ from PIL import Image
 from splitaudit.indexer.match.low_res_coarse import CoarseWindows, coarse_matches, coarse_windows
 from splitaudit.indexer.match.nelder_mead import nelder_mead_many
 from splitaudit.indexer.match.thresholds import Thresholds
-from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail
+from splitaudit.indexer.match.verify import THUMB_SIZE, ImageOrThumbnail, working_gray
 
 # Pairs whose smaller image is at most this many px are aligned (larger ones have the
 # geometric step, ``splitaudit.indexer.match.geometric_tier``).
@@ -154,7 +154,7 @@ def prepare_query(image: ImageOrThumbnail) -> QueryPyramid:
     gray = (
         Image.fromarray(np.asarray(image, dtype=np.uint8)).convert("L")
         if isinstance(image, np.ndarray)
-        else _gray(image)
+        else working_gray(image)
     )
     bands = []
     for scale in SCALES:
@@ -483,14 +483,6 @@ def _refined(
     )
     out: npt.NDArray[np.float32] = fitted.astype(np.float32) if plausible else warp
     return out
-
-
-def _gray(image: Image.Image) -> Image.Image:
-    """Grayscale, box-reduced to about twice the thumbnail size first when much larger."""
-    gray = image if image.mode == "L" else image.convert("L")
-    if min(gray.size) > 4 * THUMB_SIZE:
-        gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
-    return gray
 
 
 @lru_cache(maxsize=32)

@@ -7,7 +7,8 @@ for many unrelated thumbnails. The audit therefore *verifies* candidate pairs (l
 radius or cosine) by aligning the pixels directly:
 
 1. each image becomes a 32x32 grayscale thumbnail (``verify_thumbnail``; 1 KiB as uint8,
-   cheap to store next to a corpus item);
+   cheap to store next to a corpus item), a large image's plain frame or bars cut off first
+   (``border_trim``);
 2. the reference (candidate) is band-passed -- a difference of Gaussians that drops the
    smooth sky-above-ground layout every photo shares -- and its central 24x24 window is
    normalised (zero mean, unit norm; nearly flat windows are shrunk, not blown up);
@@ -45,7 +46,8 @@ Unrelated pictures almost all score below 0.3 even after the search (the highest
 an edge-only picture still scores 1. ``splitaudit.indexer.match.thresholds`` holds the calibrated
 cut-off (see ``docs/thresholds.md``). Only the query is shifted and scaled, and the scales
 lean towards > 1: pass the test image as the query, so a test copy with a border added is
-found (the reverse direction tolerates borders up to ~5% a side).
+found (the reverse direction tolerates borders up to ~5% a side). A plain border on two
+opposite sides of a large image is cut off before either search (``border_trim``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
+
+from splitaudit.indexer.match.border_trim import border_box
 
 THUMB_SIZE = 32
 WINDOW = 24
@@ -81,21 +85,27 @@ _EPS = 1e-6
 ImageOrThumbnail = Image.Image | npt.NDArray[np.uint8]
 
 
-def _gray(image: Image.Image) -> Image.Image:
-    """Grayscale, box-reduced to about 2x the thumbnail size first when much larger (fast)."""
+def working_gray(image: Image.Image) -> Image.Image:
+    """Grayscale, box-reduced to about 2x the thumbnail size first when much larger (fast),
+    and then without a plain frame or bars it gained (``border_trim``; thumbnails keep theirs)."""
     gray = image if image.mode == "L" else image.convert("L")
-    if min(gray.size) > 4 * THUMB_SIZE:
+    if min(gray.size) > 4 * THUMB_SIZE:  # = border_trim.MIN_SIDE
         gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
+        box = border_box(np.asarray(gray))
+        if box is not None:
+            gray = gray.crop(box)
     return gray
 
 
 def verify_thumbnail(image: ImageOrThumbnail) -> npt.NDArray[np.uint8]:
-    """The 32x32 uint8 grayscale thumbnail verification works on (store it per corpus item)."""
+    """The 32x32 uint8 grayscale thumbnail verification works on (store it per corpus item);
+    a large image's plain frame, letterbox or pillarbox bars are cut off first
+    (``border_trim``)."""
     if isinstance(image, np.ndarray):
         if image.shape == (THUMB_SIZE, THUMB_SIZE) and image.dtype == np.uint8:
             return image
         image = Image.fromarray(np.asarray(image, dtype=np.uint8))
-    small = _gray(image).resize((THUMB_SIZE, THUMB_SIZE), _RESAMPLE)
+    small = working_gray(image).resize((THUMB_SIZE, THUMB_SIZE), _RESAMPLE)
     return np.asarray(small, dtype=np.uint8)
 
 
@@ -356,7 +366,7 @@ def query_variants(image: ImageOrThumbnail) -> QueryVariants:
     gray = (
         Image.fromarray(verify_thumbnail(image), "L")
         if isinstance(image, np.ndarray)
-        else _gray(image)
+        else working_gray(image)
     )
     blocks: list[npt.NDArray[np.float32]] = []
     for scale in SCALES:

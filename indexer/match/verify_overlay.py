@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
+from splitaudit.indexer.match.border_trim import without_border
 from splitaudit.indexer.match.content_check import whole_agreement
 from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -66,13 +67,14 @@ def refuse_overlay_verdicts(
     picked = [p for p in pairs if needs_whole_check(p, th)]
     if not picked:
         return 0
-    gray = np.asarray(query.convert("L"))
+    gray = without_border(np.asarray(query.convert("L")))
     refused = 0
     for p in picked:
         corpus = load(p.item_id)
         if corpus is None:
             continue
-        agreement = whole_agreement(gray, np.asarray(corpus.convert("L")), mirrored=p.mirrored)
+        reference = without_border(np.asarray(corpus.convert("L")))
+        agreement = whole_agreement(gray, reference, mirrored=p.mirrored)
         if agreement is not None and agreement.overlay:
             p.refused_verify, p.verify = p.verify, None
             p.whole_agreement = agreement.score

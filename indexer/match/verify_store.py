@@ -50,7 +50,7 @@ def settings_version() -> str:
     import PIL
 
     from splitaudit.indexer.features.decode import DRAFT_SIZE
-    from splitaudit.indexer.match import content_check, geometry, verify
+    from splitaudit.indexer.match import border_trim, content_check, geometry, verify
 
     return ";".join(
         [
@@ -61,6 +61,7 @@ def settings_version() -> str:
             f"content={content_check.CONTENT_SIDE}",
             f"contrast={geometry.CONTRAST}",
             f"thumb={verify.THUMB_SIZE}/{int(verify._RESAMPLE)}",
+            f"border={border_trim.TOLERANCE}/{border_trim.MAX_SHARE}",
             f"draft={DRAFT_SIZE[0]}x{DRAFT_SIZE[1]}",
             f"opencv={cv2.__version__}",
             f"pillow={PIL.__version__}",
