@@ -13,8 +13,10 @@ Only a border a copy is likely to have gained is cut: on two *opposite* sides at
 frame, letterbox bars top and bottom, pillarbox bars left and right), both sides of the same
 colour, each line of the band within ``TOLERANCE`` grey levels of it, each band at most
 ``MAX_SHARE`` of the side. A picture that is plain all over, or plain along one edge only (a
-white sky above a beach), keeps its edges. Images of at most ``MIN_SIDE`` px on their short
-side are never cut: thumbnails are aligned on their own pixels (``low_res_align``).
+white sky above a beach), keeps its edges. The border is looked for with the short side
+reduced to ~``PROBE_SIDE`` px, so a copy at half or twice the size gets the same cut. Images
+of at most ``MIN_SIDE`` px on their short side (the 32-64 px thumbnails of CIFAR or
+Tiny-ImageNet) are never cut: they are aligned on their own pixels (``low_res_align``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ MAX_SHARE = 0.25  # of the side, per band: letterbox bars of 16:9 shown in 4:3 t
 
 Box = tuple[int, int, int, int]  # left, top, right, bottom (PIL's crop box)
 PROBE_SIDE = 64  # px of the short side the border is looked for at (JPEG noise averaged out)
-MIN_SIDE = 128  # px: images this small on their short side (thumbnails) keep their border
+MIN_SIDE = 64  # px: images this small on their short side (thumbnails) keep their border
 
 
 def _band(lines: npt.NDArray[np.int16], colour: float) -> int:
@@ -61,28 +63,31 @@ def border_box(gray: npt.NDArray[np.uint8]) -> Box | None:
     return left, top, width - right, height - bottom
 
 
-def without_border(gray: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """A grayscale image without its uniform border (as it is where it has none, or where it
-    is at most ``MIN_SIDE`` px), the border looked for at ``PROBE_SIDE`` px as
-    ``verify.working_gray`` looks for it: the whole comparison of ``verify_overlay`` sees the
-    pictures the verifier saw."""
+def inner_box(gray: npt.NDArray[np.uint8]) -> Box | None:
+    """The box inside the uniform border of a grayscale image of any size, in its pixels,
+    looked for at ``PROBE_SIDE`` px (so a copy at another size gets the same verdict); None
+    where it has none. Callers leave images of at most ``MIN_SIDE`` px as they are."""
     height, width = gray.shape
-    if min(height, width) <= MIN_SIDE:
-        return gray
     factor = max(1, min(height, width) // PROBE_SIDE)
-    probe = gray if factor == 1 else _reduced(gray, factor)
+    probe = gray if factor == 1 else np.asarray(Image.fromarray(gray).reduce(factor))
     box = border_box(probe)
+    if box is None:
+        return None
+    left, top, right, bottom = box
+    probe_h, probe_w = probe.shape
+    top, left = top * factor, left * factor
+    bottom = height - (probe_h - bottom) * factor
+    right = width - (probe_w - right) * factor
+    if bottom <= top or right <= left:
+        return None
+    return left, top, right, bottom
+
+
+def without_border(gray: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """A grayscale image without its uniform border (``inner_box``; as it is without one, or
+    at most ``MIN_SIDE`` px on its short side)."""
+    box = None if min(gray.shape) <= MIN_SIDE else inner_box(gray)
     if box is None:
         return gray
     left, top, right, bottom = box
-    small_h, small_w = probe.shape
-    top, left = top * factor, left * factor
-    bottom = height - (small_h - bottom) * factor
-    right = width - (small_w - right) * factor
-    if bottom <= top or right <= left:
-        return gray
     return gray[top:bottom, left:right]
-
-
-def _reduced(gray: npt.NDArray[np.uint8], factor: int) -> npt.NDArray[np.uint8]:
-    return np.asarray(Image.fromarray(gray).reduce(factor))

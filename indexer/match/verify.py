@@ -61,7 +61,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
 
-from splitaudit.indexer.match.border_trim import border_box
+from splitaudit.indexer.match import border_trim
 
 THUMB_SIZE = 32
 WINDOW = 24
@@ -87,14 +87,14 @@ ImageOrThumbnail = Image.Image | npt.NDArray[np.uint8]
 
 def working_gray(image: Image.Image) -> Image.Image:
     """Grayscale, box-reduced to about 2x the thumbnail size first when much larger (fast),
-    and then without a plain frame or bars it gained (``border_trim``; thumbnails keep theirs)."""
+    without a plain frame or bars it gained (``border_trim``; thumbnails keep theirs)."""
     gray = image if image.mode == "L" else image.convert("L")
-    if min(gray.size) > 4 * THUMB_SIZE:  # = border_trim.MIN_SIDE
+    if min(gray.size) <= border_trim.MIN_SIDE:
+        return gray
+    if min(gray.size) > 4 * THUMB_SIZE:
         gray = gray.reduce(max(1, min(gray.size) // (2 * THUMB_SIZE)))
-        box = border_box(np.asarray(gray))
-        if box is not None:
-            gray = gray.crop(box)
-    return gray
+    box = border_trim.inner_box(np.asarray(gray))
+    return gray if box is None else gray.crop(box)
 
 
 def verify_thumbnail(image: ImageOrThumbnail) -> npt.NDArray[np.uint8]:

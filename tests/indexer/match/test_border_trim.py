@@ -10,7 +10,7 @@ from PIL import Image, ImageOps
 
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match import border_trim
-from splitaudit.indexer.match.border_trim import border_box
+from splitaudit.indexer.match.border_trim import border_box, inner_box
 from splitaudit.indexer.match.verify import verify_score, verify_thumbnail
 
 NEAR = 0.70  # the verification score that makes a large pair near (efficientnet-lite0)
@@ -110,9 +110,9 @@ def test_what_is_not_a_border_is_kept() -> None:
 
 
 def test_thumbnails_are_never_cut() -> None:
-    """An image of at most 128 px on its short side keeps its border: thumbnails are aligned
+    """An image of at most 64 px on its short side keeps its border: thumbnails are aligned
     on their own pixels."""
-    small = ImageOps.expand(tile("astronaut", 128, 128).resize((100, 100)), border=4)
+    small = ImageOps.expand(tile("astronaut", 128, 128).resize((56, 56)), border=4)
     plain = np.asarray(small.convert("L").resize((32, 32), Image.Resampling.BILINEAR))
     assert np.array_equal(verify_thumbnail(small), plain)
     large = ImageOps.expand(tile("astronaut", 128, 128), border=4)  # 264 px: reduced 4x
@@ -125,3 +125,19 @@ def test_thumbnails_are_never_cut() -> None:
     )
     assert np.array_equal(verify_thumbnail(large), np.asarray(cut))
     assert not np.array_equal(verify_thumbnail(large), np.asarray(whole))
+
+
+@pytest.mark.parametrize("side", [96, 128, 200, 512])
+def test_a_copy_at_another_size_gets_the_same_cut(side: int) -> None:
+    """The border is looked for at ~64 px whatever the size, so a half-size copy of a
+    picture between plain bands is cut where the picture is (a 128-px copy was once left
+    whole while its 256-px original was cut, and the pair was lost)."""
+    rng = np.random.default_rng(2)
+    picture = Image.fromarray(rng.integers(0, 256, (200, 256)).astype(np.uint8))
+    banded = Image.new("L", (256, 256), 20)
+    banded.paste(picture, (0, 28))
+    box = inner_box(np.asarray(banded))
+    assert box == (0, 28, 256, 228)
+    scaled = inner_box(np.asarray(banded.resize((side, side), Image.Resampling.BILINEAR)))
+    assert scaled is not None
+    assert np.allclose(np.asarray(scaled) * 256 / side, box, atol=256 / 64 + 256 / side)
