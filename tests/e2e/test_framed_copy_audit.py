@@ -7,21 +7,15 @@ with a copy in a 4-px black frame (pHash 8-18 bits away, verification scores up 
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from helpers.cli_audit import index_and_audit
+from helpers.cli_audit import index_and_audit, near_matches
+from helpers.photo_tiles import jpeg_copy
+from helpers.photo_tiles import photo_tile as tile
 from PIL import Image, ImageOps
 
 from splitaudit.indexer.demo import sample_photo
 
 pytestmark = pytest.mark.slow
-
-
-def tile(name: str, x: int, y: int) -> Image.Image:
-    return (
-        sample_photo(name).crop((x, y, x + 32, y + 32)).resize((256, 256), Image.Resampling.BICUBIC)
-    )
 
 
 def in_frame(image: Image.Image) -> Image.Image:
@@ -35,12 +29,6 @@ def letterboxed(image: Image.Image, bar: int = 28) -> Image.Image:
     return out
 
 
-def jpeg(image: Image.Image) -> Image.Image:
-    out = io.BytesIO()
-    image.save(out, "JPEG", quality=70)
-    return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> dict:
     root = tmp_path_factory.mktemp("framed")
@@ -52,24 +40,19 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     in_frame(tile("astronaut", 256, 0)).save(corpus / "framed_face.png")
     sample_photo("rocket").resize((256, 256)).save(corpus / "rocket.png")
     ImageOps.expand(tile("astronaut", 128, 128), border=4, fill=(0, 0, 0)).save(split / "a.png")
-    jpeg(letterboxed(tile("coffee", 320, 64))).save(split / "b.jpg")
+    jpeg_copy(letterboxed(tile("coffee", 320, 64)), 70).save(split / "b.jpg")
     in_frame(tile("astronaut", 128, 128)).save(split / "c.png")
     return index_and_audit(corpus, split, root / "home", tiny_model_spec)
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 def test_a_copy_in_a_thin_black_frame_is_near(report: dict) -> None:
-    near = _near(report, "a.png")
+    near = near_matches(report, "a.png")
     assert set(near) == {"suit.png"}
     assert near["suit.png"]["evidence"]["verify_score"] >= 0.95
 
 
 def test_a_letterboxed_reencoded_copy_is_near(report: dict) -> None:
-    near = _near(report, "b.jpg")
+    near = near_matches(report, "b.jpg")
     assert set(near) == {"cup.png"}
     assert near["cup.png"]["evidence"]["verify_score"] >= 0.75
 
@@ -77,6 +60,6 @@ def test_a_letterboxed_reencoded_copy_is_near(report: dict) -> None:
 def test_an_unrelated_picture_in_the_same_frame_is_not_near_the_framed_one(report: dict) -> None:
     """c.png is the suit tile in the frame the corpus's face tile wears: near the suit (its
     own picture, framed), not the face."""
-    near = _near(report, "c.png")
+    near = near_matches(report, "c.png")
     assert "framed_face.png" not in near
     assert set(near) == {"suit.png"}

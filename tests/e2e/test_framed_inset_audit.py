@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_audit_support import audit_folders, audit_report, index_corpus
+from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw, ImageOps
 
 from splitaudit.indexer.demo import sample_photo
@@ -103,17 +104,12 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
     return _audit(root, home, split, True), _audit(root, home, split, False), boxes
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 @pytest.mark.parametrize("name", ["grass", "gravel"])
 def test_a_texture_on_a_slide_at_30_percent_is_near_with_its_box(
     audited: tuple[dict, dict, dict[str, Box]], name: str
 ) -> None:
     report, _, boxes = audited
-    near = _near(report, f"slide_{name}.png")
+    near = near_matches(report, f"slide_{name}.png")
     assert set(near) == {f"{name}.png"}
     geometry = near[f"{name}.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True
@@ -125,14 +121,14 @@ def test_without_frames_the_grass_slide_is_missed(
 ) -> None:
     # the grid's windows alone do not nominate it (the same audit, frames switched off)
     _, without, _ = audited
-    assert _near(without, "slide_grass.png") == {}
+    assert near_matches(without, "slide_grass.png") == {}
 
 
 def test_a_corpus_photo_in_a_collage_cell_is_near_with_the_cells_box(
     audited: tuple[dict, dict, dict[str, Box]],
 ) -> None:
     report, _, boxes = audited
-    near = _near(report, "collage.png")
+    near = near_matches(report, "collage.png")
     assert set(near) == {"coffee.png"}
     x0, y0, x1, y1 = near["coffee.png"]["evidence"]["geometry"]["test_box"]
     cx0, cy0, cx1, cy1 = boxes["collage"]
@@ -146,4 +142,4 @@ def test_a_collage_of_photos_the_corpus_does_not_hold_matches_nothing(
     audited: tuple[dict, dict, dict[str, Box]],
 ) -> None:
     report, _, _ = audited
-    assert _near(report, "collage_unrelated.png") == {}
+    assert near_matches(report, "collage_unrelated.png") == {}

@@ -8,14 +8,14 @@ moved 2 px: verification scores -0.87 and -0.28. Before 0.5.0 the hash alone cal
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers.cli_audit import index_and_audit
+from helpers.cli_audit import index_and_audit, near_matches
+from helpers.photo_tiles import jpeg_copy
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.cli.main import cli
@@ -41,12 +41,6 @@ def corner_tile(seed: int) -> Image.Image:
     return image
 
 
-def reencoded(image: Image.Image) -> Image.Image:
-    out = io.BytesIO()
-    image.save(out, "JPEG", quality=60)
-    return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hash-contradicted")
@@ -56,13 +50,8 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corner_tile(3).save(corpus / "corner.png")
     sample_photo("astronaut").resize((256, 256)).save(corpus / "astronaut.png")
     corner_tile(10).save(split / "lookalike.png")
-    reencoded(corner_tile(3)).save(split / "copy.png")
+    jpeg_copy(corner_tile(3), 60).save(split / "copy.png")
     return root
-
-
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
 
 
 def test_a_lookalike_under_the_same_corner_is_not_near_but_a_copy_is(
@@ -71,8 +60,8 @@ def test_a_lookalike_under_the_same_corner_is_not_near_but_a_copy_is(
     report = index_and_audit(
         folders / "corpus", folders / "split", folders / "home", tiny_model_spec
     )
-    assert _near(report, "lookalike.png") == {}
-    near = _near(report, "copy.png")
+    assert near_matches(report, "lookalike.png") == {}
+    near = near_matches(report, "copy.png")
     assert set(near) == {"corner.png"}
     assert "phash" in near["corner.png"]["evidence"]["near_rules"]
     assert report["thresholds"]["large_phash_verify"] == 0.0
@@ -88,7 +77,7 @@ def test_the_rule_as_before_calls_the_lookalike_near(folders: Path, tiny_model_s
         tiny_model_spec,
         thresholds=["large_phash_verify=-1"],
     )
-    near = _near(report, "lookalike.png")
+    near = near_matches(report, "lookalike.png")
     assert set(near) == {"corner.png"}
     evidence = near["corner.png"]["evidence"]
     assert evidence["phash_hamming"] <= 8

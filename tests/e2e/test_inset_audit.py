@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cli_audit_support import audit_folders
+from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
@@ -77,16 +78,11 @@ def audited(
     return json.loads(out.read_text()), box, small_box, rocket_box, boxes
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 def test_a_photo_inset_at_40_percent_is_near_with_its_box_on_the_test_image(
     audited: Audited,
 ) -> None:
     report, box, _, _, _ = audited
-    near = _near(report, "screenshot.png")
+    near = near_matches(report, "screenshot.png")
     assert set(near) == {"chelsea.png"}
     geometry = near["chelsea.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True
@@ -97,14 +93,14 @@ def test_a_screenshot_of_a_photo_not_in_the_corpus_is_not_near(
     audited: Audited,
 ) -> None:
     report, _, _, _, _ = audited
-    assert _near(report, "unrelated_screenshot.png") == {}
+    assert near_matches(report, "unrelated_screenshot.png") == {}
 
 
 def test_a_photo_inset_at_30_percent_is_near_through_a_region_of_the_test_image(
     audited: Audited,
 ) -> None:
     report, _, box, _, _ = audited
-    near = _near(report, "screenshot_30.png")
+    near = near_matches(report, "screenshot_30.png")
     assert set(near) == {"coffee.png"}
     geometry = near["coffee.png"]["evidence"]["geometry"]
     assert np.allclose(geometry["test_box"], box, atol=0.03), (geometry["test_box"], box)
@@ -114,7 +110,7 @@ def test_a_small_inset_with_few_keypoints_on_the_reduced_decode_is_near_after_th
     audited: Audited,
 ) -> None:
     report, _, _, box, _ = audited
-    near = _near(report, "screenshot_rocket_30.png")
+    near = near_matches(report, "screenshot_rocket_30.png")
     assert set(near) == {"rocket.png"}
     geometry = near["rocket.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True and geometry["inliers"] >= 50
@@ -125,7 +121,7 @@ def test_a_star_field_inset_without_keypoints_on_the_reduced_decode_is_near_by_i
     audited: Audited,
 ) -> None:
     report, _, _, _, boxes = audited
-    near = _near(report, "screenshot_stars_30.png")
+    near = near_matches(report, "screenshot_stars_30.png")
     assert set(near) == {"hubble_deep_field.png"}
     geometry = near["hubble_deep_field.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True and geometry["inliers"] >= 12

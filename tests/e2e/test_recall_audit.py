@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.cli_audit import index_and_audit
+from helpers.cli_audit import index_and_audit, near_matches
 from helpers.thumb_edits import rescraped
 from PIL import Image, ImageDraw, ImageFilter
 
@@ -97,52 +97,47 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     return data
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 def test_a_32px_copy_shifted_3px_and_zoomed_is_near(report: dict) -> None:
-    near = _near(report, "shifted_zoomed.png")
+    near = near_matches(report, "shifted_zoomed.png")
     assert set(near) == {"scene3.png"}
     assert near["scene3.png"]["evidence"]["verify_score"] >= 0.7
 
 
 def test_a_recoloured_reencoded_thumbnail_shifted_12_percent_is_near(report: dict) -> None:
-    near = _near(report, "rescraped.png")
+    near = near_matches(report, "rescraped.png")
     assert set(near) == {"astronaut_crop.png"}
     assert near["astronaut_crop.png"]["evidence"]["verify_score"] >= 0.8
 
 
 def test_a_thumbnail_zoomed_out_past_its_one_feature_is_near(report: dict) -> None:
-    near = _near(report, "zoomed_out.png")
+    near = near_matches(report, "zoomed_out.png")
     assert set(near) == {"rocket_crop.png"}
     assert near["rocket_crop.png"]["evidence"]["verify_score"] >= 0.75
 
 
 def test_the_neighbouring_crop_of_the_same_photo_is_not_near(report: dict) -> None:
-    assert _near(report, "neighbour_crop.png") == {}
+    assert near_matches(report, "neighbour_crop.png") == {}
 
 
 def test_a_vertical_flip_is_near_with_its_orientation(report: dict) -> None:
-    near = _near(report, "vflip.png")
+    near = near_matches(report, "vflip.png")
     assert set(near) == {"astronaut.png"}
     assert near["astronaut.png"]["evidence"]["orientation"] == "flip"
     assert near["astronaut.png"]["evidence"]["phash_hamming"] <= 8
 
 
 def test_a_quarter_turn_is_near_with_its_orientation(report: dict) -> None:
-    near = _near(report, "rot90.png")
+    near = near_matches(report, "rot90.png")
     assert set(near) == {"coffee.png"}
     assert near["coffee.png"]["evidence"]["orientation"] == "rot90"
 
 
 def test_a_quarter_turned_thumbnail_is_near(report: dict) -> None:
-    near = _near(report, "thumb_rot90.png")
+    near = near_matches(report, "thumb_rot90.png")
     assert set(near) == {"scene5.png"}
     assert near["scene5.png"]["evidence"]["orientation"] == "rot90"
 
 
 def test_unrelated_thumbnails_of_the_same_kind_are_not_near(report: dict) -> None:
-    assert _near(report, "unrelated_a.png") == {}
-    assert _near(report, "unrelated_b.png") == {}
+    assert near_matches(report, "unrelated_a.png") == {}
+    assert near_matches(report, "unrelated_b.png") == {}

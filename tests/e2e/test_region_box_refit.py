@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_audit_support import audit_folders, audit_report, index_corpus
+from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw
 
 from splitaudit.indexer.demo import sample_photo
@@ -69,27 +70,22 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
     return _audit(root, home, split, True), _audit(root, home, split, False), boxes
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 @pytest.mark.parametrize("place", sorted(PLACES))
 def test_a_text_page_at_30_percent_is_near_with_its_box(
     audited: tuple[dict, dict, dict[str, Box]], place: str
 ) -> None:
     report, without, boxes = audited
-    near = _near(report, f"{place}.png")
+    near = near_matches(report, f"{place}.png")
     assert set(near) == {"page.png"}
     geometry = near["page.png"]["evidence"]["geometry"]
     assert geometry["inset"] is True and geometry["inliers"] >= 60
     assert np.allclose(geometry["test_box"], boxes[place], atol=0.02), geometry["test_box"]
     # the region's crop alone does not show a copy
-    assert _near(without, f"{place}.png") == {}
+    assert near_matches(without, f"{place}.png") == {}
 
 
 def test_an_unrelated_photo_on_the_same_page_matches_nothing(
     audited: tuple[dict, dict, dict[str, Box]],
 ) -> None:
     report, _, _ = audited
-    assert _near(report, "unrelated.png") == {}
+    assert near_matches(report, "unrelated.png") == {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from helpers.cli_audit import index_and_audit
+from helpers.cli_audit import index_and_audit, near_matches
 from PIL import Image, ImageEnhance
 
 from splitaudit.indexer.demo import sample_photo
@@ -83,11 +83,6 @@ def report(
     return index_and_audit(corpus, split, root / "home", tiny_model_spec)
 
 
-def _near(report: dict, key: str) -> dict[str, dict]:
-    item = next(it for it in report["items"] if it["key"] == key)
-    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}
-
-
 @pytest.mark.parametrize("name", ["astronaut", "coffee"])
 def test_the_cases_are_out_of_the_hash_tiers_reach(
     name: str, turned_copies: dict[str, tuple[Image.Image, Image.Image]]
@@ -102,7 +97,7 @@ def test_the_cases_are_out_of_the_hash_tiers_reach(
 
 @pytest.mark.parametrize("name", ["astronaut", "coffee"])
 def test_a_turned_recut_thumbnail_is_near_with_its_turn(report: dict, name: str) -> None:
-    near = _near(report, f"{name}_turned.png")
+    near = near_matches(report, f"{name}_turned.png")
     assert set(near) == {f"{name}.png"}
     evidence = near[f"{name}.png"]["evidence"]
     assert evidence["orientation"] == "rot90"
@@ -112,4 +107,4 @@ def test_a_turned_recut_thumbnail_is_near_with_its_turn(report: dict, name: str)
 
 
 def test_a_turned_thumbnail_of_another_part_of_the_photo_is_not_near(report: dict) -> None:
-    assert _near(report, "elsewhere_turned.png") == {}
+    assert near_matches(report, "elsewhere_turned.png") == {}

@@ -34,3 +34,9 @@ def index_and_audit(
     assert audited.exit_code in (0, 1), audited.output
     report: dict[str, Any] = json.loads(out.read_text())
     return report
+
+
+def near_matches(report: dict[str, Any], key: str) -> dict[str, dict[str, Any]]:
+    """The near and exact matches of test image ``key`` in an audit report, by corpus key."""
+    item = next(it for it in report["items"] if it["key"] == key)
+    return {m["corpus_key"]: m for m in item["matches"] if m["kind"] in ("near", "exact")}

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
+from helpers.photo_tiles import jpeg_copy
+from helpers.photo_tiles import photo_tile as tile
 from PIL import Image, ImageOps
 
-from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match import border_trim
 from splitaudit.indexer.match.border_trim import border_box, inner_box
 from splitaudit.indexer.match.verify import verify_score, verify_thumbnail
 
 NEAR = 0.70  # the verification score that makes a large pair near (efficientnet-lite0)
-
-
-def tile(name: str, x: int, y: int) -> Image.Image:
-    """A 32-px tile of a sample photo upscaled to 256 px: smooth, as ``bench.dedup_photos``'."""
-    return (
-        sample_photo(name).crop((x, y, x + 32, y + 32)).resize((256, 256), Image.Resampling.BICUBIC)
-    )
-
-
-def jpeg(image: Image.Image, quality: int = 75) -> Image.Image:
-    out = io.BytesIO()
-    image.save(out, "JPEG", quality=quality)
-    return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
 
 
 def score(a: Image.Image, b: Image.Image) -> float:
@@ -56,8 +42,11 @@ def smooth() -> Image.Image:
 def test_a_framed_copy_of_a_smooth_tile_verifies_as_a_copy(smooth: Image.Image) -> None:
     framed = ImageOps.expand(smooth, border=4, fill=(0, 0, 0))
     assert score(framed, smooth) >= 0.95
-    assert score(jpeg(ImageOps.expand(smooth, border=12, fill=(255, 255, 255))), smooth) >= 0.95
-    assert score(jpeg(letterboxed(smooth, 28)), smooth) >= 0.9
+    assert (
+        score(jpeg_copy(ImageOps.expand(smooth, border=12, fill=(255, 255, 255)), 75), smooth)
+        >= 0.95
+    )
+    assert score(jpeg_copy(letterboxed(smooth, 28), 75), smooth) >= 0.9
     assert score(pillarboxed(smooth, 30), smooth) >= 0.9
 
 
