@@ -76,11 +76,8 @@ def inner_box(gray: npt.NDArray[np.uint8]) -> Box | None:
     left, top, right, bottom = box
     probe_h, probe_w = probe.shape
     top, left = top * factor, left * factor
-    bottom = height - (probe_h - bottom) * factor
-    right = width - (probe_w - right) * factor
-    if bottom <= top or right <= left:
-        return None
-    return left, top, right, bottom
+    # bands take at most MAX_SHARE of each side, so the box keeps at least half of each
+    return left, top, width - (probe_w - right) * factor, height - (probe_h - bottom) * factor
 
 
 def without_border(gray: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:

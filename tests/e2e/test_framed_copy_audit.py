@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.cli_audit import index_and_audit, near_matches
-from helpers.photo_tiles import jpeg_copy
+from helpers.photo_tiles import jpeg_copy, letterboxed
 from helpers.photo_tiles import photo_tile as tile
 from PIL import Image, ImageOps
 
@@ -23,12 +23,6 @@ def in_frame(image: Image.Image) -> Image.Image:
     return ImageOps.expand(image.resize((216, 216)), border=20, fill=(0, 0, 0))
 
 
-def letterboxed(image: Image.Image, bar: int = 28) -> Image.Image:
-    out = Image.new("RGB", image.size, (0, 0, 0))
-    out.paste(image.resize((image.width, image.height - 2 * bar)), (0, bar))
-    return out
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> dict:
     root = tmp_path_factory.mktemp("framed")
@@ -40,7 +34,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, tiny_model_spec: str) -> di
     in_frame(tile("astronaut", 256, 0)).save(corpus / "framed_face.png")
     sample_photo("rocket").resize((256, 256)).save(corpus / "rocket.png")
     ImageOps.expand(tile("astronaut", 128, 128), border=4, fill=(0, 0, 0)).save(split / "a.png")
-    jpeg_copy(letterboxed(tile("coffee", 320, 64)), 70).save(split / "b.jpg")
+    jpeg_copy(letterboxed(tile("coffee", 320, 64), 28), 70).save(split / "b.jpg")
     in_frame(tile("astronaut", 128, 128)).save(split / "c.png")
     return index_and_audit(corpus, split, root / "home", tiny_model_spec)
 

@@ -21,3 +21,10 @@ def jpeg_copy(image: Image.Image, quality: int) -> Image.Image:
     out = io.BytesIO()
     image.save(out, "JPEG", quality=quality)
     return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
+
+
+def letterboxed(image: Image.Image, bar: int) -> Image.Image:
+    """The whole picture squeezed between ``bar``-px black bars at the top and bottom."""
+    out = Image.new("RGB", image.size, (0, 0, 0))
+    out.paste(image.resize((image.width, image.height - 2 * bar)), (0, bar))
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.photo_tiles import jpeg_copy
+from helpers.photo_tiles import jpeg_copy, letterboxed
 from helpers.photo_tiles import photo_tile as tile
 from PIL import Image, ImageOps
 
@@ -18,13 +18,6 @@ NEAR = 0.70  # the verification score that makes a large pair near (efficientnet
 def score(a: Image.Image, b: Image.Image) -> float:
     """The pair's score asked from both sides, as dedup asks it."""
     return max(verify_score(a, b), verify_score(b, a))
-
-
-def letterboxed(image: Image.Image, bar: int) -> Image.Image:
-    """The whole picture squeezed between black bars at the top and bottom."""
-    out = Image.new("RGB", image.size, (0, 0, 0))
-    out.paste(image.resize((image.width, image.height - 2 * bar)), (0, bar))
-    return out
 
 
 def pillarboxed(image: Image.Image, bar: int) -> Image.Image:
