@@ -52,6 +52,7 @@ opposite sides of a large image is cut off before either search (``border_trim``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -146,7 +147,7 @@ def _normalise_rows(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     to unit length, so two flat images never verify as the same picture."""
     rows = rows - rows.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    floor = MIN_CONTRAST * np.sqrt(rows.shape[1])
+    floor = MIN_CONTRAST * math.sqrt(rows.shape[1])  # a Python float: float32 rows stay float32
     out: npt.NDArray[np.float32] = rows / np.maximum(norms, max(floor, _EPS))
     return out
 
@@ -368,22 +369,24 @@ def query_variants(image: ImageOrThumbnail) -> QueryVariants:
         if isinstance(image, np.ndarray)
         else working_gray(image)
     )
-    blocks: list[npt.NDArray[np.float32]] = []
-    for scale in SCALES:
+    side = 2 * MAX_SHIFT + 1
+    # every window written once, straight into its rows (a reshape of the sliding view would
+    # copy it, and a concatenation of the blocks copy it again: ~7 MB a query)
+    windows = np.empty((len(SCALES), 2, side, side, WINDOW, WINDOW), np.float32)
+    for s, scale in enumerate(SCALES):
         n = round(THUMB_SIZE * scale)
         pixels = np.asarray(gray.resize((n, n), _RESAMPLE), dtype=np.float32)
         area = _search_area(_band_pass(pixels[None])[0])
         # The band-pass commutes with a horizontal flip, so the mirrored query is a slice.
-        for view in (area, area[:, ::-1]):
-            blocks.append(sliding_window_view(view, (WINDOW, WINDOW)).reshape(-1, WINDOW * WINDOW))
-    windows = np.concatenate(blocks, axis=0)
+        for m, view in enumerate((area, area[:, ::-1])):
+            windows[s, m] = sliding_window_view(view, (WINDOW, WINDOW))
+    windows = windows.reshape(-1, WINDOW * WINDOW)
     sums = windows.sum(axis=1)
     squares = np.einsum("ij,ij->i", windows, windows)
     centred = np.sqrt(np.maximum(squares - sums * sums / windows.shape[1], 0.0))
     floor = max(MIN_CONTRAST * np.sqrt(windows.shape[1]), _EPS)
     inverse = (1.0 / np.maximum(centred, floor)).astype(np.float32)
     # Ambiguity as for references: the scale-1 centre window against its 2-px shifts.
-    side = 2 * MAX_SHIFT + 1
     first = SCALES.index(1.0) * 2 * side * side
     centre = _normalise_rows(windows[first + MAX_SHIFT * side + MAX_SHIFT][None])[0]
     ring = [first + (MAX_SHIFT + dy) * side + MAX_SHIFT + dx for dx, dy in _ring(AMBIGUITY_SHIFT)]

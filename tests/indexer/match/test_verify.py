@@ -242,3 +242,46 @@ def test_window_norms_are_each_windows_centred_norm() -> None:
                 window = band[k, y : y + WINDOW, x : x + WINDOW].astype(np.float64)
                 expected = np.linalg.norm(window - window.mean())
                 assert norms[k, y, x] == pytest.approx(expected, rel=1e-5)
+
+
+def test_prepared_windows_stay_float32() -> None:
+    """The verifier's windows are float32 on every numpy: a float64 scalar in the normalisation
+    used to make numpy 2 return float64 references (numpy 1.26 kept float32), so each query's
+    ~2,900 x 576 windows were copied to float64 for every product (~5x its CPU)."""
+    from splitaudit.indexer.match.verify import _normalise_rows, query_variants
+
+    photo = natural_photo(11)
+    rows = np.random.default_rng(0).normal(0, 20, (3, 576)).astype(np.float32)
+    assert _normalise_rows(rows).dtype == np.float32
+    assert prepare_references([lowres(photo, 32)]).vectors.dtype == np.float32
+    variants = query_variants(lowres(photo, 48))
+    assert variants.windows.dtype == np.float32
+    assert variants.template.dtype == np.float32
+
+
+def test_query_windows_are_the_search_areas_windows_in_order() -> None:
+    """Row ``((scale * 2 + mirrored) * side + y) * side + x`` of the query's windows is the
+    window at (x, y) of that scale's search area (mirrored: the area flipped left-right)."""
+    from splitaudit.indexer.match.verify import (
+        MAX_SHIFT,
+        SCALES,
+        WINDOW,
+        _band_pass,
+        _search_area,
+        query_variants,
+    )
+
+    thumb = verify_thumbnail(lowres(natural_photo(12), 64))
+    windows = query_variants(thumb).windows
+    side = 2 * MAX_SHIFT + 1
+    assert windows.shape == (len(SCALES) * 2 * side * side, WINDOW * WINDOW)
+    gray = Image.fromarray(thumb, "L")
+    for s in (0, SCALES.index(1.0), len(SCALES) - 1):
+        n = round(THUMB_SIZE * SCALES[s])
+        pixels = np.asarray(gray.resize((n, n), Image.Resampling.BILINEAR), np.float32)
+        area = _search_area(_band_pass(pixels[None])[0])
+        for mirrored, view in enumerate((area, area[:, ::-1])):
+            for y, x in ((0, 0), (3, 7), (side - 1, side - 1)):
+                row = ((s * 2 + mirrored) * side + y) * side + x
+                expected = view[y : y + WINDOW, x : x + WINDOW].reshape(-1)
+                np.testing.assert_array_equal(windows[row], expected)
