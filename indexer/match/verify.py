@@ -372,15 +372,15 @@ def query_variants(image: ImageOrThumbnail) -> QueryVariants:
     side = 2 * MAX_SHIFT + 1
     # every window written once, straight into its rows (a reshape of the sliding view would
     # copy it, and a concatenation of the blocks copy it again: ~7 MB a query)
-    windows = np.empty((len(SCALES), 2, side, side, WINDOW, WINDOW), np.float32)
+    laid_out = np.empty((len(SCALES), 2, side, side, WINDOW, WINDOW), np.float32)
     for s, scale in enumerate(SCALES):
         n = round(THUMB_SIZE * scale)
         pixels = np.asarray(gray.resize((n, n), _RESAMPLE), dtype=np.float32)
         area = _search_area(_band_pass(pixels[None])[0])
         # The band-pass commutes with a horizontal flip, so the mirrored query is a slice.
         for m, view in enumerate((area, area[:, ::-1])):
-            windows[s, m] = sliding_window_view(view, (WINDOW, WINDOW))
-    windows = windows.reshape(-1, WINDOW * WINDOW)
+            laid_out[s, m] = sliding_window_view(view, (WINDOW, WINDOW))
+    windows = laid_out.reshape(-1, WINDOW * WINDOW)
     sums = windows.sum(axis=1)
     squares = np.einsum("ij,ij->i", windows, windows)
     centred = np.sqrt(np.maximum(squares - sums * sums / windows.shape[1], 0.0))
