@@ -42,6 +42,7 @@ from splitaudit.indexer.match.geometry import (
     keypoints_async,
     match_many,
     needs_check,
+    with_mirror,
 )
 from splitaudit.indexer.match.thresholds import Thresholds
 
@@ -245,20 +246,24 @@ class GeometricTier:
         item_ids: Sequence[int],
         load: Callable[[int], Image.Image | None],
         digests: Mapping[int, str] | None = None,
+        query_item: int | None = None,
     ) -> Callable[[], list[GeometricMatch]]:
         """``match``, returning at once: call the result to get the matches.
 
         The keypoints are detected on the detection threads, and the matching runs on a
         thread of its own once they are found, so the caller prepares the next test image
         meanwhile (the same matches, computed in the same order). Corpus images are loaded,
-        and the store read and written, here, on the caller's thread.
+        and the store read and written, here, on the caller's thread. ``query_item``: the
+        corpus item the test image is (a dedup): its keypoints are the corpus cache's entry
+        for it (and the store's), so an image is detected once whether it is asked as a test
+        image or as a candidate first.
         """
         if not item_ids:
             return lambda: []
         started = time.perf_counter()
         self.pairs += len(item_ids)
         if self.threads == 1:
-            query_points = keypoints(query, with_mirror=True)
+            query_points = self._query_keypoints(query, query_item, None, digests)()
             references = self.cache.get_many(item_ids, load, None, self.store, digests)
             done = self._check_content(
                 _match_references(lambda: query_points, references), item_ids, load
@@ -269,7 +274,7 @@ class GeometricTier:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="keypoints")
         if self._matcher is None:
             self._matcher = ThreadPoolExecutor(1, thread_name_prefix="matching")
-        query_job = keypoints_async(query, self._pool)  # plain and mirror side by side
+        query_job = self._query_keypoints(query, query_item, self._pool, digests)
         references = self.cache.get_many(item_ids, load, self._pool, self.store, digests)
         job = self._matcher.submit(_match_references, query_job, references)
         self.seconds += time.perf_counter() - started
@@ -281,6 +286,27 @@ class GeometricTier:
             return out
 
         return result
+
+    def _query_keypoints(
+        self,
+        query: Image.Image,
+        query_item: int | None,
+        pool: Executor | None,
+        digests: Mapping[int, str] | None,
+    ) -> Callable[[], Keypoints]:
+        """The test image's keypoints, plain and mirrored, detected in ``pool`` (None: here);
+        a corpus item's (``query_item``) through the corpus cache: found there or in the store,
+        else detected and put there. Call the result to wait for them."""
+        if query_item is None:
+            if pool is None:
+                found = keypoints(query, with_mirror=True)
+                return lambda: found
+            return keypoints_async(query, pool)  # plain and mirror side by side
+        (entry,) = self.cache.get_many([query_item], lambda _item: query, pool, self.store, digests)
+        if not isinstance(entry, Future):  # read back, maybe without pixels: add them here
+            ready = with_mirror(entry, query) if entry is not None else None
+            return lambda: ready if ready is not None else keypoints(query, with_mirror=True)
+        return lambda: with_mirror(entry.result(), query)
 
     def _check_content(
         self,

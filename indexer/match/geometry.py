@@ -379,6 +379,19 @@ def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
     return _keypoints(points, descriptors, width, height, with_mirror, content_pixels(pixels))
 
 
+def with_mirror(found: Keypoints, image: Image.Image) -> Keypoints:
+    """``found``, the keypoints of ``image`` (a corpus image's, detected or read back), as
+    ``keypoints(image, with_mirror=True)`` gives them: the mirror image's reflected from them,
+    and the content check's pixels taken from ``image`` where ``found`` has none."""
+    if found.pixels is None:
+        found = found.with_pixels(image)
+    if found.mirrored is not None:
+        return found
+    return _keypoints(
+        found.points, found.descriptors, found.width, found.height, True, found.pixels
+    )
+
+
 def _keypoints(
     points: npt.NDArray[np.float32],
     descriptors: npt.NDArray[np.float32],

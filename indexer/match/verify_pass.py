@@ -196,7 +196,13 @@ def verify_candidates(
             pending.append(
                 (
                     chosen,
-                    geometric.submit(query, [p.item_id for p in chosen], load, digests),
+                    geometric.submit(
+                        query,
+                        [p.item_id for p in chosen],
+                        load,
+                        digests,
+                        query_item=int(state.ids[row]) if query_model is Item else None,
+                    ),
                     row,
                     load,
                     query,

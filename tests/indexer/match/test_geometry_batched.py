@@ -137,3 +137,67 @@ def test_threaded_detection_gives_the_same_matches(photos: list[Image.Image]) ->
         two.close()
         one.close()
     two.close()  # closing twice is harmless
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_corpus_item_asked_as_test_image_and_as_candidate_is_detected_once(
+    photos: list[Image.Image], threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dedup asks each pair from both sides: item 0 against 1, then 1 against 0. Passed as
+    ``query_item``, the test image's keypoints are the corpus cache's entry for it: two
+    detections, not four, and the same matches as detecting the test image on its own."""
+    from splitaudit.indexer.match.geometric_tier import GeometricTier
+
+    a = photos[0]
+    b = a.crop((24, 24, a.width - 24, a.height - 24)).rotate(5)  # a copy of a
+    corpus = {0: a, 1: b, 2: photos[-1]}
+    plain = GeometricTier(threads=threads)
+    try:
+        expected = [plain.match(a, [1, 2], corpus.get), plain.match(b, [0, 2], corpus.get)]
+    finally:
+        plain.close()
+    assert expected[0][0].is_copy() and expected[1][0].is_copy()
+    assert not expected[0][1].is_copy()
+
+    detected = []
+    real_detect = geometry._detect
+
+    def counted(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        detected.append(pixels.shape)
+        return real_detect(pixels)
+
+    monkeypatch.setattr(geometry, "_detect", counted)
+    tier = GeometricTier(threads=threads)
+    try:
+        first = tier.submit(a, [1, 2], corpus.get, query_item=0)()
+        second = tier.submit(b, [0, 2], corpus.get, query_item=1)()
+    finally:
+        tier.close()
+    assert [first, second] == expected
+    assert len(detected) == 3  # items 0, 1 and 2, once each
+
+    detected.clear()
+    tier = GeometricTier(threads=threads)  # without query_item: the test images detected again
+    try:
+        assert tier.submit(a, [1, 2], corpus.get)() == expected[0]
+        assert tier.submit(b, [0, 2], corpus.get)() == expected[1]
+    finally:
+        tier.close()
+    assert len(detected) == 5
+
+
+def test_with_mirror_equals_the_test_images_own_detection(photos: list[Image.Image]) -> None:
+    """A corpus image's cached keypoints (with or without the content check's pixels, as the
+    verification store may give them back) serve as its keypoints as a test image."""
+    from dataclasses import replace
+
+    image = photos[1]
+    own = keypoints(image, with_mirror=True)
+    for cached in (keypoints(image), replace(keypoints(image), pixels=None)):
+        made = geometry.with_mirror(cached, image)
+        assert made.mirrored is not None and own.mirrored is not None
+        for got, want in ((made, own), (made.mirrored, own.mirrored)):
+            np.testing.assert_array_equal(got.points, want.points)
+            np.testing.assert_array_equal(got.descriptors, want.descriptors)
+            np.testing.assert_array_equal(got.pixels, want.pixels)
+            assert (got.width, got.height) == (want.width, want.height)
