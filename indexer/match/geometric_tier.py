@@ -37,12 +37,12 @@ from splitaudit.indexer.match.geometry import (
     NO_MATCH,
     GeometricMatch,
     Keypoints,
+    as_test_image,
     checked,
     keypoints,
     keypoints_async,
     match_many,
     needs_check,
-    with_mirror,
 )
 from splitaudit.indexer.match.thresholds import Thresholds
 
@@ -303,10 +303,11 @@ class GeometricTier:
                 return lambda: found
             return keypoints_async(query, pool)  # plain and mirror side by side
         (entry,) = self.cache.get_many([query_item], lambda _item: query, pool, self.store, digests)
-        if not isinstance(entry, Future):  # read back, maybe without pixels: add them here
-            ready = with_mirror(entry, query) if entry is not None else None
-            return lambda: ready if ready is not None else keypoints(query, with_mirror=True)
-        return lambda: with_mirror(entry.result(), query)
+        if isinstance(entry, Future):
+            return lambda: as_test_image(entry.result(), query)
+        assert entry is not None  # its image is ``query``, which was read
+        found = as_test_image(entry, query)  # read back, maybe without pixels: added here
+        return lambda: found
 
     def _check_content(
         self,

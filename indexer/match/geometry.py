@@ -379,7 +379,7 @@ def keypoints(image: Image.Image, *, with_mirror: bool = False) -> Keypoints:
     return _keypoints(points, descriptors, width, height, with_mirror, content_pixels(pixels))
 
 
-def with_mirror(found: Keypoints, image: Image.Image) -> Keypoints:
+def as_test_image(found: Keypoints, image: Image.Image) -> Keypoints:
     """``found``, the keypoints of ``image`` (a corpus image's, detected or read back), as
     ``keypoints(image, with_mirror=True)`` gives them: the mirror image's reflected from them,
     and the content check's pixels taken from ``image`` where ``found`` has none."""

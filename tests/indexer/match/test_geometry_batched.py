@@ -143,9 +143,10 @@ def test_threaded_detection_gives_the_same_matches(photos: list[Image.Image]) ->
 def test_a_corpus_item_asked_as_test_image_and_as_candidate_is_detected_once(
     photos: list[Image.Image], threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A dedup asks each pair from both sides: item 0 against 1, then 1 against 0. Passed as
-    ``query_item``, the test image's keypoints are the corpus cache's entry for it: two
-    detections, not four, and the same matches as detecting the test image on its own."""
+    """A dedup asks each pair from both sides: item 0 against 1 and 2, then 1 against 0 and 2.
+    Passed as ``query_item``, the test image's keypoints are the corpus cache's entry for it:
+    three detections (one per image), not five, and the same matches as detecting the test
+    image on its own."""
     from splitaudit.indexer.match.geometric_tier import GeometricTier
 
     a = photos[0]
@@ -194,7 +195,7 @@ def test_with_mirror_equals_the_test_images_own_detection(photos: list[Image.Ima
     image = photos[1]
     own = keypoints(image, with_mirror=True)
     for cached in (keypoints(image), replace(keypoints(image), pixels=None)):
-        made = geometry.with_mirror(cached, image)
+        made = geometry.as_test_image(cached, image)
         assert made.mirrored is not None and own.mirrored is not None
         for got, want in ((made, own), (made.mirrored, own.mirrored)):
             np.testing.assert_array_equal(got.points, want.points)
