@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # The newest revision in migrations/versions (tests/indexer/db pins it to Alembic's head). A
 # database already there is opened without importing Alembic or running its environment.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 
 # A checkout (or editable install) has them at the top level; an installed wheel carries them
 # as data files under ``<prefix>/share/splitaudit/migrations`` (see pyproject.toml).

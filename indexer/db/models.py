@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -111,6 +112,8 @@ class Item(Base):
     width: Mapped[int | None] = mapped_column(Integer)
     height: Mapped[int | None] = mapped_column(Integer)
     format: Mapped[str | None] = mapped_column(String(20))
+    # a thumbnail's shape descriptor (``features.shape``: short side under its MAX_SIDE px)
+    shape: Mapped[bytes | None] = mapped_column(LargeBinary)
     caption: Mapped[str | None] = mapped_column(Text)
     label: Mapped[str | None] = mapped_column(String(500))
     license: Mapped[str | None] = mapped_column(String(500))

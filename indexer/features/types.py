@@ -28,3 +28,4 @@ class ImageFeatures:
     format: str
     stream_digest: str | None = None
     text_fields: dict[str, str] = field(default_factory=dict)
+    shape: bytes | None = None  # a thumbnail's shape descriptor (``features.shape``)

@@ -31,6 +31,7 @@ from splitaudit.indexer.match.pair_search import (
     hash_pairs,
     region_pairs,
     rows_by_value,
+    shape_pairs,
     small_rows,
     vector_pairs,
 )
@@ -95,7 +96,9 @@ def match_corpus(
         exact_pairs(session, corpus_id, state, pair)
     with phases.phase("hash search"):
         hash_pairs(index.hashes, state, thresholds, pair)
-    if vectors is not None and index.floats is not None and len(vectors):
+    embedded = vectors is not None and index.floats is not None and len(vectors) > 0
+    if embedded:
+        assert vectors is not None and index.floats is not None
         with phases.phase("vector search"):
             wide = small_rows(state, thresholds)
             vector_pairs(
@@ -108,6 +111,13 @@ def match_corpus(
             )
             if regions is not None:
                 region_pairs(session, index.floats.search, regions, thresholds, pair)
+    # an audit's small test images (a dedup has no shape self-join: docs/recall.md)
+    if index.shapes is not None and index.shapes.count and not both_sides:
+        with phases.phase("shape search"):
+            shape_pairs(index.shapes, state, thresholds, pair)
+    if embedded:
+        assert vectors is not None
+        with phases.phase("vector search"):
             fill_cosines(index, vectors, pairs.values())
     with phases.phase("sizes (db)"):
         fill_min_sides(session, state, pairs.values())

@@ -28,8 +28,12 @@ class Pair:
     orientation: Orientation = "identity"
     cosine: float | None = None
     # nominated only by a small test image's wider embedding search (``SMALL_TOP_K``, beyond
-    # its ``TOP_K`` nearest): verified upright and mirrored, never turned (``turn_small_pairs``)
+    # its ``TOP_K`` nearest) or its shape search: verified upright and mirrored, never turned
+    # (``turn_small_pairs``)
     wide_only: bool = False
+    # shape-descriptor cosine of a pair a small test image's shape search nominated
+    # (``pair_search.shape_pairs``): a verification candidate by that (rule 3)
+    shape: float | None = None
     verify: float | None = None
     min_side: int | None = None
     geometry: GeometricMatch | None = None
@@ -89,6 +93,8 @@ class Pair:
                 ev["orientation"] = self.orientation
         if self.cosine is not None:
             ev["cosine"] = round(self.cosine, 4)
+        if self.shape is not None:
+            ev["shape_cosine"] = round(self.shape, 4)
         if self.verify is not None:
             ev["verify_score"] = round(self.verify, 4)
         if self.unconfirmed_verify is not None:
@@ -142,6 +148,7 @@ def classify_all(pairs: Sequence[Pair], th: Thresholds) -> None:
         [p.min_side for p in rest],
         [None if p.geometry is None else p.geometry.support for p in rest],
         [p.content_cosine for p in rest],
+        [p.shape for p in rest],
     )
     for p, (kind, rules) in zip(rest, verdicts, strict=True):
         p.kind = kind
@@ -157,4 +164,5 @@ def near_all(pairs: Sequence[Pair], th: Thresholds) -> list[bool]:
         [p.cosine for p in pairs],
         [p.verify for p in pairs],
         [p.min_side for p in pairs],
+        [p.shape for p in pairs],
     )

@@ -17,11 +17,13 @@ from splitaudit.indexer.db.by_id import rows_by_id
 from splitaudit.indexer.db.models import Item
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
+from splitaudit.indexer.features.shape import shape_descriptors
 from splitaudit.indexer.match.pair import Pair, PairOf
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
 from splitaudit.indexer.store.binary_index import BinaryStore
 from splitaudit.indexer.store.corpus_index import CorpusIndex
+from splitaudit.indexer.store.shape_index import ShapeStore
 
 if TYPE_CHECKING:
     from splitaudit.indexer.match.inset_candidates import RegionVectors
@@ -40,6 +42,12 @@ SMALL_TOP_K = 100
 # A dedup's small items ask fewer: a dedup asks every pair from both of its sides (3,000 real
 # thumbnails: 100 instead of 50 cost 1.21x the dedup's CPU for 6 more cluster members of 1,067).
 DEDUP_SMALL_TOP_K = 50
+# Shape candidates of a small test image (``features.shape``): its nearest corpus thumbnails by
+# shape descriptor. Measured before it was built (bench.recall --distractors 12000, 12,113
+# corpus images): a combo copy's source ranks among the 10 nearest for 0.79-0.87 of them,
+# 0.84-0.93 among 25; the audit of seed 1 with 10 went from 88 to 90 of 93 combo copies, no false
+# positive, 1.02x its CPU (docs/recall.md).
+SHAPE_TOP_K = 10
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 ]
@@ -162,6 +170,26 @@ def vector_pairs(
                     if n >= k and p.hamming is None and p.cosine is None and not p.digest_equal:
                         p.wide_only = True  # no other tier nominated it (they ran first)
                     p.cosine = float(score)
+
+
+def shape_pairs(
+    store: ShapeStore, state: SplitState, th: Thresholds, pair: PairOf, k: int = SHAPE_TOP_K
+) -> None:
+    """The ``k`` corpus thumbnails nearest each small test image by shape descriptor
+    (``Pair.shape``: a verification candidate by that, ``Thresholds.candidate_mask``). A pair
+    no earlier tier nominated is ``wide_only``: verified upright and mirrored, not turned."""
+    rows = np.flatnonzero(small_rows(state, th))
+    if not len(rows) or store.count == 0:
+        return
+    scores, ids = store.search(shape_descriptors(state.thumbs[rows]), k)
+    for row, row_scores, row_ids in zip(rows.tolist(), scores.tolist(), ids.tolist(), strict=True):
+        for score, item_id in zip(row_scores, row_ids, strict=True):
+            if item_id < 0:
+                continue
+            p = pair(row, item_id)
+            if p.hamming is None and p.cosine is None and not p.digest_equal:
+                p.wide_only = True  # no other tier nominated it (they ran first)
+            p.shape = float(score)
 
 
 def region_pairs(

@@ -24,9 +24,11 @@ A pair is **near** when any of:
 3. it is a verification candidate and the verification score is >= ``verify_score``
    (catches shifted / rescaled / recoloured / bordered copies hashes and cosines miss).
    Candidates: cosine >= ``candidate_cosine``, or Hamming <= ``candidate_hamming`` where
-   the cosine cannot nominate (a small pair, or no embedding). On larger pairs the
-   embedding is the better judge of "worth a look": hash-only candidates there were the
-   unrelated pairs that came closest to the verification threshold.
+   the cosine cannot nominate (a small pair, or no embedding), or, on a small pair, the
+   corpus thumbnail is among the test image's nearest by shape descriptor (``shape``: its
+   cosine, given only to the pairs that search nominated; ``splitaudit.indexer.features.shape``).
+   On larger pairs the embedding is the better judge of "worth a look": hash-only candidates
+   there were the unrelated pairs that came closest to the verification threshold.
 
 It is **semantic** when not near, not small, and cosine >= ``semantic_cosine``.
 
@@ -158,15 +160,25 @@ class Thresholds:
             return side < self.small_side  # type: ignore[no-any-return]
 
     def candidate_mask(
-        self, hamming: ArrayLike, cosine: ArrayLike, min_side: ArrayLike | None = None
+        self,
+        hamming: ArrayLike,
+        cosine: ArrayLike,
+        min_side: ArrayLike | None = None,
+        shape: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """Which pairs are verification candidates by rule 3 (vectorised)."""
+        """Which pairs are verification candidates by rule 3 (vectorised). ``shape``: the
+        shape-descriptor cosine of the pairs a small test image's shape search nominated (NaN
+        or None: not nominated)."""
         ham = np.asarray(hamming, dtype=np.float64)
         cos = np.asarray(cosine, dtype=np.float64)
-        hash_nominates = self.small_mask(min_side) | np.isnan(cos)
+        small = self.small_mask(min_side)
+        hash_nominates = small | np.isnan(cos)
         with np.errstate(invalid="ignore"):
             by_hash = (ham <= self.candidate_hamming) & hash_nominates
-            return by_hash | (cos >= self.candidate_cosine)  # type: ignore[no-any-return]
+            out = by_hash | (cos >= self.candidate_cosine)
+            if shape is not None:
+                out = out | (small & ~np.isnan(np.asarray(shape, dtype=np.float64)))
+            return out  # type: ignore[no-any-return]
 
     def hash_mask(
         self, hamming: ArrayLike, verify: ArrayLike, small: npt.NDArray[np.bool_]
@@ -189,8 +201,9 @@ class Thresholds:
         verify: ArrayLike,
         min_side: ArrayLike | None = None,
         geometry: ArrayLike | None = None,
+        shape: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """The near rule, vectorised over pairs.
+        """The near rule, vectorised over pairs (``shape``: as for ``candidate_mask``).
 
         ``geometry`` is the number of keypoint matches supporting a plausible transform
         (``GeometricMatch.support``; NaN / None = not run). A support of
@@ -206,7 +219,7 @@ class Thresholds:
         small = self.small_mask(min_side)
         with np.errstate(invalid="ignore"):
             by_hash = self.hash_mask(ham, ver, small)
-            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side)
+            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side, shape)
             located = geo >= self.geometry_inliers
             overlay = geo <= -self.geometry_inliers  # a fit on a shared overlay only
             return (by_hash | verified | located) & ~overlay  # type: ignore[no-any-return]
@@ -219,6 +232,7 @@ class Thresholds:
         min_side: ArrayLike | None = None,
         geometry: ArrayLike | None = None,
         content_cosine: ArrayLike | None = None,
+        shape: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
         """The semantic rule, vectorised: cosine >= ``semantic_cosine``, not small, not near.
 
@@ -231,17 +245,25 @@ class Thresholds:
             similar = (cos >= self.semantic_cosine) & ~self.small_mask(min_side)
             if content_cosine is not None:
                 similar &= ~(np.asarray(content_cosine, np.float64) < self.semantic_cosine)
-            near = self.near_mask(hamming, cos, verify, min_side, geometry)
+            near = self.near_mask(hamming, cos, verify, min_side, geometry, shape)
             return similar & ~near  # type: ignore[no-any-return]
 
     def is_candidate(
-        self, hamming: int | None, cosine: float | None, min_side: int | None = None
+        self,
+        hamming: int | None,
+        cosine: float | None,
+        min_side: int | None = None,
+        shape: float | None = None,
     ) -> bool:
         """Whether one pair is a verification candidate by rule 3."""
-        return bool(self.candidate_mask(_ham(hamming), _num(cosine), _num(min_side)))
+        return bool(self.candidate_mask(_ham(hamming), _num(cosine), _num(min_side), _num(shape)))
 
     def needs_verify(
-        self, hamming: int | None, cosine: float | None, min_side: int | None = None
+        self,
+        hamming: int | None,
+        cosine: float | None,
+        min_side: int | None = None,
+        shape: float | None = None,
     ) -> bool:
         """Whether a verification score could change this pair's verdict (compute it then).
 
@@ -249,10 +271,16 @@ class Thresholds:
         hands it to the geometric step (``geometric_tier.shortlist``), whose content check
         refuses a hash that only a shared overlay (frame, window chrome, logo) brought close.
         """
-        return bool(self.needs_verify_mask(_ham(hamming), _num(cosine), _num(min_side)))
+        return bool(
+            self.needs_verify_mask(_ham(hamming), _num(cosine), _num(min_side), _num(shape))
+        )
 
     def needs_verify_mask(
-        self, hamming: ArrayLike, cosine: ArrayLike, min_side: ArrayLike | None = None
+        self,
+        hamming: ArrayLike,
+        cosine: ArrayLike,
+        min_side: ArrayLike | None = None,
+        shape: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
         """``needs_verify`` over arrays of pairs (missing values as ``_ham`` / NaN): the
         engine asks it of every candidate of a chunk at once (one call per pair cost ~50 us,
@@ -263,8 +291,8 @@ class Thresholds:
         hashed = ham <= self.phash_hamming
         with np.errstate(invalid="ignore"):
             confirms = hashed & (side >= self.small_side)  # NaN (unknown size): False
-        near = self.near_mask(ham, cos, np.nan, side)
-        candidate = self.candidate_mask(ham, cos, side)
+        near = self.near_mask(ham, cos, np.nan, side, None, shape)
+        candidate = self.candidate_mask(ham, cos, side, shape)
         return confirms | (~near & (hashed | candidate))  # type: ignore[no-any-return]
 
     def needs_verify_many(
@@ -272,9 +300,15 @@ class Thresholds:
         hamming: Sequence[int | None],
         cosine: Sequence[float | None],
         min_side: Sequence[int | None],
+        shape: Sequence[float | None] | None = None,
     ) -> npt.NDArray[np.bool_]:
         """``needs_verify`` of many pairs (``None`` = missing, as there)."""
-        return self.needs_verify_mask(_hams(hamming), _nums(cosine), _nums(min_side))
+        return self.needs_verify_mask(
+            _hams(hamming),
+            _nums(cosine),
+            _nums(min_side),
+            None if shape is None else _nums(shape),
+        )
 
     def confirms(self, hamming: int | None, min_side: int | None) -> bool:
         """Whether a pair near by its hash goes on to the geometric step to confirm it rests on
@@ -290,10 +324,11 @@ class Thresholds:
         verify: float | None = None,
         min_side: int | None = None,
         geometry: int | None = None,
+        shape: float | None = None,
     ) -> bool:
         """Whether one pair is a near duplicate (``None`` = missing / not run / unknown)."""
         args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side), _num(geometry))
-        return bool(self.near_mask(*args))
+        return bool(self.near_mask(*args, _num(shape)))
 
     def near_many(
         self,
@@ -301,11 +336,19 @@ class Thresholds:
         cosine: Sequence[float | None],
         verify: Sequence[float | None],
         min_side: Sequence[int | None],
+        shape: Sequence[float | None] | None = None,
     ) -> list[bool]:
         """``is_near`` of many pairs without a geometric match, in one vectorised call (a test
         image's candidates: ``is_near`` a pair at a time cost ~25 us each, ~5% of a thumbnail
         corpus's dedup)."""
-        near = self.near_mask(_hams(hamming), _nums(cosine), _nums(verify), _nums(min_side))
+        near = self.near_mask(
+            _hams(hamming),
+            _nums(cosine),
+            _nums(verify),
+            _nums(min_side),
+            None,
+            None if shape is None else _nums(shape),
+        )
         return [bool(v) for v in near.tolist()]
 
     def classify(
@@ -316,6 +359,7 @@ class Thresholds:
         min_side: int | None = None,
         geometry: int | None = None,
         content_cosine: float | None = None,
+        shape: float | None = None,
     ) -> MatchTier | None:
         """``"near"``, ``"semantic"`` or ``None`` for one pair (exact matches are decided earlier).
 
@@ -325,9 +369,9 @@ class Thresholds:
         (``semantic_mask``; ``None`` = none).
         """
         args = (_ham(hamming), _num(cosine), _num(verify), _num(min_side), _num(geometry))
-        if self.near_mask(*args):
+        if self.near_mask(*args, _num(shape)):
             return "near"
-        if self.semantic_mask(*args, _num(content_cosine)):
+        if self.semantic_mask(*args, _num(content_cosine), _num(shape)):
             return "semantic"
         return None
 
@@ -339,6 +383,7 @@ class Thresholds:
         min_side: Sequence[int | None],
         geometry: Sequence[int | None],
         content_cosine: Sequence[float | None],
+        shape: Sequence[float | None] | None = None,
     ) -> list[tuple[MatchTier | None, list[str]]]:
         """``classify`` and, for a near pair, ``near_evidence``, of many pairs at once: the
         rule masks run once over arrays instead of once per pair on one-element arrays
@@ -348,12 +393,13 @@ class Thresholds:
         cos, ver, side, geo, content = (
             _nums(values) for values in (cosine, verify, min_side, geometry, content_cosine)
         )
-        near = self.near_mask(ham, cos, ver, side, geo)
-        semantic = self.semantic_mask(ham, cos, ver, side, geo, content)
+        shp = None if shape is None else _nums(shape)
+        near = self.near_mask(ham, cos, ver, side, geo, shp)
+        semantic = self.semantic_mask(ham, cos, ver, side, geo, content, shp)
         small = self.small_mask(side)
         with np.errstate(invalid="ignore"):  # a near pair is no overlay-only fit (near_mask)
             by_hash = self.hash_mask(ham, ver, small)
-            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, side)
+            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, side, shp)
             located = geo >= self.geometry_inliers
         rules = [
             (name, mask.tolist())
@@ -376,6 +422,7 @@ class Thresholds:
         verify: float | None = None,
         min_side: int | None = None,
         geometry: int | None = None,
+        shape: float | None = None,
     ) -> list[str]:
         """Which near criteria one pair meets (``phash``, ``verify``, ``geometry``), for its evidence."""
         if _num(geometry) <= -self.geometry_inliers:  # a fit on a shared overlay: no rule holds
@@ -384,7 +431,7 @@ class Thresholds:
         reasons = []
         if self.hash_mask(ham, ver, self.small_mask(_num(min_side))):
             reasons.append("phash")
-        if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side):
+        if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side, shape):
             reasons.append("verify")
         if _num(geometry) >= self.geometry_inliers:
             reasons.append("geometry")

@@ -51,9 +51,9 @@ def needs_whole_check(p: Pair, th: Thresholds) -> bool:
         # most of them, bench.accuracy): the verifier's verdict stands, as it did
         return False
     support = None if p.geometry is None else p.geometry.support
-    if not th.is_near(p.hamming, p.cosine, p.verify, p.min_side, support):
+    if not th.is_near(p.hamming, p.cosine, p.verify, p.min_side, support, p.shape):
         return False
-    return not th.is_near(p.hamming, p.cosine, None, p.min_side, support)
+    return not th.is_near(p.hamming, p.cosine, None, p.min_side, support, p.shape)
 
 
 def refuse_overlay_verdicts(

@@ -233,7 +233,7 @@ def _content_cosines(
         if p.cosine is None or p.cosine < th.semantic_cosine or not needs_content(p.geometry):
             continue
         assert p.geometry is not None
-        if th.is_near(p.hamming, p.cosine, p.verify, p.min_side, p.geometry.support):
+        if th.is_near(p.hamming, p.cosine, p.verify, p.min_side, p.geometry.support, p.shape):
             continue
         corpus = load(p.item_id)
         if corpus is not None:
@@ -412,7 +412,10 @@ def _open_pairs(pairs: list[Pair], th: Thresholds) -> list[Pair]:
     are decided already."""
     pairs = [p for p in pairs if not p.digest_equal]
     needed = th.needs_verify_many(
-        [p.hamming for p in pairs], [p.cosine for p in pairs], [p.min_side for p in pairs]
+        [p.hamming for p in pairs],
+        [p.cosine for p in pairs],
+        [p.min_side for p in pairs],
+        [p.shape for p in pairs],
     )
     return [
         p for p, n in zip(pairs, needed.tolist(), strict=True) if n or p.region_cosine is not None

@@ -20,6 +20,7 @@ from splitaudit.indexer.features.decode import scrub_reprs
 from splitaudit.indexer.features.embed_input import ResizeCrop
 from splitaudit.indexer.features.extract import extract_features
 from splitaudit.indexer.features.types import ImageFeatures
+from splitaudit.indexer.match.verify import verify_thumbnail
 from splitaudit.indexer.sources.record import Record
 
 T = TypeVar("T")
@@ -54,7 +55,11 @@ def extract_record(
         return Extracted(record, error=f"cannot read {record.locator.uri()}: {reason}")
     try:
         features, image = extract_features(
-            data, keep_image=keep_image, hashes_only=not keep_image, embed_input=embed_input
+            data,
+            keep_image=keep_image,
+            hashes_only=not keep_image,
+            embed_input=embed_input,
+            thumbnail=verify_thumbnail,
         )
     except ImageDecodeError as exc:
         return Extracted(record, error=str(exc))

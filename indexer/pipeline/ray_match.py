@@ -69,6 +69,7 @@ from splitaudit.indexer.store.corpus_index import CorpusIndex
 from splitaudit.indexer.store.exact import QUERY_BLOCK
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.joined import StandInFloats
+from splitaudit.indexer.store.shape_index import load_shapes
 from splitaudit.indexer.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -188,6 +189,9 @@ class MatchWorker(WorkspaceActor):
         self.hashes: BinaryStore | None = (
             BinaryStore.load(layout.folder) if hash_spec is None else None
         )
+        # the thumbnails' shape descriptors, whole on every actor (256 bytes a thumbnail),
+        # as the driver synced them
+        self.shapes = load_shapes(layout.folder)
         self.peers: list[Any] = []
         self.hash_peers: list[Any] = []
         self._embedder: Embedder | None = None  # the corpus model, for content regions
@@ -314,7 +318,9 @@ class MatchWorker(WorkspaceActor):
             if self.layout.has_floats
             else None
         )
-        index = CorpusIndex(self.layout.corpus, self.layout.generation, self._hash_store(), floats)
+        index = CorpusIndex(
+            self.layout.corpus, self.layout.generation, self._hash_store(), floats, self.shapes
+        )
         with self.ws.sessions() as s:
             found = match_corpus(
                 s,

@@ -72,6 +72,7 @@ def item_row(
         width=None,
         height=None,
         format=None,
+        shape=None,
     )
     if f is not None:
         if f.text_fields:
@@ -85,6 +86,7 @@ def item_row(
             width=f.width,
             height=f.height,
             format=f.format,
+            shape=f.shape,
         )
     row["meta"] = meta
     return escape_undecodable_tree(row)  # type: ignore[no-any-return]  # non-UTF-8 file names

@@ -21,6 +21,7 @@ _SENTENCES = (
     "mirrored",
     "orientation",
     "cosine",
+    "shape_cosine",
     "content_cosine",
     "verify_score",
     "verify_refused",
@@ -139,6 +140,11 @@ def evidence_lines(evidence: Any) -> list[str]:
         lines.append(f"pHash differs in {ev['phash_hamming']} of 64 bits{how}")
     if ev.get("cosine") is not None:
         lines.append(f"embedding cosine {float(ev['cosine']):.3f}")
+    if ev.get("shape_cosine") is not None:
+        lines.append(
+            f"thumbnail shape descriptor cosine {float(ev['shape_cosine']):.3f} "
+            "(among the test image's nearest)"
+        )
     if ev.get("content_cosine") is not None:
         lines.append(
             f"content region alone (away from the overlay): embedding cosine "

@@ -46,6 +46,7 @@ from splitaudit.indexer.store.float_build import (
 from splitaudit.indexer.store.float_index import FloatStore
 from splitaudit.indexer.store.hamming_mih import MAX_EXACT_RADIUS
 from splitaudit.indexer.store.policy import IndexPolicy, resolve_storage
+from splitaudit.indexer.store.shape_index import ShapeStore, sync_shapes
 from splitaudit.indexer.store.sidecar import Sidecar
 from splitaudit.indexer.store.vectors import VECTORS_DIR
 
@@ -62,6 +63,9 @@ class CorpusIndex:
     generation: int
     hashes: BinaryStore
     floats: FloatStore | None
+    # the thumbnails' shape descriptors (``shape_index``); None: not loaded (Ray shards,
+    # store-level benches), so no small test image is nominated by shape
+    shapes: ShapeStore | None = None
 
     def info(self) -> dict[str, object]:
         """What a report records about the index used."""
@@ -106,8 +110,13 @@ def sync_corpus_index(
     with corpus_lock(corpus_dir):
         hashes = _sync_hashes(session, corpus, corpus_dir, policy)
         floats = _sync_floats(session, corpus, corpus_dir, policy) if corpus.model_id else None
+        shapes = sync_shapes(session, corpus, corpus_dir)
     return CorpusIndex(
-        corpus=corpus.name, generation=corpus.generation, hashes=hashes, floats=floats
+        corpus=corpus.name,
+        generation=corpus.generation,
+        hashes=hashes,
+        floats=floats,
+        shapes=shapes,
     )
 
 
