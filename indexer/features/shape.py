@@ -39,6 +39,10 @@ SIDE = 32  # the verification thumbnail's side
 SHAPE_DIM = CELLS * CELLS * BINS
 MAX_SIDE = 128  # corpus images with a shorter short side keep a descriptor
 DTYPE = np.float16  # as stored: 256 bytes an item
+# mean gradient magnitude (grey levels a pixel) under which a thumbnail is flat: no descriptor
+# (a row of zeros; without this the rounding noise of a flat picture's blur was normalised into
+# a unit vector like any other)
+FLAT = 0.05
 
 
 @lru_cache(maxsize=1)
@@ -60,7 +64,7 @@ def _cell_of() -> npt.NDArray[np.int64]:
 
 def shape_descriptors(thumbs: npt.ArrayLike) -> npt.NDArray[np.float32]:
     """Descriptors of ``(n, 32, 32)`` grey thumbnails, as ``(n, SHAPE_DIM)`` unit rows (a row
-    of zeros for a thumbnail without gradients: a flat one)."""
+    of zeros for a flat thumbnail: mean gradient under ``FLAT``)."""
     x = np.asarray(thumbs, dtype=np.float32)
     if x.ndim != 3 or x.shape[1:] != (SIDE, SIDE):
         raise ValueError(f"expected (n, {SIDE}, {SIDE}) thumbnails, got shape {x.shape}")
@@ -88,9 +92,11 @@ def shape_descriptors(thumbs: npt.ArrayLike) -> npt.NDArray[np.float32]:
         weights=np.concatenate([(magnitude * (1 - upper)).ravel(), (magnitude * upper).ravel()]),
         minlength=n * SHAPE_DIM,
     )
-    rows = np.sqrt(counts.reshape(n, SHAPE_DIM)).astype(np.float32)
+    counts = counts.reshape(n, SHAPE_DIM)
+    rows = np.sqrt(counts).astype(np.float32)
+    rows[counts.sum(axis=1) < FLAT * SIDE * SIDE] = 0.0
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows / np.maximum(norms, 1e-6)  # type: ignore[no-any-return]
+    return rows / np.maximum(norms, 1e-12)  # type: ignore[no-any-return]
 
 
 def to_bytes(descriptor: npt.NDArray[np.floating]) -> bytes:
