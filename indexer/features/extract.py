@@ -8,11 +8,12 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from splitaudit.indexer.db.shape_blob import to_bytes
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.features.embed_input import ResizeCrop
 from splitaudit.indexer.features.exact import sha256_bytes
 from splitaudit.indexer.features.perceptual import perceptual_hashes
-from splitaudit.indexer.features.shape import keeps_shape, shape_descriptors, to_bytes
+from splitaudit.indexer.features.shape import keeps_shape, shape_descriptors
 from splitaudit.indexer.features.types import ImageFeatures
 
 

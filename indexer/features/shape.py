@@ -20,8 +20,8 @@ had its source among the 10 nearest for 0.79-0.87 of the copies (seeds 0, 1, 2),
 0.77-0.86, a blurred 16x16 one about the same. Where the embedding and pHash searches miss a
 copy's source, this ranks it first for most (docs/recall.md).
 
-Corpus images with a short side under ``MAX_SIDE`` px keep theirs (``Item.shape``, float16,
-``SHAPE_DIM`` x 2 bytes); a small test image asks for the ``TOP_K`` nearest
+Corpus images with a short side under ``MAX_SIDE`` px keep theirs (``Item.shape``, float16:
+256 bytes, ``db.shape_blob``); a small test image asks for the ``TOP_K`` nearest
 (``match.shape_search``), which are verification candidates like the hash k-NN's.
 """
 
@@ -32,13 +32,14 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from splitaudit.indexer.db.shape_blob import SHAPE_DIM
+
 CELLS = 4
 BINS = 8
 SIGMA = 1.0
 SIDE = 32  # the verification thumbnail's side
-SHAPE_DIM = CELLS * CELLS * BINS
 MAX_SIDE = 128  # corpus images with a shorter short side keep a descriptor
-DTYPE = np.float16  # as stored: 256 bytes an item
+assert CELLS * CELLS * BINS == SHAPE_DIM  # the stored width (``db.shape_blob``)
 # mean gradient magnitude (grey levels a pixel) under which a thumbnail is flat: no descriptor
 # (a row of zeros; without this the rounding noise of a flat picture's blur was normalised into
 # a unit vector like any other)
@@ -97,27 +98,6 @@ def shape_descriptors(thumbs: npt.ArrayLike) -> npt.NDArray[np.float32]:
     rows[counts.sum(axis=1) < FLAT * SIDE * SIDE] = 0.0
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return rows / np.maximum(norms, 1e-12)  # type: ignore[no-any-return]
-
-
-def to_bytes(descriptor: npt.NDArray[np.floating]) -> bytes:
-    """One descriptor as stored (``DTYPE``)."""
-    d = np.asarray(descriptor, dtype=DTYPE)
-    if d.shape != (SHAPE_DIM,):
-        raise ValueError(f"expected a ({SHAPE_DIM},) descriptor, got shape {d.shape}")
-    return d.tobytes()
-
-
-def from_bytes(blobs: list[bytes]) -> npt.NDArray[np.float32]:
-    """Stored descriptors as ``(n, SHAPE_DIM)`` float32 rows (a blob of another length:
-    ``ValueError``)."""
-    size = SHAPE_DIM * np.dtype(DTYPE).itemsize
-    bad = [len(b) for b in blobs if len(b) != size]
-    if bad:
-        raise ValueError(f"a stored shape descriptor has {bad[0]} bytes, expected {size}")
-    if not blobs:
-        return np.zeros((0, SHAPE_DIM), np.float32)
-    flat = np.frombuffer(b"".join(blobs), dtype=DTYPE)
-    return flat.reshape(len(blobs), SHAPE_DIM).astype(np.float32)
 
 
 def keeps_shape(width: int, height: int) -> bool:

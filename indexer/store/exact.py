@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -64,10 +64,11 @@ class TopK:
     def update_dot(
         self,
         queries: npt.NDArray[np.float32],
-        base: npt.NDArray[np.float32],
+        base: npt.NDArray[np.floating[Any]],
         ids: npt.NDArray[np.int64],
     ) -> None:
-        """Merge the inner products of ``queries`` with ``base`` rows, in blocks (bounded memory)."""
+        """Merge the inner products of ``queries`` with ``base`` rows, in blocks (bounded memory;
+        float16 rows are widened a block at a time)."""
         for bs in range(0, len(base), DB_BLOCK):
             block = np.asarray(base[bs : bs + DB_BLOCK], dtype=np.float32)
             self.update(queries @ block.T, ids[bs : bs + DB_BLOCK])
@@ -80,7 +81,7 @@ class TopK:
 
 def exact_search(
     queries: npt.NDArray[np.float32],
-    base: npt.NDArray[np.float32],
+    base: npt.NDArray[np.floating[Any]],
     ids: npt.NDArray[np.int64],
     k: int,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:

@@ -4,7 +4,7 @@ Kept beside the hash index as one file (``shapes.npz``: item ids, float16 descri
 corpus generation and the highest item id read), brought up to date from the DB's
 ``Item.shape`` column on open the way the hash index is (items are only ever appended, so the
 rows past the highest id read are the new ones). Only corpus images under
-``features.shape.MAX_SIDE`` px keep a descriptor, so the store holds a corpus's thumbnails, not
+``features.shape``'s ``MAX_SIDE`` px keep a descriptor, so the store holds a corpus's thumbnails, not
 its photos: 256 bytes each (a million thumbnails: 256 MB on disk and in RAM). The search is
 exact (``store.exact``: numpy blocks, one BLAS thread per block): a small test image against
 a million thumbnails is 128 M multiply-adds, ~10-20 ms on one core.
@@ -22,8 +22,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Corpus, Item
+from splitaudit.indexer.db.shape_blob import DTYPE, SHAPE_DIM, from_bytes
 from splitaudit.indexer.errors import IndexMismatchError
-from splitaudit.indexer.features.shape import DTYPE, SHAPE_DIM, from_bytes
 from splitaudit.indexer.store.atomic import atomic_write_bytes
 from splitaudit.indexer.store.exact import exact_search
 
@@ -153,7 +153,7 @@ def sync_shapes(session: Session, corpus: Corpus, folder: Path) -> ShapeStore:
         if not rows:
             break
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        store.add(ids, from_bytes([bytes(r[1]) for r in rows]))
+        store.add(ids, from_bytes([bytes(r[1] or b"") for r in rows]))  # never None (SQL)
         last = int(ids[-1])
         added += len(rows)
     changed = added or store.max_item_id != max(max_id, store.max_item_id)

@@ -176,6 +176,8 @@ def test_pair_view_shows_both_images_scores_provenance_and_history(tmp_path: Pat
     assert doc.by_id("hamming").text.startswith("0")
     assert second.one("body").attrs["data-prev-url"] == f"/ui/audits/{s.audit}/review/1"
     assert "after mirroring" in second.by_id("visual-evidence").text
+    assert "shape descriptor cosine 0.91" in second.by_id("shape-cosine-evidence").text
+    assert "shape_cosine" not in second.by_id("visual-evidence").text  # not as a raw key
 
 
 def test_label_leak_evidence_is_highlighted_and_escaped(tmp_path: Path) -> None:

@@ -271,7 +271,12 @@ def seed(home: Path, files: Path) -> Seeded:
                     hamming=6,
                     cosine=0.97,
                     score=0.97,
-                    evidence={"phash_hamming": 6, "mirrored": True, "cosine": 0.97},
+                    evidence={
+                        "phash_hamming": 6,
+                        "mirrored": True,
+                        "cosine": 0.97,
+                        "shape_cosine": 0.91,
+                    },
                 ),
                 "semantic": Match(
                     audit_id=audit.id,

@@ -7,16 +7,10 @@ import pytest
 from helpers.thumb_edits import rescraped, square_cut
 from PIL import Image
 
+from splitaudit.indexer.db.shape_blob import SHAPE_DIM, from_bytes, to_bytes
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.features.extract import extract_features
-from splitaudit.indexer.features.shape import (
-    MAX_SIDE,
-    SHAPE_DIM,
-    from_bytes,
-    keeps_shape,
-    shape_descriptors,
-    to_bytes,
-)
+from splitaudit.indexer.features.shape import MAX_SIDE, keeps_shape, shape_descriptors
 from splitaudit.indexer.match.pair_search import SHAPE_TOP_K
 from splitaudit.indexer.match.verify import verify_thumbnail
 

@@ -40,17 +40,18 @@ def _values(th: Thresholds) -> dict[str, list]:
             200,
         ],
         "content": [None, th.semantic_cosine - 0.01, th.semantic_cosine, 0.9],
+        "shape": [None, 0.9],  # nominated by a small test image's shape search, or not
     }
 
 
-def _expected(th: Thresholds, h, c, v, s, g, cc) -> tuple[str | None, list[str]]:
-    kind = th.classify(h, c, v, s, g, cc)
-    return kind, th.near_evidence(h, c, v, s, g) if kind == "near" else []
+def _expected(th: Thresholds, h, c, v, s, g, cc, sh) -> tuple[str | None, list[str]]:
+    kind = th.classify(h, c, v, s, g, cc, sh)
+    return kind, th.near_evidence(h, c, v, s, g, sh) if kind == "near" else []
 
 
 def test_every_combination_of_evidence_classifies_as_one_pair_at_a_time() -> None:
     values = _values(TH)
-    combos = list(itertools.product(*values.values()))  # 60,480 pairs
+    combos = list(itertools.product(*values.values()))  # 120,960 pairs
     got = TH.classify_many(*(list(column) for column in zip(*combos, strict=True)))
     kinds = {kind for kind, _rules in got}
     assert kinds == {"near", "semantic", None}  # the grid reaches every verdict
@@ -64,8 +65,9 @@ def test_classify_all_sets_kinds_and_rules_as_the_engine_needs() -> None:
     values = _values(TH)
     pairs: list[Pair] = []
     for n in range(3_000):
-        h, c, v, s, g, cc = (rng.choice(column) for column in values.values())
+        h, c, v, s, g, cc, sh = (rng.choice(column) for column in values.values())
         p = Pair(row=n, item_id=n, hamming=h, cosine=c, verify=v, min_side=s, content_cosine=cc)
+        p.shape = sh
         if g is not None:
             p.geometry = SimpleNamespace(support=g)  # type: ignore[assignment]  # what it reads
         p.sha_equal = n % 97 == 0  # an exact copy whatever its other evidence
@@ -77,10 +79,26 @@ def test_classify_all_sets_kinds_and_rules_as_the_engine_needs() -> None:
             assert p.kind == MatchKind.EXACT
             continue
         g = None if p.geometry is None else p.geometry.support
-        kind, rules = _expected(TH, p.hamming, p.cosine, p.verify, p.min_side, g, p.content_cosine)
+        kind, rules = _expected(
+            TH, p.hamming, p.cosine, p.verify, p.min_side, g, p.content_cosine, p.shape
+        )
         assert p.kind == kind
         assert p.rules == (rules if kind == "near" else ["stale"])  # untouched unless near
     assert {p.kind for p in pairs} == {MatchKind.EXACT, "near", "semantic", None}
+
+
+def test_a_shape_nomination_makes_a_small_pair_a_candidate_and_only_a_small_one() -> None:
+    """A small copy whose pHash (25 bits) and cosine (0.3) nominate nothing is near by its
+    verification score once its shape search nominated it; a large pair is not."""
+    assert TH.classify(25, 0.3, 0.85, 32) is None
+    assert TH.classify(25, 0.3, 0.85, 32, shape=0.9) == "near"
+    assert TH.near_evidence(25, 0.3, 0.85, 32, shape=0.9) == ["verify"]
+    assert TH.classify(25, 0.3, 0.85, 400, shape=0.9) is None
+    assert TH.classify(25, 0.3, 0.6, 32, shape=0.9) is None  # the pixels still decide
+    assert TH.needs_verify(25, 0.3, 32, shape=0.9) and not TH.needs_verify(25, 0.3, 32)
+    got = TH.needs_verify_many([25, 25], [0.3, 0.3], [32, 32], [0.9, None]).tolist()
+    assert got == [True, False]
+    assert TH.near_many([25, 25], [0.3, 0.3], [0.85, 0.85], [32, 32], [0.9, None]) == [True, False]
 
 
 def test_no_pairs() -> None:

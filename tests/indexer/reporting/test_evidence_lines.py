@@ -42,6 +42,12 @@ def test_each_piece_of_evidence_is_one_readable_line() -> None:
     assert evidence_lines({}) == [] and evidence_lines(None) == []
 
 
+def test_a_shape_nomination_reads_as_one_line_not_as_a_raw_key() -> None:
+    lines = evidence_lines({"shape_cosine": 0.9123, "verify_score": 0.97, "near_rules": ["verify"]})
+    assert lines[0] == "thumbnail shape descriptor cosine 0.912 (among the test image's nearest)"
+    assert not any(line.startswith("shape_cosine") for line in lines)
+
+
 def test_region_box_is_on_the_corpus_image_for_a_crop_and_on_the_test_image_for_an_inset() -> None:
     assert region_box(GEOMETRIC, on_test=False) == (0.25, 0.1, 0.75, 0.6)
     assert region_box(GEOMETRIC, on_test=True) is None
