@@ -346,6 +346,7 @@ def _print_summary(s: IndexSummary) -> None:
             if "vector_count" in idx
             else ""
         )
+        + (f", {idx['shape_count']} thumbnail shapes" if idx.get("shape_count") else "")
     )
     if "recall_at_10" in idx:
         click.echo(

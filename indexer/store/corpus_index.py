@@ -87,6 +87,8 @@ class CorpusIndex:
                     nprobe=self.floats.params["nprobe"],
                     recall_at_10=self.floats.params.get("recall_at_10"),
                 )
+        if self.shapes is not None:
+            out["shape_count"] = self.shapes.count
         return out
 
 
