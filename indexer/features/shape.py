@@ -12,17 +12,17 @@ vector. Brightness and contrast changes scale every gradient alike and vanish in
 normalisation; hue moves the grey levels little; a shift or zoom of a few pixels moves an edge
 within its 8-pixel cell more often than out of it.
 
-Measured before it was built (``bench.recall --distractors 12000``'s corpus: 12,113 images,
-~12,000 of them look-alike thumbnails of the same photos' kinds of scenes; the rank of each
-copy's source among them by cosine): the ``combo`` family (shift, zoom, colour, JPEG at once)
-had its source among the 10 nearest for 0.79-0.87 of the copies (seeds 0, 1, 2), ``shift``
-0.92-0.96, ``zoom`` 0.96-1.00; a normalised 8x8 grey thumbnail ranked 0.42-0.50 / 0.55-0.64 /
+Measured on ``bench.recall --distractors 12000``'s corpora (12,108-12,113 images, ~12,000 of
+them look-alike thumbnails of the same photos' kinds of scenes; the rank of each copy's source
+among them by cosine, seeds 0, 1, 2): the ``combo`` family (shift, zoom, colour, JPEG at once)
+has its source among the 10 nearest for 0.80-0.87 of the copies, ``shift`` 0.92-0.97, ``zoom``
+0.96-0.99; a normalised 8x8 grey thumbnail, before this was built: 0.42-0.50 / 0.55-0.64 /
 0.77-0.86, a blurred 16x16 one about the same. Where the embedding and pHash searches miss a
 copy's source, this ranks it first for most (docs/recall.md).
 
 Corpus images with a short side under ``MAX_SIDE`` px keep theirs (``Item.shape``, float16:
-256 bytes, ``db.shape_blob``); a small test image asks for the ``TOP_K`` nearest
-(``match.shape_search``), which are verification candidates like the hash k-NN's.
+256 bytes, ``db.shape_blob``); a small test image asks for the ``SHAPE_TOP_K`` nearest
+(``match.pair_search.shape_pairs``), which are verification candidates like the hash k-NN's.
 """
 
 from __future__ import annotations

@@ -43,10 +43,10 @@ SMALL_TOP_K = 100
 # thumbnails: 100 instead of 50 cost 1.21x the dedup's CPU for 6 more cluster members of 1,067).
 DEDUP_SMALL_TOP_K = 50
 # Shape candidates of a small test image (``features.shape``): its nearest corpus thumbnails by
-# shape descriptor. Measured before it was built (bench.recall --distractors 12000, 12,113
-# corpus images): a combo copy's source ranks among the 10 nearest for 0.79-0.87 of them,
-# 0.84-0.93 among 25; the audit of seed 1 with 10 went from 88 to 90 of 93 combo copies, no false
-# positive, 1.02x its CPU (docs/recall.md).
+# shape descriptor. bench.recall --distractors 12000 (12,108-12,113 corpus images, seeds 0-2):
+# a combo copy's source ranks among the 10 nearest for 0.80-0.87 of them, 0.84-0.93 among 25;
+# with 10 the audit found 90 of 93 combo copies of seed 1 (88 before) and 89 of 91 of seed 0
+# (88), no false positive, 1.01-1.08x its CPU (docs/recall.md).
 SHAPE_TOP_K = 10
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
