@@ -26,7 +26,11 @@ def test_index_rerun_and_audit_on_postgres(tmp_path: Path, pg_url: str) -> None:
         first = index_sources(ws, "pg", [FolderSource(corpus.parent)], embedder=None, batch_size=4)
         again = index_sources(ws, "pg", [FolderSource(corpus.parent)], embedder=None)
         assert (first.indexed, again.indexed, again.skipped) == (6, 0, 6)
-        assert open_corpus_index(ws, "pg").hashes.count == 6
+        index = open_corpus_index(ws, "pg")
+        assert index.hashes.count == 6
+        # 96x72 thumbnails keep shape descriptors: PostgreSQL's bytea reads back as stored
+        assert index.shapes is not None and index.shapes.count == 6
+        assert index.shapes.vectors.any()
         split = tmp_path / "split"
         split.mkdir()
         (split / "dup.jpg").write_bytes((corpus / "3.jpg").read_bytes())
