@@ -264,7 +264,8 @@ def _rules(
     with np.errstate(invalid="ignore"):
         vetoed = support <= -t.geometry_inliers
         return {
-            "pHash": t.hash_mask(scores.phash_hamming, scores.verify, small) & ~vetoed,
+            "pHash": t.hash_mask(scores.phash_hamming, scores.verify, small, scores.cosine)
+            & ~vetoed,
             "verifier": (scores.verify >= t.verify_score)
             & t.candidate_mask(scores.phash_hamming, scores.cosine, scores.min_side)
             & ~vetoed,

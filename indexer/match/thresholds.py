@@ -17,7 +17,12 @@ A pair is **near** when any of:
    score is also >= ``small_phash_verify`` (the pixels must not contradict the hash), on a
    large one only if it is not below ``large_phash_verify`` (where it was computed): a
    pair whose pixels agree less than either picture agrees with itself moved 2 px is not
-   the same picture, whatever its hash (two smooth tiles under one bright corner);
+   the same picture, whatever its hash (two smooth tiles under one bright corner). Where the
+   embedding disagrees (cosine under ``candidate_cosine``) the score must reach
+   ``verify_score``: smooth 80-96 px tiles (a retina, a pale sky) and a grey cell image
+   with one disc collided with unrelated wallpaper tiles within 2-8 bits at scores
+   0.01-0.65, cosine 0.25-0.43, where the hash's true copies under that cosine were turned
+   copies, verified at 1.0 (docs/recall.md);
 2. geometric verification (``splitaudit.indexer.match.geometry``) finds at least ``geometry_inliers``
    keypoint matches agreeing on one plausible similarity transform: the test image is a
    crop / rotation / overlay of a region of the corpus image;
@@ -181,17 +186,26 @@ class Thresholds:
             return out  # type: ignore[no-any-return]
 
     def hash_mask(
-        self, hamming: ArrayLike, verify: ArrayLike, small: npt.NDArray[np.bool_]
+        self,
+        hamming: ArrayLike,
+        verify: ArrayLike,
+        small: npt.NDArray[np.bool_],
+        cosine: ArrayLike | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Rule 1, vectorised: pHash within ``phash_hamming``, and the verification score
         (NaN: not computed) at least ``small_phash_verify`` on a small pair, not below
-        ``large_phash_verify`` on a large one (a missing score does not contradict)."""
+        ``large_phash_verify`` on a large one (a missing score does not contradict); where the
+        embedding disagrees with the hash (``cosine`` under ``candidate_cosine``; NaN: no
+        embedding, no disagreement), at least ``verify_score``, whatever the size."""
         ham = np.asarray(hamming, dtype=np.float64)
         ver = np.asarray(verify, dtype=np.float64)
         with np.errstate(invalid="ignore"):
             pixels_agree = np.where(
                 small, ver >= self.small_phash_verify, ~(ver < self.large_phash_verify)
             )
+            if cosine is not None:
+                doubted = np.asarray(cosine, dtype=np.float64) < self.candidate_cosine
+                pixels_agree = np.where(doubted, ver >= self.verify_score, pixels_agree)
             return (ham <= self.phash_hamming) & pixels_agree  # type: ignore[no-any-return]
 
     def near_mask(
@@ -218,7 +232,7 @@ class Thresholds:
         geo = np.asarray(np.nan if geometry is None else geometry, dtype=np.float64)
         small = self.small_mask(min_side)
         with np.errstate(invalid="ignore"):
-            by_hash = self.hash_mask(ham, ver, small)
+            by_hash = self.hash_mask(ham, ver, small, cos)
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side, shape)
             located = geo >= self.geometry_inliers
             overlay = geo <= -self.geometry_inliers  # a fit on a shared overlay only
@@ -398,7 +412,7 @@ class Thresholds:
         semantic = self.semantic_mask(ham, cos, ver, side, geo, content, shp)
         small = self.small_mask(side)
         with np.errstate(invalid="ignore"):  # a near pair is no overlay-only fit (near_mask)
-            by_hash = self.hash_mask(ham, ver, small)
+            by_hash = self.hash_mask(ham, ver, small, cos)
             verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, side, shp)
             located = geo >= self.geometry_inliers
         rules = [
@@ -429,7 +443,7 @@ class Thresholds:
             return []
         ham, ver = _ham(hamming), _num(verify)
         reasons = []
-        if self.hash_mask(ham, ver, self.small_mask(_num(min_side))):
+        if self.hash_mask(ham, ver, self.small_mask(_num(min_side)), _num(cosine)):
             reasons.append("phash")
         if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side, shape):
             reasons.append("verify")

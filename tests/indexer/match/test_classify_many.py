@@ -101,6 +101,21 @@ def test_a_shape_nomination_makes_a_small_pair_a_candidate_and_only_a_small_one(
     assert TH.near_many([25, 25], [0.3, 0.3], [0.85, 0.85], [32, 32], [0.9, None]) == [True, False]
 
 
+def test_a_hash_the_embedding_disagrees_with_needs_the_verify_threshold() -> None:
+    """pHash within the near radius, cosine under ``candidate_cosine``: near only at
+    ``verify_score`` (a turned copy verifies at 1.0; smooth unrelated tiles reached 0.01-0.65),
+    at any size; with an agreeing or no embedding the size's own floor stays."""
+    low = TH.candidate_cosine - 0.1
+    for side in (32, 96, 400):
+        assert TH.classify(2, low, TH.verify_score - 0.01, side) is None
+        assert TH.classify(2, low, TH.verify_score, side) == "near"
+        assert "phash" in TH.near_evidence(2, low, 1.0, side)
+    assert TH.classify(2, TH.candidate_cosine, 0.45, 32) == "near"  # small floor 0.40
+    assert TH.classify(2, None, 0.45, 32) == "near"  # no embedding: no disagreement
+    assert TH.classify(2, 0.9, 0.05, 400) == "near"  # large floor 0
+    assert TH.classify(2, low, None, 400) is None  # no score: nothing confirms the hash
+
+
 def test_no_pairs() -> None:
     assert TH.classify_many([], [], [], [], [], []) == []
     classify_all([], TH)
