@@ -19,7 +19,7 @@ def _pair(orientation: str, verify: float, min_side: int = 64, hamming: int = 8)
         1,
         hamming=hamming,
         orientation=orientation,
-        cosine=0.26,
+        cosine=0.6,  # the embedding agrees: rule 1 alone asks small_phash_verify
         verify=verify,
         min_side=min_side,
     )  # type: ignore[arg-type]
