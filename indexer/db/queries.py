@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -110,3 +110,29 @@ def corpus_counts(session: Session, *, corpus: Corpus) -> dict[str, int]:
     )
     shards = session.scalar(select(func.count(Shard.id)).where(Shard.corpus_id == corpus.id)) or 0
     return {"items": items, "embedded": embedded, "failed": failed, "shards": shards}
+
+
+def item_values_after(
+    session: Session, corpus_id: int, column: Any, after: int, chunk: int
+) -> Iterator[list[tuple[int, Any]]]:
+    """``(item id, value)`` of a corpus's items above id ``after`` whose ``column`` is set, in
+    id order, ``chunk`` rows at a time: what a derived index (hashes, shape descriptors) has
+    not read yet (items are only ever appended)."""
+    last = after
+    max_id = session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus_id)) or 0
+    while last < max_id:
+        rows = session.execute(
+            select(Item.id, column)
+            .where(Item.corpus_id == corpus_id, Item.id > last, column.is_not(None))
+            .order_by(Item.id)
+            .limit(chunk)
+        ).all()
+        if not rows:
+            return
+        yield [(int(r[0]), r[1]) for r in rows]
+        last = int(rows[-1][0])
+
+
+def max_item_id(session: Session, corpus_id: int) -> int:
+    """The highest item id of a corpus (0: none)."""
+    return int(session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus_id)) or 0)

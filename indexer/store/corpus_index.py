@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Corpus, Item, VectorBatch
-from splitaudit.indexer.db.queries import in_chunks
+from splitaudit.indexer.db.queries import in_chunks, item_values_after, max_item_id
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store import binary_index, float_index
 from splitaudit.indexer.store.binary_index import BinaryStore, signed_to_unsigned
@@ -160,21 +160,11 @@ def _sync_hashes(
             store = BinaryStore.load(folder)
         except IndexMismatchError as exc:
             log.warning("%s; rebuilding the hash index from the database", exc)
-    last = store.max_item_id
-    max_id = session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus.id)) or 0
+    max_id = max_item_id(session, corpus.id)
     added = 0
-    while last < max_id:
-        rows = session.execute(
-            select(Item.id, Item.phash)
-            .where(Item.corpus_id == corpus.id, Item.id > last, Item.phash.is_not(None))
-            .order_by(Item.id)
-            .limit(_HASH_CHUNK)
-        ).all()
-        if not rows:
-            break
+    for rows in item_values_after(session, corpus.id, Item.phash, store.max_item_id, _HASH_CHUNK):
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         store.add(ids, signed_to_unsigned(np.fromiter((r[1] for r in rows), np.int64, len(rows))))
-        last = int(ids[-1])
         added += len(rows)
     retyped = _retype_hashes(store, policy)
     if (

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from splitaudit.indexer.db.models import Corpus, Item
+from splitaudit.indexer.db.queries import item_values_after, max_item_id
 from splitaudit.indexer.db.shape_blob import DTYPE, SHAPE_DIM, from_bytes
 from splitaudit.indexer.errors import IndexMismatchError
 from splitaudit.indexer.store.atomic import atomic_write_bytes
@@ -141,23 +141,12 @@ def sync_shapes(session: Session, corpus: Corpus, folder: Path) -> ShapeStore:
                 corpus.generation,
             )
             store = ShapeStore()
-    last = store.max_item_id
-    max_id = session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus.id)) or 0
+    max_id = max_item_id(session, corpus.id)
     new_ids: list[npt.NDArray[np.int64]] = []
     new_vectors: list[npt.NDArray[np.float32]] = []
-    while last < max_id:
-        rows = session.execute(
-            select(Item.id, Item.shape)
-            .where(Item.corpus_id == corpus.id, Item.id > last, Item.shape.is_not(None))
-            .order_by(Item.id)
-            .limit(_CHUNK)
-        ).all()
-        if not rows:
-            break
-        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        new_ids.append(ids)
+    for rows in item_values_after(session, corpus.id, Item.shape, store.max_item_id, _CHUNK):
+        new_ids.append(np.fromiter((r[0] for r in rows), np.int64, len(rows)))
         new_vectors.append(from_bytes([bytes(r[1] or b"") for r in rows]))  # never None (SQL)
-        last = int(ids[-1])
     added = sum(len(i) for i in new_ids)
     if added:  # one concatenation, not one per chunk
         store.add(np.concatenate(new_ids), np.concatenate(new_vectors))
