@@ -63,8 +63,8 @@ class CorpusIndex:
     generation: int
     hashes: BinaryStore
     floats: FloatStore | None
-    # the thumbnails' shape descriptors (``shape_index``); None: not loaded (Ray shards,
-    # store-level benches), so no small test image is nominated by shape
+    # the thumbnails' shape descriptors (``shape_index``); None: not loaded (a dedup's joined
+    # stand-in index), so no small test image is nominated by shape
     shapes: ShapeStore | None = None
 
     def info(self) -> dict[str, object]:
