@@ -158,10 +158,12 @@ def _large(photo: Image.Image) -> Image.Image:
     return photo.resize((round(photo.width * scale), round(photo.height * scale)))
 
 
-def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
+def build(
+    root: Path, seed: int, distractors: int = 0, sizes: tuple[int, ...] = SIZES
+) -> list[Query]:
     """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels.
     ``distractors``: that many thumbnails of unrelated photos added to the corpus
-    (``bench.distractors``)."""
+    (``bench.distractors``); ``sizes``: the thumbnails' sides, in turn (the distractors' too)."""
     from bench.accuracy.photos import collect_photos
     from splitaudit.indexer.match.verify import verifiable
 
@@ -172,6 +174,7 @@ def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
             data.get("recipe") == RECIPE
             and data.get("seed") == seed
             and data.get("distractors", 0) == distractors
+            and tuple(data.get("sizes", SIZES)) == tuple(sizes)
         ):
             return [Query(**q) for q in data["queries"]]
     for stale in ("corpus", "split", "warmup"):  # an earlier recipe's files must not be audited
@@ -197,7 +200,7 @@ def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
     for photo in indexed:
         name = photo.name
         for t, box in enumerate(_tiles(photo.image)):
-            size = SIZES[n % len(SIZES)]
+            size = sizes[n % len(sizes)]
             if t % 2:  # a sibling: same scene, next to corpus tiles, no pixels in common
                 add(_render(photo.image, box, size), "sibling", size, None)
                 continue
@@ -219,7 +222,7 @@ def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
             add(large.transpose(op), f"orient-{turn}", LARGE_SIDE, target)
     for photo in held_out:
         for t, box in enumerate(_tiles(photo.image)):
-            size = SIZES[t % len(SIZES)]
+            size = sizes[t % len(sizes)]
             add(_render(photo.image, box, size), "unrelated", size, None)
         large = _large(photo.image)
         add(large, "unrelated", LARGE_SIDE, None)
@@ -239,7 +242,7 @@ def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
     if distractors:
         from bench.distractors import write_distractors
 
-        write_distractors(corpus, distractors, SIZES, seed, [p.image for p in photos])
+        write_distractors(corpus, distractors, sizes, seed, [p.image for p in photos])
     (root / "warmup").mkdir(exist_ok=True)
     _render(held_out[0].image, _tiles(held_out[0].image)[0], 40).save(root / "warmup" / "w.png")
     manifest.write_text(
@@ -248,6 +251,7 @@ def build(root: Path, seed: int, distractors: int = 0) -> list[Query]:
                 "recipe": RECIPE,
                 "seed": seed,
                 "distractors": distractors,
+                "sizes": list(sizes),
                 "queries": [asdict(q) for q in queries],
             }
         )
@@ -484,6 +488,12 @@ def main() -> None:
         help="thumbnails of unrelated photos added to the corpus (bench.distractors; "
         "default: %(default)s)",
     )
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="thumbnail sides, comma-separated (default: %(default)s; 80,96 measures the top of "
+        "the 32-96 px range, where a 96-px pair is large)",
+    )
     parser.add_argument("--skip-after", action="store_true", help=argparse.SUPPRESS)
     add_audit_only_options(parser)
     args = parser.parse_args()
@@ -492,9 +502,17 @@ def main() -> None:
         return
     if args.distractors < 0:
         parser.error("--distractors must be 0 or more")
+    try:
+        sizes = tuple(int(v) for v in args.sizes.split(","))
+    except ValueError:
+        parser.error(f"--sizes must be whole numbers of pixels, got {args.sizes!r}")
+    if not sizes or min(sizes) < 8:
+        parser.error("--sizes must name sides of 8 px or more")
     suffix = f"-d{args.distractors}" if args.distractors else ""
+    if sizes != SIZES:
+        suffix += "-px" + "-".join(map(str, sizes))
     root = args.cache / f"seed{args.seed}{suffix}"
-    queries = build(root, args.seed, args.distractors)
+    queries = build(root, args.seed, args.distractors, sizes)
     runs: dict[str, Path | None] = {} if args.before is None else {"before": args.before}
     if not args.skip_after:
         runs["after"] = args.after
