@@ -52,7 +52,7 @@ def _both(
     """(local pairs, Ray pairs, the index's info) of one synthetic split."""
     index = open_corpus_index(ws, "syn", policy)
     state, vectors = synthetic_split(ws, queries)
-    _hash_twins(ws, state)
+    _hash_twins(ws, state, vectors, index)
     th = thresholds_for_model("synthetic-64")
     with ws.sessions() as s:
         local = match_corpus(
@@ -72,10 +72,11 @@ def _both(
     return _pairs(local), _pairs(remote), index.info()
 
 
-def _hash_twins(ws: Workspace, state: Any, n: int = 20) -> None:
-    """The last ``2n`` rows take the pHash of the first and last ``n`` corpus items (their
-    vectors stay random): pairs found by hashes only, whose cosine the engine reads from the
-    stored vector of the item, in either shard."""
+def _hash_twins(ws: Workspace, state: Any, vectors: Any, index: Any, n: int = 20) -> None:
+    """The last ``2n`` rows take the pHash and the stored vector of the first and last ``n``
+    corpus items: twins in either shard. (Their vectors were random before 0.5.0, so only the
+    hashes found them; a pHash match the embedding disagrees with now needs pixels to be near,
+    which these corpus items do not have.)"""
     from sqlalchemy import select
 
     from splitaudit.indexer.db.models import Item
@@ -85,10 +86,15 @@ def _hash_twins(ws: Workspace, state: Any, n: int = 20) -> None:
     with ws.sessions() as s:
         first = s.scalars(select(Item.phash).order_by(Item.id).limit(n)).all()
         last = s.scalars(select(Item.phash).order_by(Item.id.desc()).limit(n)).all()
+        ids = [
+            *s.scalars(select(Item.id).order_by(Item.id).limit(n)).all(),
+            *s.scalars(select(Item.id).order_by(Item.id.desc()).limit(n)).all(),
+        ]
     hashes = signed_to_unsigned(np.array([*first, *last], np.int64))
     rows = slice(len(state) - len(hashes), len(state))
     state.phash[rows] = hashes
     state.phash_mirror[rows] = hashes ^ MIRROR_MASK
+    vectors[rows] = np.stack([index.floats.index.reconstruct(int(i)) for i in ids])
 
 
 def _mapped(caplog: pytest.LogCaptureFixture) -> list[int]:
