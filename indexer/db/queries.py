@@ -113,14 +113,14 @@ def corpus_counts(session: Session, *, corpus: Corpus) -> dict[str, int]:
 
 
 def item_values_after(
-    session: Session, corpus_id: int, column: Any, after: int, chunk: int
+    session: Session, corpus_id: int, column: Any, after: int, until: int, chunk: int
 ) -> Iterator[list[tuple[int, Any]]]:
-    """``(item id, value)`` of a corpus's items above id ``after`` whose ``column`` is set, in
-    id order, ``chunk`` rows at a time: what a derived index (hashes, shape descriptors) has
-    not read yet (items are only ever appended)."""
+    """``(item id, value)`` of a corpus's items above id ``after`` (up to ``until``, the
+    highest id: ``max_item_id``) whose ``column`` is set, in id order, ``chunk`` rows at a
+    time: what a derived index (hashes, shape descriptors) has not read yet (items are only
+    ever appended)."""
     last = after
-    max_id = session.scalar(select(func.max(Item.id)).where(Item.corpus_id == corpus_id)) or 0
-    while last < max_id:
+    while last < until:
         rows = session.execute(
             select(Item.id, column)
             .where(Item.corpus_id == corpus_id, Item.id > last, column.is_not(None))

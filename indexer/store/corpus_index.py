@@ -162,7 +162,8 @@ def _sync_hashes(
             log.warning("%s; rebuilding the hash index from the database", exc)
     max_id = max_item_id(session, corpus.id)
     added = 0
-    for rows in item_values_after(session, corpus.id, Item.phash, store.max_item_id, _HASH_CHUNK):
+    start = store.max_item_id
+    for rows in item_values_after(session, corpus.id, Item.phash, start, max_id, _HASH_CHUNK):
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         store.add(ids, signed_to_unsigned(np.fromiter((r[1] for r in rows), np.int64, len(rows))))
         added += len(rows)

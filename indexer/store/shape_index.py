@@ -144,7 +144,9 @@ def sync_shapes(session: Session, corpus: Corpus, folder: Path) -> ShapeStore:
     max_id = max_item_id(session, corpus.id)
     new_ids: list[npt.NDArray[np.int64]] = []
     new_vectors: list[npt.NDArray[np.float32]] = []
-    for rows in item_values_after(session, corpus.id, Item.shape, store.max_item_id, _CHUNK):
+    for rows in item_values_after(
+        session, corpus.id, Item.shape, store.max_item_id, max_id, _CHUNK
+    ):
         new_ids.append(np.fromiter((r[0] for r in rows), np.int64, len(rows)))
         new_vectors.append(from_bytes([bytes(r[1] or b"") for r in rows]))  # never None (SQL)
     added = sum(len(i) for i in new_ids)
