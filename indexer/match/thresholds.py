@@ -19,15 +19,20 @@ A pair is **near** when any of:
    pair whose pixels agree less than either picture agrees with itself moved 2 px is not
    the same picture, whatever its hash (two smooth tiles under one bright corner). Where the
    embedding disagrees (cosine under ``candidate_cosine``) the score must reach
-   ``verify_score``: smooth 80-96 px tiles (a retina, a pale sky) and a grey cell image
+   ``doubted_verify``: smooth 80-96 px tiles (a retina, a pale sky) and a grey cell image
    with one disc collided with unrelated wallpaper tiles within 2-8 bits at scores
-   0.01-0.65, cosine 0.25-0.43, where the hash's true copies under that cosine were turned
+   0.01-0.74, cosine 0.25-0.43, where the hash's true copies under that cosine were turned
    copies, verified at 1.0 (docs/recall.md);
 2. geometric verification (``splitaudit.indexer.match.geometry``) finds at least ``geometry_inliers``
    keypoint matches agreeing on one plausible similarity transform: the test image is a
    crop / rotation / overlay of a region of the corpus image;
 3. it is a verification candidate and the verification score is >= ``verify_score``
-   (catches shifted / rescaled / recoloured / bordered copies hashes and cosines miss).
+   (catches shifted / rescaled / recoloured / bordered copies hashes and cosines miss), or
+   >= ``doubted_verify`` where the embedding disagrees (cosine under ``candidate_cosine``):
+   a single blob on a plain ground aligns with another blob at 0.74-0.78 (a blurred clock
+   face against an orange hexagon on purple, cosine 0.14-0.19), where the copies the
+   verifier alone finds under that cosine verify at 0.86-1.0, all but one (0.77)
+   (docs/recall.md, "Pixels alone against a disagreeing embedding").
    Candidates: cosine >= ``candidate_cosine``, or Hamming <= ``candidate_hamming`` where
    the cosine cannot nominate (a small pair, or no embedding), or, on a small pair, the
    corpus thumbnail is among the test image's nearest by shape descriptor (``shape``: its
@@ -76,8 +81,10 @@ _UNIT_FIELDS = (
     "verify_score",
     "small_phash_verify",
     "large_phash_verify",
+    "doubted_verify",
 )
 _MISSING_HAMMING = 65  # farther than any 64-bit distance
+DOUBTED_VERIFY = 0.80  # docs/thresholds.md, "Where the embedding disagrees"
 _MAX_SIDE = 1_000_000
 
 
@@ -100,6 +107,9 @@ class Thresholds:
     small_phash_verify: float
     geometry_inliers: int = 12
     large_phash_verify: float = 0.0
+    # pixels alone make a pair near at this score where the embedding disagrees (cosine under
+    # candidate_cosine); never below verify_score (``pixels_needed``)
+    doubted_verify: float = DOUBTED_VERIFY
 
     def __post_init__(self) -> None:
         for name in _HAMMING_FIELDS:
@@ -196,7 +206,8 @@ class Thresholds:
         (NaN: not computed) at least ``small_phash_verify`` on a small pair, not below
         ``large_phash_verify`` on a large one (a missing score does not contradict); where the
         embedding disagrees with the hash (``cosine`` under ``candidate_cosine``; NaN: no
-        embedding, no disagreement), at least ``verify_score``, whatever the size."""
+        embedding, no disagreement), at least ``pixels_needed`` (``doubted_verify``), whatever
+        the size."""
         ham = np.asarray(hamming, dtype=np.float64)
         ver = np.asarray(verify, dtype=np.float64)
         with np.errstate(invalid="ignore"):
@@ -205,8 +216,33 @@ class Thresholds:
             )
             if cosine is not None:
                 doubted = np.asarray(cosine, dtype=np.float64) < self.candidate_cosine
-                pixels_agree = np.where(doubted, ver >= self.verify_score, pixels_agree)
+                pixels_agree = np.where(doubted, ver >= self.pixels_needed(True), pixels_agree)
             return (ham <= self.phash_hamming) & pixels_agree  # type: ignore[no-any-return]
+
+    def pixels_needed(self, doubted: bool) -> float:
+        """The verification score that makes a pair near by its pixels alone: ``verify_score``,
+        or where the embedding disagrees (``doubted``) ``doubted_verify``, never less."""
+        return max(self.verify_score, self.doubted_verify) if doubted else self.verify_score
+
+    def verify_mask(
+        self,
+        hamming: ArrayLike,
+        cosine: ArrayLike,
+        verify: ArrayLike,
+        min_side: ArrayLike | None = None,
+        shape: ArrayLike | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Rule 3, vectorised: a verification candidate whose score reaches ``verify_score``,
+        or ``doubted_verify`` where the embedding disagrees (cosine under ``candidate_cosine``;
+        NaN: no embedding, no disagreement)."""
+        cos = np.asarray(cosine, dtype=np.float64)
+        ver = np.asarray(verify, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            needed = np.where(
+                cos < self.candidate_cosine, self.pixels_needed(True), self.verify_score
+            )
+            candidate = self.candidate_mask(hamming, cos, min_side, shape)
+            return (ver >= needed) & candidate  # type: ignore[no-any-return]
 
     def near_mask(
         self,
@@ -233,7 +269,7 @@ class Thresholds:
         small = self.small_mask(min_side)
         with np.errstate(invalid="ignore"):
             by_hash = self.hash_mask(ham, ver, small, cos)
-            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, min_side, shape)
+            verified = self.verify_mask(ham, cos, ver, min_side, shape)
             located = geo >= self.geometry_inliers
             overlay = geo <= -self.geometry_inliers  # a fit on a shared overlay only
             return (by_hash | verified | located) & ~overlay  # type: ignore[no-any-return]
@@ -413,7 +449,7 @@ class Thresholds:
         small = self.small_mask(side)
         with np.errstate(invalid="ignore"):  # a near pair is no overlay-only fit (near_mask)
             by_hash = self.hash_mask(ham, ver, small, cos)
-            verified = (ver >= self.verify_score) & self.candidate_mask(ham, cos, side, shp)
+            verified = self.verify_mask(ham, cos, ver, side, shp)
             located = geo >= self.geometry_inliers
         rules = [
             (name, mask.tolist())
@@ -445,7 +481,7 @@ class Thresholds:
         reasons = []
         if self.hash_mask(ham, ver, self.small_mask(_num(min_side)), _num(cosine)):
             reasons.append("phash")
-        if ver >= self.verify_score and self.is_candidate(hamming, cosine, min_side, shape):
+        if self.verify_mask(ham, _num(cosine), ver, _num(min_side), _num(shape)):
             reasons.append("verify")
         if _num(geometry) >= self.geometry_inliers:
             reasons.append("geometry")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 from splitaudit.indexer.kinds import MatchKind
@@ -28,7 +29,16 @@ def _values(th: Thresholds) -> dict[str, list]:
             th.near_cosine,
             0.99,
         ],
-        "verify": [None, 0.1, th.small_phash_verify, th.verify_score - 1e-6, th.verify_score, 0.95],
+        "verify": [
+            None,
+            0.1,
+            th.small_phash_verify,
+            th.verify_score - 1e-6,
+            th.verify_score,
+            th.doubted_verify - 1e-6,
+            th.doubted_verify,
+            0.95,
+        ],
         "min_side": [None, 32, th.small_side - 1, th.small_side, 400],
         "geometry": [
             None,
@@ -51,7 +61,7 @@ def _expected(th: Thresholds, h, c, v, s, g, cc, sh) -> tuple[str | None, list[s
 
 def test_every_combination_of_evidence_classifies_as_one_pair_at_a_time() -> None:
     values = _values(TH)
-    combos = list(itertools.product(*values.values()))  # 120,960 pairs
+    combos = list(itertools.product(*values.values()))  # 161,280 pairs
     got = TH.classify_many(*(list(column) for column in zip(*combos, strict=True)))
     kinds = {kind for kind, _rules in got}
     assert kinds == {"near", "semantic", None}  # the grid reaches every verdict
@@ -101,19 +111,46 @@ def test_a_shape_nomination_makes_a_small_pair_a_candidate_and_only_a_small_one(
     assert TH.near_many([25, 25], [0.3, 0.3], [0.85, 0.85], [32, 32], [0.9, None]) == [True, False]
 
 
-def test_a_hash_the_embedding_disagrees_with_needs_the_verify_threshold() -> None:
+def test_a_hash_the_embedding_disagrees_with_needs_the_doubted_threshold() -> None:
     """pHash within the near radius, cosine under ``candidate_cosine``: near only at
-    ``verify_score`` (a turned copy verifies at 1.0; smooth unrelated tiles reached 0.01-0.65),
-    at any size; with an agreeing or no embedding the size's own floor stays."""
+    ``doubted_verify`` (a turned copy verifies at 1.0; smooth unrelated tiles and a blob on a
+    plain ground reached 0.01-0.74), at any size; with an agreeing or no embedding the size's
+    own floor stays."""
     low = TH.candidate_cosine - 0.1
+    assert TH.verify_score < TH.doubted_verify < 1.0
     for side in (32, 96, 400):
-        assert TH.classify(2, low, TH.verify_score - 0.01, side) is None
-        assert TH.classify(2, low, TH.verify_score, side) == "near"
+        assert TH.classify(2, low, TH.doubted_verify - 0.01, side) is None
+        assert TH.classify(2, low, TH.doubted_verify, side) == "near"
         assert "phash" in TH.near_evidence(2, low, 1.0, side)
     assert TH.classify(2, TH.candidate_cosine, 0.45, 32) == "near"  # small floor 0.40
     assert TH.classify(2, None, 0.45, 32) == "near"  # no embedding: no disagreement
     assert TH.classify(2, 0.9, 0.05, 400) == "near"  # large floor 0
     assert TH.classify(2, low, None, 400) is None  # no score: nothing confirms the hash
+
+
+def test_pixels_alone_the_embedding_disagrees_with_need_the_doubted_threshold() -> None:
+    """Rule 3 on a small pair its hash (15 bits) or its shape nominated: at a cosine under
+    ``candidate_cosine`` the verifier alone makes it near only at ``doubted_verify`` (a blurred
+    clock face aligned with an orange hexagon at 0.78, cosine 0.14); with an agreeing or no
+    embedding ``verify_score`` as before; a geometric fit is not doubted; and the doubted floor
+    is never under ``verify_score``."""
+    low = TH.candidate_cosine - 0.1
+    for shape in (None, 0.9):
+        assert TH.classify(15, low, TH.doubted_verify - 0.01, 32, shape=shape) is None
+        assert TH.classify(15, low, TH.doubted_verify, 32, shape=shape) == "near"
+        assert TH.near_evidence(15, low, TH.doubted_verify, 32, shape=shape) == ["verify"]
+        assert not TH.near_evidence(15, low, TH.doubted_verify - 0.01, 32, shape=shape)
+    assert TH.classify(15, TH.candidate_cosine, TH.verify_score, 32) == "near"
+    assert TH.classify(15, None, TH.verify_score, 32) == "near"  # no embedding: not doubted
+    assert TH.classify(None, low, 0.1, 400, geometry=TH.geometry_inliers) == "near"
+    got = TH.classify_many(
+        [15, 15, 15], [low, low, 0.6], [0.75, 0.9, 0.75], [32, 32, 32], [None] * 3, [None] * 3
+    )
+    assert got == [(None, []), ("near", ["verify"]), ("near", ["verify"])]
+    strict = replace(TH, verify_score=0.9, doubted_verify=0.8)  # the higher of the two
+    assert strict.pixels_needed(True) == 0.9 and strict.pixels_needed(False) == 0.9
+    assert strict.classify(15, low, 0.85, 32) is None
+    assert strict.classify(15, low, 0.9, 32) == "near"
 
 
 def test_no_pairs() -> None:

@@ -73,6 +73,8 @@ def test_unknown_key_is_a_usage_error_naming_the_valid_keys() -> None:
         {"verify_score": math.nan},
         {"small_phash_verify": 1.01},
         {"large_phash_verify": -1.5},
+        {"doubted_verify": 1.2},
+        {"doubted_verify": "high"},
         {"small_side": -1},
         {"small_side": 32.0},
     ],
