@@ -151,6 +151,25 @@ def test_corpus_images_the_geometric_step_cannot_match_give_way_to_those_it_can(
     assert set(region_candidates(search, regions, floor=0.4, kept=2)) == {(5, 11), (5, 12)}
 
 
+def test_each_regions_own_nearest_is_kept_past_the_best_across_regions() -> None:
+    # the page's canvas region comes close to three look-alike corpus pictures (31-33), the
+    # framed inset's region to its source (40) less close: the source keeps its slot
+    regions = RegionVectors(np.asarray([4, 4]), np.zeros((2, 4), np.float32), _grid(2))
+    search = _search_returning(
+        [[0.78, 0.77, 0.65, 0.6], [0.55, 0.52, 0.3, 0.2]],
+        [[31, 32, 33, 34], [40, 31, 35, 36]],
+    )
+    found = region_candidates(search, regions, floor=0.4, kept=3, eligible=lambda ids: ids)
+    assert set(found) == {(4, 31), (4, 32), (4, 33), (4, 40)}
+    assert found[(4, 40)].region == 1 and found[(4, 40)].cosine == pytest.approx(0.55)
+    # a region's nearest must still pass the floor and be one the geometric step can match
+    assert (4, 40) not in region_candidates(search, regions, floor=0.6, kept=3)
+    small = region_candidates(
+        search, regions, floor=0.4, kept=3, eligible=lambda ids: [i for i in ids if i != 40]
+    )
+    assert set(small) == {(4, 31), (4, 32), (4, 33)}  # region 1's nearest allowed one: 31
+
+
 def test_a_large_jpeg_is_decoded_at_the_dct_scale_the_side_needs() -> None:
     rng = np.random.default_rng(1)
     pixels = rng.integers(0, 255, (900, 1600, 3), dtype=np.uint8)
