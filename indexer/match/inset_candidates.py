@@ -33,9 +33,10 @@ REGION_SIDE = 0.45  # of the test image's width and height
 REGION_STEPS = 3  # windows per axis (starts at 0, 0.275, 0.55 of the side)
 GRID_REGIONS = REGION_STEPS * REGION_STEPS  # a row's first regions; its frames follow
 # Corpus items each region is searched for, and how many of them (best region cosine first,
-# corpus images the geometric step can match only) each large test image keeps: on a
-# screenshot every region of the page itself comes close to corpus pictures of text, so the
-# inset's source may rank below them.
+# corpus images the geometric step can match only) each large test image keeps across its
+# regions: on a screenshot every region of the page itself comes close to corpus pictures of
+# text, so the inset's source may rank below them; each region's own nearest is kept besides
+# (``region_candidates``).
 REGION_TOP_K = 8
 REGIONS_KEPT = 3
 # Long side (px) of the decode regions are cut from: each 45% region is then ~350 px, so the
