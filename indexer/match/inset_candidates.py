@@ -195,8 +195,8 @@ def region_candidates(
     engine passes ``candidate_cosine - REGION_COSINE_MARGIN``), and each region's own nearest
     such item: a page's plain canvas or text comes closer to look-alike corpus pictures
     (0.65-0.78 among 12,000 distractor tiles) than a 30% inset's region to its source
-    (0.55-0.64), so ranking across regions alone gave the slots to the page. A row's regions are numbered
-    in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
+    (0.55-0.64), so ranking across regions alone gave the slots to the page. A row's regions
+    are numbered in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
     ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames). ``eligible(ids)``:
     which of these corpus items may be nominated (the engine: those large enough for the
     geometric step); all where None."""
