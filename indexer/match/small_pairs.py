@@ -73,7 +73,10 @@ def align_small_pairs(
     mirrored, never aligned upright, where it aligns at 0.98); a pair near by
     a marginal verifier score alone (under ``CONFIRM_BELOW``) must align at ``CONFIRM_FLOOR``
     too, or its score becomes the alignment's (a periodic texture's neighbouring tile: the
-    verifier does not weigh the texture's own repeats).
+    verifier does not weigh the texture's own repeats) — unless, where the test image is small
+    itself, the corpus thumbnail aligned onto it reaches ``ALIGNED_NEAR``, as a pair the
+    verifier left open would be found (a zoomed-in 48-px astronaut tile: verifier 0.795,
+    aligned 0.555 one way, 0.966 the other).
 
     ``both_ways``: where the test image is small itself, a pair its alignment leaves between
     ``ALIGNED_BACK_FROM`` and ``ALIGNED_NEAR`` is aligned the other way too, the corpus
@@ -125,24 +128,39 @@ def align_small_pairs(
             jobs += [(prepared, confirming, CONFIRM_FLOOR), (mirror, confirming, CONFIRM_FLOOR)]
         scores = aligned_scores_together(jobs)
         upright = mirrored = confirmed = np.zeros(0, np.float32)
+        back_up = back_flipped = np.full(len(confirm), -1.0, np.float32)
+        small_query = both_ways and min(query.size) <= MAX_SIDE
         if aligned is not None:
             weight = np.minimum(own, sparse_weight(aligned))
             upright, mirrored = scores[0] * weight, scores[1] * weight
-            if both_ways and min(query.size) <= MAX_SIDE:
+            if small_query:
                 _align_back(query, aligned, upright, mirrored, weight)
         if confirming is not None:
             weight = np.minimum(own, sparse_weight(confirming))
             confirmed = np.maximum(scores[-2], scores[-1]) * weight
+            if small_query:  # the pairs the test image's own alignment does not confirm
+                open_rows = np.flatnonzero(confirmed < CONFIRM_FLOOR)
+                up, flipped = _back_scores(query, confirming[open_rows])
+                back_up[open_rows] = up * weight[open_rows]
+                back_flipped[open_rows] = flipped * weight[open_rows]
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
         score = max(up, flipped)
         if score >= ALIGNED_NEAR and score > (p.verify if p.verify is not None else -1.0):
             p.verify = float(score)
             p.orientation = "mirror" if flipped > up else "identity"
-    for i, score in zip(confirm, confirmed.tolist(), strict=True):
+    for i, score, up, flipped in zip(
+        confirm, confirmed.tolist(), back_up.tolist(), back_flipped.tolist(), strict=True
+    ):
         p = kept[i]
-        if score < CONFIRM_FLOOR:
-            p.unconfirmed_verify, p.verify = p.verify, float(score)
+        if score >= CONFIRM_FLOOR:
+            continue
+        if max(up, flipped) >= ALIGNED_NEAR:  # aligned the other way round
+            if max(up, flipped) > (p.verify if p.verify is not None else -1.0):
+                p.verify = float(max(up, flipped))
+                p.orientation = "mirror" if flipped > up else "identity"
+            continue
+        p.unconfirmed_verify, p.verify = p.verify, float(score)
 
 
 def _align_back(
@@ -158,26 +176,37 @@ def _align_back(
     alignment is directional: the coarse step matches the reference's central window, and a
     copy zoomed out past a feature near its edge keeps more of the corpus image than the
     corpus image keeps of it (a zoomed-out cloud tile: 0.75 one way, 0.95 the other)."""
+    from splitaudit.indexer.match.low_res_align import ALIGNED_BACK_FROM, ALIGNED_NEAR
+
+    forward = np.maximum(upright, mirrored)
+    back = np.flatnonzero((forward >= ALIGNED_BACK_FROM) & (forward < ALIGNED_NEAR))
+    if not len(back):
+        return
+    up, flipped = _back_scores(query, aligned[back])
+    upright[back] = np.maximum(upright[back], up * weight[back])
+    mirrored[back] = np.maximum(mirrored[back], flipped * weight[back])
+
+
+def _back_scores(
+    query: Image.Image, thumbs: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Each corpus thumbnail of ``thumbs`` aligned onto the test image's, upright and
+    mirrored: ``(upright, mirrored)`` scores (unweighted)."""
     from splitaudit.indexer.match.low_res_align import (
-        ALIGNED_BACK_FROM,
-        ALIGNED_NEAR,
         AlignJob,
         aligned_scores_together,
         prepare_query,
     )
     from splitaudit.indexer.match.verify import verify_thumbnail
 
-    forward = np.maximum(upright, mirrored)
-    back = np.flatnonzero((forward >= ALIGNED_BACK_FROM) & (forward < ALIGNED_NEAR))
-    if not len(back):
-        return
+    if not len(thumbs):
+        return np.zeros(0, np.float32), np.zeros(0, np.float32)
     own = verify_thumbnail(query)
     # the test image mirrored as reference: the corpus thumbnail onto it is the mirrored pair
     references = np.stack([own, np.fliplr(own)])
-    jobs: list[AlignJob] = [(prepare_query(aligned[k]), references, None) for k in back]
-    for k, (up, flipped) in zip(back, aligned_scores_together(jobs), strict=True):
-        upright[k] = max(upright[k], up * weight[k])
-        mirrored[k] = max(mirrored[k], flipped * weight[k])
+    jobs: list[AlignJob] = [(prepare_query(t), references, None) for t in thumbs]
+    scores = np.stack(aligned_scores_together(jobs))
+    return scores[:, 0].astype(np.float32), scores[:, 1].astype(np.float32)
 
 
 def confirm_turned_hashes(kept: Iterable[Pair], th: Thresholds) -> None:
