@@ -128,7 +128,7 @@ def align_small_pairs(
             jobs += [(prepared, confirming, CONFIRM_FLOOR), (mirror, confirming, CONFIRM_FLOOR)]
         scores = aligned_scores_together(jobs)
         upright = mirrored = confirmed = np.zeros(0, np.float32)
-        back_up = back_flipped = np.full(len(confirm), -1.0, np.float32)
+        back_up, back_flipped = np.full((2, len(confirm)), -1.0, np.float32)
         small_query = both_ways and min(query.size) <= MAX_SIDE
         if aligned is not None:
             weight = np.minimum(own, sparse_weight(aligned))

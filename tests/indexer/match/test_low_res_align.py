@@ -471,3 +471,52 @@ def test_alignments_together_score_as_each_alone(astronaut: Image.Image) -> None
         np.testing.assert_array_equal(scores, aligned_scores(query, references, cut))
     assert together[0][0] >= ALIGNED_NEAR
     assert aligned_scores_together([]) == []
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_marginal_verifier_score_is_confirmed_the_other_way_round(flip: bool) -> None:
+    """The zoomed-out rocket copy above, near by a verifier score under ``CONFIRM_BELOW`` alone:
+    its own alignment onto the source (under 0.5) does not confirm it, but the source aligned
+    onto it (0.84) does, as it finds such a pair the verifier left open, and the pair keeps that
+    score and orientation. Without the other way round (a dedup) it is unconfirmed; the coins
+    photo's neighbouring tile is confirmed neither way."""
+    from splitaudit.indexer.match.pair import Pair
+    from splitaudit.indexer.match.phases import PhaseTimes
+    from splitaudit.indexer.match.small_pairs import align_small_pairs
+
+    rocket = sample_photo("rocket")
+    source = verify_thumbnail(square_cut(rocket, 230.5, 205.0, 128))
+    copy = rescraped(square_cut(rocket, 230.5 - 8.3, 205.0 - 13.8, 128 / 0.824))
+    if flip:
+        copy = copy.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    th = DEFAULT_THRESHOLDS
+    far, marginal = th.phash_hamming + 10, 0.75
+    assert th.is_near(far, 0.6, marginal, 32)
+    assert needs_confirmation(marginal, far, 32, "identity", True, th)
+
+    def pair() -> Pair:
+        return Pair(
+            0, 1, hamming=far, orientation="identity", cosine=0.6, verify=marginal, min_side=32
+        )
+
+    kept = [pair()]
+    align_small_pairs(copy, kept, [source], th, PhaseTimes())
+    assert kept[0].verify is not None and kept[0].verify >= ALIGNED_NEAR
+    assert kept[0].unconfirmed_verify is None
+    assert kept[0].orientation == ("mirror" if flip else "identity")
+    assert th.is_near(far, 0.6, kept[0].verify, 32)
+
+    one_way = [pair()]
+    align_small_pairs(copy, one_way, [source], th, PhaseTimes(), both_ways=False)
+    assert one_way[0].unconfirmed_verify == marginal
+    assert one_way[0].verify is not None and one_way[0].verify < CONFIRM_FLOOR
+
+    coins = verify_thumbnail(grid_tile(sample_photo("coins"), 1, 1, 32))
+    neighbour = grid_tile(sample_photo("coins"), 1, 0, 64)
+    verified = float(verify_scores(neighbour, coins[None])[0])
+    tile = [
+        Pair(0, 1, hamming=36, orientation="identity", cosine=0.75, verify=verified, min_side=32)
+    ]
+    align_small_pairs(neighbour, tile, [coins], th, PhaseTimes())
+    assert tile[0].unconfirmed_verify == verified
+    assert tile[0].verify is not None and not th.is_near(36, 0.75, tile[0].verify, 32)
