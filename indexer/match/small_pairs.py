@@ -140,9 +140,9 @@ def align_small_pairs(
             confirmed = np.maximum(scores[-2], scores[-1]) * weight
             if small_query:  # the pairs the test image's own alignment does not confirm
                 open_rows = np.flatnonzero(confirmed < CONFIRM_FLOOR)
-                up, flipped = _back_scores(query, confirming[open_rows])
-                back_up[open_rows] = up * weight[open_rows]
-                back_flipped[open_rows] = flipped * weight[open_rows]
+                other_way = _back_scores(query, confirming[open_rows])
+                back_up[open_rows] = other_way[0] * weight[open_rows]
+                back_flipped[open_rows] = other_way[1] * weight[open_rows]
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
         p = kept[i]
         score = max(up, flipped)
@@ -182,9 +182,9 @@ def _align_back(
     back = np.flatnonzero((forward >= ALIGNED_BACK_FROM) & (forward < ALIGNED_NEAR))
     if not len(back):
         return
-    up, flipped = _back_scores(query, aligned[back])
-    upright[back] = np.maximum(upright[back], up * weight[back])
-    mirrored[back] = np.maximum(mirrored[back], flipped * weight[back])
+    other_way = _back_scores(query, aligned[back])
+    upright[back] = np.maximum(upright[back], other_way[0] * weight[back])
+    mirrored[back] = np.maximum(mirrored[back], other_way[1] * weight[back])
 
 
 def _back_scores(
