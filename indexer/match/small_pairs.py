@@ -86,7 +86,6 @@ def align_small_pairs(
     tile of a dark suit at 0.76 that way round (``bench.recall --seed 1 --distractors
     12000``)."""
     from splitaudit.indexer.match.low_res_align import (
-        ALIGNED_NEAR,
         CONFIRM_FLOOR,
         MAX_SIDE,
         AlignJob,
@@ -144,23 +143,27 @@ def align_small_pairs(
                 back_up[open_rows] = other_way[0] * weight[open_rows]
                 back_flipped[open_rows] = other_way[1] * weight[open_rows]
     for i, up, flipped in zip(rows, upright.tolist(), mirrored.tolist(), strict=True):
-        p = kept[i]
-        score = max(up, flipped)
-        if score >= ALIGNED_NEAR and score > (p.verify if p.verify is not None else -1.0):
-            p.verify = float(score)
-            p.orientation = "mirror" if flipped > up else "identity"
+        _take_alignment(kept[i], up, flipped)
     for i, score, up, flipped in zip(
         confirm, confirmed.tolist(), back_up.tolist(), back_flipped.tolist(), strict=True
     ):
         p = kept[i]
-        if score >= CONFIRM_FLOOR:
-            continue
-        if max(up, flipped) >= ALIGNED_NEAR:  # aligned the other way round
-            if max(up, flipped) > (p.verify if p.verify is not None else -1.0):
-                p.verify = float(max(up, flipped))
-                p.orientation = "mirror" if flipped > up else "identity"
-            continue
-        p.unconfirmed_verify, p.verify = p.verify, float(score)
+        if score < CONFIRM_FLOOR and not _take_alignment(p, up, flipped):
+            p.unconfirmed_verify, p.verify = p.verify, float(score)
+
+
+def _take_alignment(p: Pair, upright: float, mirrored: float) -> bool:
+    """Whether the pair aligns at ``ALIGNED_NEAR`` (upright or mirrored); where that beats its
+    verification score, the pair takes the score and the orientation it aligned in."""
+    from splitaudit.indexer.match.low_res_align import ALIGNED_NEAR
+
+    score = max(upright, mirrored)
+    if score < ALIGNED_NEAR:
+        return False
+    if score > (p.verify if p.verify is not None else -1.0):
+        p.verify = float(score)
+        p.orientation = "mirror" if mirrored > upright else "identity"
+    return True
 
 
 def _align_back(
