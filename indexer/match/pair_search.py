@@ -18,6 +18,7 @@ from splitaudit.indexer.db.models import Item
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
 from splitaudit.indexer.features.shape import shape_descriptors
+from splitaudit.indexer.match.low_res_align import MAX_SIDE
 from splitaudit.indexer.match.pair import Pair, PairOf
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -48,6 +49,13 @@ DEDUP_SMALL_TOP_K = 50
 # with 10 the audit found 90 of 93 combo copies of seed 1 (88 before) and 89 of 91 of seed 0
 # (88), no false positive, 1.01-1.08x its CPU (docs/recall.md).
 SHAPE_TOP_K = 10
+# Whatever ``small_side`` says, a test image up to this short side is searched by shape
+# descriptor (the sides the low-resolution alignment covers; the corpus keeps descriptors up
+# to ``features.shape.MAX_SIDE``). At the default ``small_side`` (96: under it a pair is
+# small) a 96-px test image was not, and a zoomed, recoloured 96-px copy of a giraffe tile,
+# its cosine 0.55 under a hundred unrelated thumbnails' (0.72-0.77), was nominated by
+# nothing; its shape cosine is 0.94 (bench.recall --distractors 12000, seed 1; docs/recall.md)
+SHAPE_SIDE = MAX_SIDE
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 ]
@@ -135,6 +143,13 @@ def small_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
     return np.asarray(state.min_side < getattr(th, "small_side", 96), bool)
 
 
+def shape_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
+    """The split rows searched by shape descriptor (``shape_pairs``): the small test images
+    (under ``small_side``) and every thumbnail up to ``SHAPE_SIDE`` px."""
+    side = np.asarray(state.min_side)
+    return np.asarray((side < th.small_side) | (side <= SHAPE_SIDE), bool)
+
+
 def search_k(wide: npt.NDArray[np.bool_] | None, k: int = TOP_K, small_k: int = SMALL_TOP_K) -> int:
     """The ``k`` of ``vector_pairs``' one search: ``small_k`` where some row is ``wide``."""
     return max(k, small_k) if wide is not None and bool(wide.any()) else k
@@ -175,10 +190,11 @@ def vector_pairs(
 def shape_pairs(
     store: ShapeStore, state: SplitState, th: Thresholds, pair: PairOf, k: int = SHAPE_TOP_K
 ) -> None:
-    """The ``k`` corpus thumbnails nearest each small test image by shape descriptor
-    (``Pair.shape``: a verification candidate by that, ``Thresholds.candidate_mask``). A pair
+    """The ``k`` corpus thumbnails nearest each small test image or thumbnail (``shape_rows``)
+    by shape descriptor (``Pair.shape``: on a small pair a verification candidate by that,
+    ``Thresholds.candidate_mask``; a larger pair is one by its cosine, as any other). A pair
     no earlier tier nominated is ``wide_only``: verified upright and mirrored, not turned."""
-    rows = np.flatnonzero(small_rows(state, th))
+    rows = np.flatnonzero(shape_rows(state, th))
     if not len(rows) or store.count == 0:
         return
     scores, ids = store.search(shape_descriptors(state.thumbs[rows]), k)

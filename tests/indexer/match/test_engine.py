@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from conftest import photo
 from PIL import Image, ImageOps
+from sqlalchemy import select
 
 from splitaudit.indexer.audit.service import create_audit, create_split, run_audit
-from splitaudit.indexer.db.models import Job
+from splitaudit.indexer.db.models import Item, Job
 from splitaudit.indexer.errors import NotFoundError, UsageError
 from splitaudit.indexer.pipeline.index import index_sources
 from splitaudit.indexer.reporting.report import SCHEMA, audit_report
@@ -234,6 +235,42 @@ def test_a_small_test_image_gets_small_top_k_embedding_candidates(
     assert thumb_zoom.count(False) == wide  # small pairs zoom in, but for the wide-only ones
 
 
+@pytest.mark.parametrize("side", [80, 96])
+def test_a_thumbnail_test_image_is_searched_by_shape_whatever_small_side_says(
+    tmp_path: Path, tiny_model_spec: str, monkeypatch: pytest.MonkeyPatch, side: int
+) -> None:
+    """The shape search runs for test images up to ``SHAPE_SIDE`` (96) px, not only under
+    ``small_side`` (96): a zoomed copy of a 96-px corpus thumbnail, at 80 px (a small pair)
+    and at 96 px (not small), is nominated by its shape descriptor; a large test image is not
+    searched."""
+    from splitaudit.indexer.match import engine
+
+    corpus = tmp_path / "corpus" / "all"
+    corpus.mkdir(parents=True)
+    for i in range(8):
+        photo(i, (96, 96)).save(corpus / f"t{i}.png")
+    ws = _indexed_with_model(tmp_path / "home", corpus.parent, tiny_model_spec)
+    split = tmp_path / "split"
+    split.mkdir()
+    photo(3, (96, 96)).crop((8, 8, 88, 88)).resize((side, side)).save(split / "thumb.png")
+    photo(700, (256, 192)).save(split / "large.jpg", quality=90)
+    shaped: dict[str, set[str]] = {}
+    verify = engine.verify_candidates
+
+    def spy(session, state, pairs, th, *args, **kwargs):  # type: ignore[no-untyped-def]
+        pairs = list(pairs)
+        for p in pairs:
+            if p.shape is not None:
+                shaped.setdefault(state.keys[p.row], set()).add(p.item_id)
+        return verify(session, state, pairs, th, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "verify_candidates", spy)
+    _audit(ws, split)
+    with ws.sessions() as s:
+        source = s.scalars(select(Item.id).where(Item.key == "all/t3.png")).one()
+    assert set(shaped) == {"thumb.png"} and source in shaped["thumb.png"]
+
+
 def test_a_large_copy_the_vector_search_misses_is_nominated_by_its_phash(
     tmp_path: Path, tiny_model_spec: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,9 +280,6 @@ def test_a_large_copy_the_vector_search_misses_is_nominated_by_its_phash(
     gets its pHash k-NN candidates; the cosine still decides whether a large pair is verified
     (``candidate_cosine``). The vector search is made to miss the source here, so only the
     hash k-NN can nominate it."""
-    from sqlalchemy import select
-
-    from splitaudit.indexer.db.models import Item
     from splitaudit.indexer.features.perceptual import phash
     from splitaudit.indexer.store.float_index import FloatStore
 

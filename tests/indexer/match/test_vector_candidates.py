@@ -4,6 +4,7 @@ re-scraped copy), from one search of the split."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -93,6 +94,18 @@ def test_candidates_below_the_floor_are_left_out_whatever_the_rank() -> None:
 def test_small_rows_are_those_under_small_side() -> None:
     state = SimpleNamespace(min_side=np.array([32, 95, 96, 400]))
     assert pair_search.small_rows(state, DEFAULT_THRESHOLDS).tolist() == [True, True, False, False]  # type: ignore[arg-type]
+
+
+def test_shape_rows_are_the_small_ones_and_every_thumbnail() -> None:
+    """The shape search: under ``small_side`` or at most ``SHAPE_SIDE`` (96) px, so a 96-px
+    test image is searched at the default ``small_side`` (96), where it is not small."""
+    state = SimpleNamespace(min_side=np.array([32, 95, 96, 97, 150, 400]))
+    rows = pair_search.shape_rows(state, DEFAULT_THRESHOLDS)  # type: ignore[arg-type]
+    assert pair_search.SHAPE_SIDE == 96
+    assert rows.tolist() == [True, True, True, False, False, False]
+    for side, expected in ((48, rows.tolist()), (200, [True] * 5 + [False])):
+        th = replace(DEFAULT_THRESHOLDS, small_side=side)
+        assert pair_search.shape_rows(state, th).tolist() == expected  # type: ignore[arg-type]
 
 
 def test_pairs_only_the_wider_search_nominated_are_marked_wide_only() -> None:
