@@ -254,7 +254,7 @@ def test_a_thumbnail_test_image_is_searched_by_shape_whatever_small_side_says(
     split.mkdir()
     photo(3, (96, 96)).crop((8, 8, 88, 88)).resize((side, side)).save(split / "thumb.png")
     photo(700, (256, 192)).save(split / "large.jpg", quality=90)
-    shaped: dict[str, set[str]] = {}
+    shaped: dict[str, set[int]] = {}
     verify = engine.verify_candidates
 
     def spy(session, state, pairs, th, *args, **kwargs):  # type: ignore[no-untyped-def]
