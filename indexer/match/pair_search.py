@@ -18,7 +18,6 @@ from splitaudit.indexer.db.models import Item
 from splitaudit.indexer.db.queries import in_chunks
 from splitaudit.indexer.features.perceptual import ORIENTATIONS, Orientation
 from splitaudit.indexer.features.shape import shape_descriptors
-from splitaudit.indexer.match.low_res_align import MAX_SIDE
 from splitaudit.indexer.match.pair import Pair, PairOf
 from splitaudit.indexer.match.split_state import SplitState
 from splitaudit.indexer.match.thresholds import Thresholds
@@ -55,7 +54,7 @@ SHAPE_TOP_K = 10
 # small) a 96-px test image was not, and a zoomed, recoloured 96-px copy of a giraffe tile,
 # its cosine 0.55 under a hundred unrelated thumbnails' (0.72-0.77), was nominated by
 # nothing; its shape cosine is 0.94 (bench.recall --distractors 12000, seed 1; docs/recall.md)
-SHAPE_SIDE = MAX_SIDE
+SHAPE_SIDE = 96  # = low_res_align.MAX_SIDE (not imported here: it loads lazily, ~36 ms)
 VectorSearch = Callable[
     [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]
 ]
@@ -146,8 +145,7 @@ def small_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
 def shape_rows(state: SplitState, th: Thresholds) -> npt.NDArray[np.bool_]:
     """The split rows searched by shape descriptor (``shape_pairs``): the small test images
     (under ``small_side``) and every thumbnail up to ``SHAPE_SIDE`` px."""
-    side = np.asarray(state.min_side)
-    return np.asarray((side < th.small_side) | (side <= SHAPE_SIDE), bool)
+    return small_rows(state, th) | (np.asarray(state.min_side) <= SHAPE_SIDE)
 
 
 def search_k(wide: npt.NDArray[np.bool_] | None, k: int = TOP_K, small_k: int = SMALL_TOP_K) -> int:

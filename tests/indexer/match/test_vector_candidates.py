@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from splitaudit.indexer.match import pair_search
+from splitaudit.indexer.match.low_res_align import MAX_SIDE
 from splitaudit.indexer.match.pair import Pair
 from splitaudit.indexer.match.thresholds import DEFAULT_THRESHOLDS
 from splitaudit.indexer.store.float_index import FloatStore
@@ -102,6 +103,7 @@ def test_shape_rows_are_the_small_ones_and_every_thumbnail() -> None:
     state = SimpleNamespace(min_side=np.array([32, 95, 96, 97, 150, 400]))
     rows = pair_search.shape_rows(state, DEFAULT_THRESHOLDS)  # type: ignore[arg-type]
     assert pair_search.SHAPE_SIDE == 96
+    assert pair_search.SHAPE_SIDE == MAX_SIDE  # the sides the alignment covers
     assert rows.tolist() == [True, True, True, False, False, False]
     for side, expected in ((48, rows.tolist()), (200, [True] * 5 + [False])):
         th = replace(DEFAULT_THRESHOLDS, small_side=side)
