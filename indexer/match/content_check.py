@@ -145,6 +145,14 @@ def _cv2() -> Any:
     return cv2
 
 
+def project(transform: npt.NDArray[np.float64], points: npt.NDArray[np.float64]) -> Any:
+    """``points`` (n x 2) mapped by ``transform``: 2 x 3 (affine) or 3 x 3 (perspective)."""
+    moved = np.hstack([points, np.ones((len(points), 1))]) @ np.asarray(transform).T
+    if moved.shape[1] == 3:
+        return moved[:, :2] / moved[:, 2:]
+    return moved
+
+
 def content_pixels(gray: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
     """``gray`` (an image's working grayscale) at ``CONTENT_SIDE`` px on the long side."""
     height, width = gray.shape
@@ -161,8 +169,7 @@ def _overlap(
 ) -> Box | None:
     """The bounding box (reference working px) of the query's footprint inside the reference."""
     qw, qh = query_size
-    corners = np.array([[0, 0, 1], [qw, 0, 1], [qw, qh, 1], [0, qh, 1]], np.float64)
-    mapped = corners @ transform.T
+    mapped = project(transform, np.array([[0, 0], [qw, 0], [qw, qh], [0, qh]], np.float64))
     rw, rh = reference_size
     x0, y0 = max(0.0, float(mapped[:, 0].min())), max(0.0, float(mapped[:, 1].min()))
     x1, y1 = min(float(rw), float(mapped[:, 0].max())), min(float(rh), float(mapped[:, 1].max()))
@@ -181,16 +188,23 @@ def _sample(
     defined. ``grid_to_working`` maps grid px to the image's working px."""
     cv2 = _cv2()
     scale = pixels.shape[1] / working_width  # working px -> content px
-    to_pixels = grid_to_working * scale
+    if grid_to_working.shape == (3, 3):  # a perspective map: its scale at the grid's centre
+        to_pixels = np.diag([scale, scale, 1.0]) @ grid_to_working
+        cx, cy = grid_size[0] / 2, grid_size[1] / 2
+        moved = project(to_pixels, np.array([[cx, cy], [cx + 1.0, cy]], np.float64))
+        step = float(np.hypot(*(moved[1] - moved[0])))
+    else:
+        to_pixels = grid_to_working * scale
+        step = math.hypot(to_pixels[0, 0], to_pixels[1, 0])
     # Source px per grid px: blur away what the grid cannot hold (no aliasing of fine text).
-    step = math.hypot(to_pixels[0, 0], to_pixels[1, 0])
     source = pixels.astype(np.float32)
     if step > 1.2:
         source = cv2.GaussianBlur(source, (0, 0), 0.5 * step)
     flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-    out = cv2.warpAffine(source, to_pixels, grid_size, flags=flags, borderValue=0.0)
+    warp = cv2.warpPerspective if to_pixels.shape == (3, 3) else cv2.warpAffine
+    out = warp(source, to_pixels, grid_size, flags=flags, borderValue=0.0)
     ones = np.ones(pixels.shape, np.float32)
-    valid = cv2.warpAffine(ones, to_pixels, grid_size, flags=flags, borderValue=0.0)
+    valid = warp(ones, to_pixels, grid_size, flags=flags, borderValue=0.0)
     return out, valid
 
 
@@ -202,10 +216,11 @@ def content_agreement(
     transform: npt.NDArray[np.float64],
     inliers: npt.NDArray[np.float32] | None = None,
 ) -> ContentAgreement | None:
-    """Agreement of the query aligned onto the reference by ``transform`` (2 x 3, query working
-    px -> reference working px); ``*_size`` are the working sizes (width, height). None when
-    the transform leaves no overlap. ``inliers``: the fit's inlier points (reference working
-    px), for the share among the cells holding none (``outside``)."""
+    """Agreement of the query aligned onto the reference by ``transform`` (2 x 3, or 3 x 3 for
+    a perspective fit: query working px -> reference working px); ``*_size`` are the working
+    sizes (width, height). None when the transform leaves no overlap. ``inliers``: the fit's
+    inlier points (reference working px), for the share among the cells holding none
+    (``outside``)."""
     box = _overlap(transform, query_size, reference_size)
     if box is None:
         return None
@@ -214,9 +229,12 @@ def content_agreement(
     gw, gh = max(CELL, round((x1 - x0) * k)), max(CELL, round((y1 - y0) * k))
     grid_to_reference = np.array([[1 / k, 0, x0], [0, 1 / k, y0]], np.float64)
     ref, _ = _sample(reference_pixels, grid_to_reference, reference_size[0], (gw, gh))
-    inverse = np.vstack([transform, [0.0, 0.0, 1.0]])
-    inverse = np.linalg.inv(inverse)[:2]
-    grid_to_query = inverse @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
+    if transform.shape == (3, 3):
+        grid_to_query = np.linalg.inv(transform) @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
+    else:
+        inverse = np.vstack([transform, [0.0, 0.0, 1.0]])
+        inverse = np.linalg.inv(inverse)[:2]
+        grid_to_query = inverse @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
     qry, valid = _sample(query_pixels, grid_to_query, query_size[0], (gw, gh))
     occupied = np.zeros((0, 2), np.intp)  # (column, row) of the cells holding an inlier
     if inliers is not None and len(inliers):
@@ -238,8 +256,7 @@ def _query_beyond(
     a pixel or two off), a step from the photo's border to the page that the corpus image
     does not have: those cells say nothing about the content (``_cell_agreement``)."""
     qw, qh = query_size
-    corners = np.array([[0, 0, 1], [qw, 0, 1], [qw, qh, 1], [0, qh, 1]], np.float64)
-    mapped = corners @ transform.T
+    mapped = project(transform, np.array([[0, 0], [qw, 0], [qw, qh], [0, qh]], np.float64))
     rw, rh = reference_size
     return (
         float(mapped[:, 0].min()) < -margin,

@@ -52,6 +52,7 @@ from splitaudit.indexer.match.content_check import (
     ContentAgreement,
     content_agreement,
     content_pixels,
+    project,
 )
 
 WORK_SIDE = 384  # long side, px, at which keypoints are detected
@@ -76,6 +77,18 @@ VETO_ANGLE = 2.0
 MIN_CENTRAL = 1
 
 Box = tuple[float, float, float, float]
+
+# A photo of a screen or a print shows the corpus image in perspective, which one similarity
+# fits only in a band of it: a homography fitted to the same matches is taken instead where it
+# holds at least PERSPECTIVE_FROM inliers, PERSPECTIVE_GAIN times the similarity's and
+# PERSPECTIVE_MORE more (4 points fit a homography exactly: a wrong pair's ratio matches give
+# it 4-6 inliers, bench.screen_photos), and the corpus image's corners it draws on the test
+# image are a convex quad seen at most about 40 degrees off (``_perspective_plausible``).
+PERSPECTIVE_FROM = 8
+PERSPECTIVE_GAIN = 1.2
+PERSPECTIVE_MORE = 4
+MIN_SIDE_RATIO = 0.5  # shorter / longer of two opposite sides of the quad
+MAX_SKEW = 40.0  # degrees: each corner of the quad within 90 +- this
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,9 @@ class GeometricMatch:
     # 2 x 3 transform, row-major: test working px -> corpus working px (mirrored test image
     # when ``mirrored``)
     transform: tuple[float, ...] = field(default=(), repr=False)
+    # 3 x 3 homography, row-major (test working px -> corpus working px) where the fit is one in
+    # perspective (a photo of a screen); ``transform`` is then the similarity nearest to it
+    perspective: tuple[float, ...] = field(default=(), repr=False)
     coverage: float = 0.0  # share of 4 x 4 cells of the overlap holding an inlier
     # inliers in the middle 2 x 2 of those cells (None: not counted)
     central: int | None = None
@@ -262,6 +278,8 @@ class GeometricMatch:
             ev["inset"] = True
         if self.mirrored:
             ev["mirrored"] = True
+        if self.perspective:
+            ev["perspective"] = True
         if self.content is not None:
             ev["content"] = self.content.evidence()
         if self.shared:
@@ -627,16 +645,24 @@ def _fit_matches(
     )
     if transform is None or inlier_mask is None:
         return GeometricMatch(inliers=0, matches=len(q), mirrored=mirrored)
+    inliers = inlier_mask.ravel().astype(bool)
+    homography = None
+    found = _perspective(q, r, int(inliers.sum()), tolerance, reference)
+    if found is not None:
+        homography, inliers = found
+        nearest, _mask = cv2.estimateAffinePartial2D(q[inliers], r[inliers], method=cv2.LMEDS)
+        if nearest is not None:
+            transform = nearest
     a, b = float(transform[0, 0]), float(transform[1, 0])
     pixel_scale = math.hypot(a, b)
     # Image y points down, so a positive atan2 is a clockwise turn of the test image into the
     # corpus: the test image itself is turned counter-clockwise (PIL's positive angle).
     angle = math.degrees(math.atan2(b, a))
     corners = np.array(
-        [[0, 0, 1], [query.width, 0, 1], [query.width, query.height, 1], [0, query.height, 1]],
-        np.float64,
+        [[0, 0], [query.width, 0], [query.width, query.height], [0, query.height]], np.float64
     )
-    mapped = corners @ np.asarray(transform, np.float64).T
+    fitted = np.asarray(transform if homography is None else homography, np.float64)
+    mapped = project(fitted, corners)
     box = (
         max(0.0, float(mapped[:, 0].min()) / reference.width),
         max(0.0, float(mapped[:, 1].min()) / reference.height),
@@ -648,7 +674,6 @@ def _fit_matches(
         (query.width * query.height) / (reference.width * reference.height)
     )
     matrix = np.asarray(transform, np.float64)
-    inliers = inlier_mask.ravel().astype(bool)
     return GeometricMatch(
         inliers=int(inliers.sum()),
         matches=len(q),
@@ -656,8 +681,9 @@ def _fit_matches(
         angle=angle,
         box=box,
         mirrored=mirrored,
-        test_box=_test_box(matrix, query, reference),
+        test_box=_test_box(fitted, query, reference),
         transform=tuple(float(v) for v in matrix.ravel()),
+        perspective=() if homography is None else tuple(float(v) for v in homography.ravel()),
         coverage=_coverage(r[inliers], box, reference),
         central=_central(r[inliers], box, reference),
         inlier_points=r[inliers],
@@ -665,15 +691,75 @@ def _fit_matches(
     )
 
 
-def _test_box(transform: npt.NDArray[np.float64], query: Keypoints, reference: Keypoints) -> Box:
-    """The corpus image's footprint on the test image (fractions of it, clipped)."""
+def _perspective(
+    q: npt.NDArray[np.float32],
+    r: npt.NDArray[np.float32],
+    similar: int,
+    tolerance: float,
+    reference: Keypoints,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]] | None:
+    """A homography of the matches ``q`` -> ``r`` and its inliers, where it explains enough
+    more of them than the similarity's ``similar`` inliers (``PERSPECTIVE_*``) and is one a
+    screen or a print seen at an angle has (``_perspective_plausible``); else None."""
+    if len(q) < max(PERSPECTIVE_FROM, similar + PERSPECTIVE_MORE):
+        return None
+    cv2 = _cv2()
+    homography, mask = cv2.findHomography(
+        q, r, cv2.RANSAC, tolerance, maxIters=2000, confidence=0.995
+    )
+    if homography is None or mask is None:
+        return None
+    inliers = mask.ravel().astype(bool)
+    count = int(inliers.sum())
+    if count < max(PERSPECTIVE_FROM, PERSPECTIVE_GAIN * similar, similar + PERSPECTIVE_MORE):
+        return None
+    if not _perspective_plausible(np.asarray(homography, np.float64), reference):
+        return None
+    return np.asarray(homography, np.float64), inliers
+
+
+def _perspective_plausible(homography: npt.NDArray[np.float64], reference: Keypoints) -> bool:
+    """Whether the corpus image's corners, drawn on the test image by ``homography``'s inverse,
+    make a quad a flat picture seen at an angle makes: convex, the same way round (no mirror),
+    each corner within ``MAX_SKEW`` of square and opposite sides at least ``MIN_SIDE_RATIO`` of
+    each other."""
     try:
-        inverse = np.linalg.inv(np.vstack([transform, [0.0, 0.0, 1.0]]))[:2]
+        inverse = np.linalg.inv(homography)
+    except np.linalg.LinAlgError:
+        return False
+    w, h = reference.width, reference.height
+    corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64) @ inverse.T
+    if np.any(corners[:, 2] <= 0):  # a corner behind the camera
+        return False
+    quad = corners[:, :2] / corners[:, 2:]
+    sides = np.roll(quad, -1, axis=0) - quad  # corner i to corner i + 1
+    lengths = np.hypot(sides[:, 0], sides[:, 1])
+    if np.any(lengths <= 0):
+        return False
+    turns = (
+        sides[:, 0] * np.roll(sides, -1, axis=0)[:, 1]
+        - sides[:, 1] * np.roll(sides, -1, axis=0)[:, 0]
+    )
+    if not np.all(turns > 0):  # convex, clockwise on the image (y down) as the corpus corners
+        return False
+    cosines = -np.sum(sides * np.roll(sides, -1, axis=0), axis=1) / (lengths * np.roll(lengths, -1))
+    if np.any(np.abs(90.0 - np.degrees(np.arccos(np.clip(cosines, -1, 1)))) > MAX_SKEW):
+        return False
+    ratios = np.minimum(lengths[:2], lengths[2:]) / np.maximum(lengths[:2], lengths[2:])
+    return bool(np.all(ratios >= MIN_SIDE_RATIO))
+
+
+def _test_box(transform: npt.NDArray[np.float64], query: Keypoints, reference: Keypoints) -> Box:
+    """The corpus image's footprint on the test image (fractions of it, clipped); ``transform``
+    2 x 3, or 3 x 3 (a perspective fit: the box around the quad)."""
+    try:
+        square = transform if transform.shape == (3, 3) else np.vstack([transform, [0, 0, 1.0]])
+        inverse = np.linalg.inv(square)
     except np.linalg.LinAlgError:
         return (0.0, 0.0, 0.0, 0.0)
     w, h = reference.width, reference.height
-    corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64)
-    mapped = corners @ inverse.T
+    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64)
+    mapped = project(inverse if transform.shape == (3, 3) else inverse[:2], corners)
     return (
         max(0.0, float(mapped[:, 0].min()) / query.width),
         max(0.0, float(mapped[:, 1].min()) / query.height),
@@ -717,12 +803,17 @@ def checked(match: GeometricMatch, query: Keypoints, reference: Keypoints) -> Ge
         or len(match.transform) != 6
     ):
         return match
+    aligned_by = (
+        np.asarray(match.perspective, np.float64).reshape(3, 3)
+        if match.perspective
+        else np.asarray(match.transform, np.float64).reshape(2, 3)
+    )
     agreement = content_agreement(
         query.pixels,
         (query.width, query.height),
         reference.pixels,
         (reference.width, reference.height),
-        np.asarray(match.transform, np.float64).reshape(2, 3),
+        aligned_by,
         match.inlier_points,
     )
     return match if agreement is None else replace(match, content=agreement)

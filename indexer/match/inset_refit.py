@@ -176,7 +176,7 @@ def on_whole_image(found: GeometricMatch, box: Box, size: tuple[int, int]) -> Ge
     bw, bh = x1 - x0, y1 - y0
     tx0, ty0, tx1, ty1 = found.test_box
     test_box = (x0 + tx0 * bw, y0 + ty0 * bh, x0 + tx1 * bw, y0 + ty1 * bh)
-    transform = found.transform
+    transform, perspective = found.transform, found.perspective
     if len(transform) == 6:
         w, h = size
         to_whole = WORK_SIDE / max(w, h)  # full px -> the whole image's working px
@@ -186,12 +186,16 @@ def on_whole_image(found: GeometricMatch, box: Box, size: tuple[int, int]) -> Ge
         moved = np.array([[k, 0.0, -x0 * w * to_crop], [0.0, k, -y0 * h * to_crop], [0, 0, 1.0]])
         matrix = np.asarray(transform, np.float64).reshape(2, 3) @ moved
         transform = tuple(float(v) for v in matrix.ravel())
+        if len(perspective) == 9:
+            square = np.asarray(perspective, np.float64).reshape(3, 3) @ moved
+            perspective = tuple(float(v) for v in square.ravel())
     # keypoint indices of the crop's, where the fit keeps them, mean nothing on the whole image
     whole = replace(
         found,
         test_box=test_box,
         scale=found.scale / math.sqrt(bw * bh),  # the whole test image mapped into the corpus
         transform=transform,
+        perspective=perspective,
     )
     if getattr(whole, "inlier_queries", None) is not None:
         object.__setattr__(whole, "inlier_queries", None)  # a fresh copy: not shared

@@ -86,6 +86,11 @@ def _geometry_lines(g: Mapping[str, Any]) -> list[str]:
         )
     if g.get("inset") and g.get("test_box"):
         lines.append("the corpus image lies inside the test image (boxed on the test image)")
+    if g.get("perspective"):
+        lines.append(
+            "seen in perspective (a photo of a screen or a print): the matches agree on one "
+            "homography"
+        )
     content = g.get("content")
     if isinstance(content, Mapping) and content.get("agreement") is not None:
         region = content.get("region")
@@ -105,7 +110,10 @@ def _geometry_lines(g: Mapping[str, Any]) -> list[str]:
             f"{discarded.get('inliers', '?')} keypoint matches discarded: "
             f"{discarded.get('reason', 'no reason given')}"
         )
-    known = {"box", "inliers", "mirrored", "scale", "angle", "inset", "test_box", "content"}
+    known = {
+        *("box", "inliers", "mirrored", "scale", "angle", "inset", "test_box", "content"),
+        "perspective",
+    }
     lines += [
         f"geometry {k}: {_compact(v)}" for k, v in g.items() if k not in known | {"discarded"}
     ]

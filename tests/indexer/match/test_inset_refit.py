@@ -212,6 +212,12 @@ def test_a_crops_fit_maps_back_onto_the_whole_test_image() -> None:
     mapped = np.asarray(whole.transform).reshape(2, 3) @ whole_px
     assert np.allclose(mapped, 2.0 * crop_px)
     assert getattr(whole, "inlier_queries", None) is None
+    # a fit in perspective (a photo of a screen): its homography maps the same way
+    tilted = np.array([[2.0, 0.1, 3.0], [0.0, 2.0, 1.0], [0.001, 0.0, 1.0]])
+    seen = on_whole_image(replace(found, perspective=tuple(tilted.ravel())), box, size)
+    at = np.asarray(seen.perspective).reshape(3, 3) @ whole_px
+    want = tilted @ np.r_[crop_px, 1.0]
+    assert np.allclose(at[:2] / at[2], want[:2] / want[2])
 
 
 def test_only_sides_where_the_test_image_goes_on_past_the_corpus_image_lose_their_ring() -> None:

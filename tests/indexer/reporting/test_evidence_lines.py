@@ -107,3 +107,11 @@ def test_a_refused_verification_is_said_with_its_whole_agreement() -> None:
         "pixel verification score 0.742 not counted: compared whole, 31% of the textured cells "
         "agree (a shared overlay: frame, window chrome, caption bands)",
     ]
+
+
+def test_a_fit_in_perspective_reads_as_one_line_not_as_a_raw_key() -> None:
+    geometry = {"inliers": 90, "inset": True, "test_box": [0.2, 0.3, 0.7, 0.8]}
+    lines = evidence_lines({"geometry": {**geometry, "perspective": True}})
+    assert any(line.startswith("seen in perspective (a photo of a screen") for line in lines)
+    assert not any(line.startswith("geometry perspective") for line in lines)
+    assert not any("perspective" in line for line in evidence_lines({"geometry": geometry}))
