@@ -67,6 +67,9 @@ TEXTURE_VETO = 0.5
 # goes on past the corpus image (an inset) are left out: 7 of the 9 insets bench.recall still
 # missed (grayscale photos with dark borders on a bright page) were refused on that ring alone.
 RING_FROM = 4
+# Points per side of the grid a perspective fit's overlap is found on (``covered``): the box is
+# then within 1/64 of the reference's side of the exact one.
+COVER_GRID = 65
 
 Box = tuple[float, float, float, float]
 
@@ -168,6 +171,8 @@ def _overlap(
     transform: npt.NDArray[np.float64], query_size: tuple[int, int], reference_size: tuple[int, int]
 ) -> Box | None:
     """The bounding box (reference working px) of the query's footprint inside the reference."""
+    if _projective(transform):
+        return covered(transform, query_size, reference_size)
     qw, qh = query_size
     mapped = project(transform, np.array([[0, 0], [qw, 0], [qw, qh], [0, qh]], np.float64))
     rw, rh = reference_size
@@ -255,6 +260,8 @@ def _query_beyond(
     outermost cells on such a side mix in what surrounds the inset (interpolation, and a fit
     a pixel or two off), a step from the photo's border to the page that the corpus image
     does not have: those cells say nothing about the content (``_cell_agreement``)."""
+    if _projective(transform):
+        return _query_beyond_in_perspective(transform, query_size, reference_size, margin)
     qw, qh = query_size
     mapped = project(transform, np.array([[0, 0], [qw, 0], [qw, qh], [0, qh]], np.float64))
     rw, rh = reference_size
@@ -264,6 +271,73 @@ def _query_beyond(
         float(mapped[:, 0].max()) > rw + margin,
         float(mapped[:, 1].max()) > rh + margin,
     )
+
+
+def _projective(transform: npt.NDArray[np.float64]) -> bool:
+    """Whether ``transform`` is a homography with a perspective part (not an affine map
+    written as 3 x 3)."""
+    return transform.shape == (3, 3) and bool(np.any(transform[2, :2] != 0.0))
+
+
+def covered(
+    homography: npt.NDArray[np.float64],
+    query_size: tuple[int, int],
+    reference_size: tuple[int, int],
+) -> Box | None:
+    """The bounding box (reference working px) of the reference's points that ``homography``
+    (query -> reference) has on the query: a grid of ``COVER_GRID`` x ``COVER_GRID`` points,
+    mapped back onto the query (mapping the query's corners forward would divide by the
+    homography's depth, which changes sign past its horizon). None when under 4 px."""
+    rw, rh = reference_size
+    u, v = np.meshgrid(np.linspace(0, rw, COVER_GRID), np.linspace(0, rh, COVER_GRID))
+    grid = np.stack([u.ravel(), v.ravel()], axis=1)
+    on_query = _on_query(homography, grid, query_size, 0.0)
+    if not on_query.any():
+        return None
+    x0, y0 = grid[on_query].min(axis=0)
+    x1, y1 = grid[on_query].max(axis=0)
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return None
+    return (float(x0), float(y0), float(x1), float(y1))
+
+
+def _on_query(
+    homography: npt.NDArray[np.float64],
+    points: npt.NDArray[np.float64],
+    query_size: tuple[int, int],
+    inset: float,
+) -> npt.NDArray[np.bool_]:
+    """Which reference ``points`` the homography's inverse puts on the query, at least
+    ``inset`` query px inside its edges (and in front of the camera)."""
+    moved = np.hstack([points, np.ones((len(points), 1))]) @ np.linalg.inv(homography).T
+    ahead = moved[:, 2] > 0
+    depth = np.where(ahead, moved[:, 2], 1.0)
+    x, y = moved[:, 0] / depth, moved[:, 1] / depth
+    qw, qh = query_size
+    return np.asarray(ahead & (x >= inset) & (x <= qw - inset) & (y >= inset) & (y <= qh - inset))
+
+
+def _query_beyond_in_perspective(
+    homography: npt.NDArray[np.float64],
+    query_size: tuple[int, int],
+    reference_size: tuple[int, int],
+    margin: float,
+) -> tuple[bool, bool, bool, bool]:
+    """``_query_beyond`` for a homography: on a side, the query goes on past the reference by
+    ``margin`` reference px when the reference's edge moved out by ``margin`` lies on the
+    query all along (sampled at ``COVER_GRID`` points)."""
+    rw, rh = reference_size
+    along_x, along_y = np.linspace(0, rw, COVER_GRID), np.linspace(0, rh, COVER_GRID)
+    edges = (
+        np.stack([np.full(COVER_GRID, -margin), along_y], axis=1),  # left
+        np.stack([along_x, np.full(COVER_GRID, -margin)], axis=1),  # top
+        np.stack([np.full(COVER_GRID, rw + margin), along_y], axis=1),  # right
+        np.stack([along_x, np.full(COVER_GRID, rh + margin)], axis=1),  # bottom
+    )
+    left, top, right, bottom = (
+        bool(_on_query(homography, edge, query_size, 0.0).all()) for edge in edges
+    )
+    return left, top, right, bottom
 
 
 def _cells(grid: npt.NDArray[np.float32], rows: int, cols: int) -> npt.NDArray[np.float32]:

@@ -12,7 +12,10 @@ scales, so it cannot find a quarter of a picture inside the whole, nor a copy ro
    whose descriptors have many near-equal neighbours, contributes no matches;
 3. RANSAC fit of a similarity transform (scale, rotation, translation) from the test image
    to the corpus image (``match_keypoints``), mirrored test image too (its keypoints are the
-   test image's, reflected: ``_reflected``, no second detection);
+   test image's, reflected: ``_reflected``, no second detection); where a homography fitted to
+   the same matches explains clearly more of them and draws the corpus image as a flat
+   picture seen at an angle would be (a photo of a screen or a print: ``_perspective``), the
+   fit is that homography (``GeometricMatch.perspective``);
 4. the content check (``splitaudit.indexer.match.content_check``): the test image aligned onto
    the corpus image by the fit must agree with it over most of the overlap, not only where the
    inliers are, or the fit rests on a shared overlay (a tiled watermark, a logo, caption
@@ -52,6 +55,7 @@ from splitaudit.indexer.match.content_check import (
     ContentAgreement,
     content_agreement,
     content_pixels,
+    covered,
     project,
 )
 
@@ -127,7 +131,8 @@ class Keypoints:
 
 @dataclass(frozen=True)
 class GeometricMatch:
-    """The best similarity transform from a test image into a corpus image, and its support."""
+    """The best similarity transform (or homography: ``perspective``) from a test image into a
+    corpus image, and its support."""
 
     inliers: int
     matches: int  # ratio-test matches before RANSAC
@@ -662,13 +667,22 @@ def _fit_matches(
         [[0, 0], [query.width, 0], [query.width, query.height], [0, query.height]], np.float64
     )
     fitted = np.asarray(transform if homography is None else homography, np.float64)
-    mapped = project(fitted, corners)
-    box = (
-        max(0.0, float(mapped[:, 0].min()) / reference.width),
-        max(0.0, float(mapped[:, 1].min()) / reference.height),
-        min(1.0, float(mapped[:, 0].max()) / reference.width),
-        min(1.0, float(mapped[:, 1].max()) / reference.height),
-    )
+    if homography is None:
+        mapped = project(fitted, corners)
+        box = (
+            max(0.0, float(mapped[:, 0].min()) / reference.width),
+            max(0.0, float(mapped[:, 1].min()) / reference.height),
+            min(1.0, float(mapped[:, 0].max()) / reference.width),
+            min(1.0, float(mapped[:, 1].max()) / reference.height),
+        )
+    else:  # the part of the corpus image the homography puts on the test image
+        part = covered(homography, (query.width, query.height), (reference.width, reference.height))
+        w, h = reference.width, reference.height
+        box = (
+            (0.0, 0.0, 0.0, 0.0)
+            if part is None
+            else (part[0] / w, part[1] / h, part[2] / w, part[3] / h)
+        )
     # Region side relative to the corpus image: the test image's size mapped into it.
     region = pixel_scale * math.sqrt(
         (query.width * query.height) / (reference.width * reference.height)

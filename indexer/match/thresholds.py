@@ -24,8 +24,9 @@ A pair is **near** when any of:
    0.01-0.74, cosine 0.25-0.43, where the hash's true copies under that cosine were turned
    copies, verified at 1.0 (docs/recall.md);
 2. geometric verification (``splitaudit.indexer.match.geometry``) finds at least ``geometry_inliers``
-   keypoint matches agreeing on one plausible similarity transform: the test image is a
-   crop / rotation / overlay of a region of the corpus image;
+   keypoint matches agreeing on one plausible similarity transform (or homography, for a
+   picture seen at an angle): the test image is a crop / rotation / overlay of a region of
+   the corpus image, or shows it;
 3. it is a verification candidate and the verification score is >= ``verify_score``
    (catches shifted / rescaled / recoloured / bordered copies hashes and cosines miss), or
    >= ``doubted_verify`` where the embedding disagrees (cosine under ``candidate_cosine``):

@@ -108,3 +108,23 @@ def test_the_content_check_through_an_affine_3x3_is_the_2x3_one() -> None:
     assert flat is not None and square is not None
     assert (square.cells, square.agreeing) == (flat.cells, flat.agreeing)
     assert square.score == pytest.approx(flat.score)
+
+
+def test_the_overlap_of_a_homography_past_its_horizon_is_the_covered_part() -> None:
+    from splitaudit.indexer.match.content_check import covered
+
+    # an affine map as 3 x 3 with a tiny perspective part: the grid's box is the exact one
+    # within 1/64 of the side
+    near_affine = np.array([[0.5, 0.0, 10.0], [0.0, 0.5, 20.0], [1e-9, 0.0, 1.0]])
+    found = covered(near_affine, (300, 200), (400, 300))
+    assert found is not None
+    assert np.allclose(found, (10, 20, 160, 120), atol=400 / 64), found
+    # the test image's right side lies past the homography's horizon (depth <= 0 there): its
+    # corners mapped forward flip sign, the corpus points mapped back do not
+    tilted = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [-0.004, 0.0, 1.0]])
+    corners = np.array([[0, 0], [300, 0], [300, 200], [0, 200]], np.float64)
+    assert (np.hstack([corners, np.ones((4, 1))]) @ tilted.T)[1, 2] < 0
+    found = covered(tilted, (300, 200), (400, 300))
+    assert found is not None
+    x0, y0, x1, y1 = found
+    assert x0 == 0 and y0 == 0 and x1 == 400 and y1 > 150
