@@ -80,6 +80,13 @@ def screen_quad(width: int, height: int, yaw: float, pitch: float) -> np.ndarray
     return np.asarray(out, np.float32)
 
 
+def smooth_room(seed: int = 0) -> Image.Image:
+    """A smooth, coloured backdrop the size of the canvas (a blurred room, for tests: no
+    wallpaper packages needed)."""
+    small = np.random.default_rng(seed).uniform(40, 200, (6, 8, 3)).astype(np.uint8)
+    return Image.fromarray(small).resize(CANVAS, Image.Resampling.BICUBIC)
+
+
 def screen_photo(
     photo: Image.Image,
     room: Image.Image,

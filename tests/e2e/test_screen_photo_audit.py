@@ -13,20 +13,14 @@ import numpy as np
 import pytest
 from cli_audit_support import audit_folders, audit_report, index_corpus
 from helpers.cli_audit import near_matches
-from PIL import Image
 
-from bench.screen_photos import CANVAS, screen_photo
+from bench.screen_photos import screen_photo, smooth_room
 from splitaudit.indexer.demo import sample_photo
 
 pytestmark = pytest.mark.slow
 Box = tuple[float, float, float, float]
 CORPUS = ("coffee", "chelsea", "immunohistochemistry", "camera", "page")
 SCREENS = {"coffee": (28.0, 12.0), "chelsea": (-30.0, -10.0)}
-
-
-def _room() -> Image.Image:
-    small = np.random.default_rng(0).uniform(40, 200, (6, 8, 3)).astype(np.uint8)
-    return Image.fromarray(small).resize(CANVAS, Image.Resampling.BICUBIC)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +34,10 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
     boxes: dict[str, Box] = {}
     rng = np.random.default_rng(1)
     for name, (yaw, pitch) in SCREENS.items():
-        shot = screen_photo(sample_photo(name), _room(), 0.7, yaw, pitch, rng)
+        shot = screen_photo(sample_photo(name), smooth_room(), 0.7, yaw, pitch, rng)
         shot.image.save(split / f"screen_{name}.jpg", quality=80)
         boxes[name] = shot.photo_box
-    other = screen_photo(sample_photo("astronaut"), _room(), 0.7, 25.0, 8.0, rng)
+    other = screen_photo(sample_photo("astronaut"), smooth_room(), 0.7, 25.0, 8.0, rng)
     other.image.save(split / "screen_unrelated.jpg", quality=80)
     index_corpus(corpus, home)
     flat = (geometry, "_perspective", lambda *args: None)

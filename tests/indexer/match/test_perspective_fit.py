@@ -8,21 +8,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.screen_photos import CANVAS, screen_photo
+from bench.screen_photos import screen_photo, smooth_room
 from splitaudit.indexer.demo import sample_photo
 from splitaudit.indexer.match import geometry
 from splitaudit.indexer.match.content_check import content_agreement, content_pixels, project
 from splitaudit.indexer.match.geometry import Keypoints, geometric_match
 
 
-def _room() -> Image.Image:
-    """A smooth, coloured backdrop (what the room behind a monitor is, blurred)."""
-    small = np.random.default_rng(0).uniform(40, 200, (6, 8, 3)).astype(np.uint8)
-    return Image.fromarray(small).resize(CANVAS, Image.Resampling.BICUBIC)
-
-
 def _screen(name: str, yaw: float, pitch: float, share: float = 0.7):  # type: ignore[no-untyped-def]
-    return screen_photo(sample_photo(name), _room(), share, yaw, pitch, np.random.default_rng(1))
+    return screen_photo(
+        sample_photo(name), smooth_room(), share, yaw, pitch, np.random.default_rng(1)
+    )
 
 
 @pytest.mark.parametrize(("name", "yaw", "pitch"), [("coffee", 28, 12), ("chelsea", -30, -10)])
