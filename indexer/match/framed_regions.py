@@ -126,7 +126,7 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     kept: list[tuple[int, int, int, int]] = []
     for _, x0, y0, x1, y1 in found[:_SURVIVORS]:
         box = (x0, y0, x1, y1)
-        if all(_shared(box, other) < MAX_OVERLAP for other in kept):
+        if all(shared_area(box, other) < MAX_OVERLAP for other in kept):
             kept.append(box)
             if len(kept) == MAX_FRAMES:
                 break
@@ -281,7 +281,7 @@ def _contrast(
     return side - beyond / len(_OUTSIDE)
 
 
-def _shared(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+def shared_area(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
     """The share of the smaller of two boxes' area that lies in both."""
     ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))

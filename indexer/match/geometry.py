@@ -734,9 +734,7 @@ def _perspective(
 
 def _perspective_plausible(homography: npt.NDArray[np.float64], reference: Keypoints) -> bool:
     """Whether the corpus image's corners, drawn on the test image by ``homography``'s inverse,
-    make a quad a flat picture seen at an angle makes: convex, the same way round (no mirror),
-    each corner within ``MAX_SKEW`` of square and opposite sides at least ``MIN_SIDE_RATIO`` of
-    each other."""
+    make a quad a flat picture seen at an angle makes (``plausible_quad``)."""
     try:
         inverse = np.linalg.inv(homography)
     except np.linalg.LinAlgError:
@@ -745,18 +743,23 @@ def _perspective_plausible(homography: npt.NDArray[np.float64], reference: Keypo
     corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64) @ inverse.T
     if np.any(corners[:, 2] <= 0):  # a corner behind the camera
         return False
-    quad = corners[:, :2] / corners[:, 2:]
+    return plausible_quad(corners[:, :2] / corners[:, 2:])
+
+
+def plausible_quad(quad: npt.NDArray[np.float64]) -> bool:
+    """Whether ``quad`` (4 x 2 image points, from the picture's top-left corner clockwise as
+    seen on the image, y down) is what a flat picture seen at an angle makes: convex, the same
+    way round (no mirror), each corner within ``MAX_SKEW`` of square and opposite sides at
+    least ``MIN_SIDE_RATIO`` of each other."""
     sides = np.roll(quad, -1, axis=0) - quad  # corner i to corner i + 1
     lengths = np.hypot(sides[:, 0], sides[:, 1])
     if np.any(lengths <= 0):
         return False
-    turns = (
-        sides[:, 0] * np.roll(sides, -1, axis=0)[:, 1]
-        - sides[:, 1] * np.roll(sides, -1, axis=0)[:, 0]
-    )
+    after = np.roll(sides, -1, axis=0)
+    turns = sides[:, 0] * after[:, 1] - sides[:, 1] * after[:, 0]
     if not np.all(turns > 0):  # convex, clockwise on the image (y down) as the corpus corners
         return False
-    cosines = -np.sum(sides * np.roll(sides, -1, axis=0), axis=1) / (lengths * np.roll(lengths, -1))
+    cosines = -np.sum(sides * after, axis=1) / (lengths * np.roll(lengths, -1))
     if np.any(np.abs(90.0 - np.degrees(np.arccos(np.clip(cosines, -1, 1)))) > MAX_SKEW):
         return False
     ratios = np.minimum(lengths[:2], lengths[2:]) / np.maximum(lengths[:2], lengths[2:])

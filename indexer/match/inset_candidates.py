@@ -152,12 +152,14 @@ def region_crops(
     """The regions to embed of a batch of split images (rows ``first_row``, ``first_row + 1``,
     ...), the row each belongs to and its box (fractions of the image): the grid of
     ``region_boxes``, then the pictures the image frames (``framed_regions.framed_boxes``: a
-    photo in a screenshot, slide or collage, cut along its own edges). ``sizes`` are the
+    photo in a screenshot, slide or collage, cut along its own edges) and those it shows at
+    an angle (``quad_regions``: a photo of a screen, around its quadrilateral). ``sizes`` are the
     files' own (width, height): the decodes in ``images`` may be reduced, the regions are the
     same fractions of them. ``larger(n)``: the batch's ``n``-th image decoded larger
     (``region_decode``), to cut its regions from; where it is absent or returns None, they
     are cut from ``images[n]``."""
     from splitaudit.indexer.match.framed_regions import framed_boxes
+    from splitaudit.indexer.match.quad_regions import pictures_at_an_angle
 
     crops: list[Image.Image] = []
     rows: list[int] = []
@@ -169,7 +171,9 @@ def region_crops(
         w, h = image.size
         # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
         regions = [(b, region_fraction(k)) for k, b in enumerate(region_boxes(w, h, gate=False))]
-        regions += [(_pixels(box, w, h), box) for box in framed_boxes(image)]
+        frames = framed_boxes(image)
+        frames += pictures_at_an_angle(image, frames)
+        regions += [(_pixels(box, w, h), box) for box in frames]
         for pixels, box in regions:
             crops.append(image.crop(pixels))
             rows.append(first_row + n)

@@ -27,17 +27,21 @@ def index_corpus(corpus: Path, home: Path, name: str = "c") -> None:
 
 
 def audit_report(
-    split: Path, home: Path, out: Path, off: tuple[Any, str, Any] | None = None, name: str = "c"
+    split: Path,
+    home: Path,
+    out: Path,
+    off: tuple[Any, str, Any] | list[tuple[Any, str, Any]] | None = None,
+    name: str = "c",
 ) -> dict:
     """The JSON report of ``splitaudit audit`` of ``split`` (written to ``out``); ``off``:
-    (module, attribute, replacement) patched in for this audit only."""
+    (module, attribute, replacement) patched in for this audit only (or a list of them)."""
     from click.testing import CliRunner
 
     from splitaudit.indexer.cli.main import cli
 
     patch = pytest.MonkeyPatch()
-    if off is not None:
-        patch.setattr(*off)
+    for one in [off] if isinstance(off, tuple) else off or []:
+        patch.setattr(*one)
     try:
         done = CliRunner().invoke(
             cli, ["audit", str(split), "--corpus", name, "--home", str(home), "--json", str(out)]
