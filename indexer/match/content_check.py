@@ -291,7 +291,7 @@ def covered(
     rw, rh = reference_size
     u, v = np.meshgrid(np.linspace(0, rw, COVER_GRID), np.linspace(0, rh, COVER_GRID))
     grid = np.stack([u.ravel(), v.ravel()], axis=1)
-    on_query = _on_query(homography, grid, query_size, 0.0)
+    on_query = _on_query(homography, grid, query_size)
     if not on_query.any():
         return None
     x0, y0 = grid[on_query].min(axis=0)
@@ -305,16 +305,15 @@ def _on_query(
     homography: npt.NDArray[np.float64],
     points: npt.NDArray[np.float64],
     query_size: tuple[int, int],
-    inset: float,
 ) -> npt.NDArray[np.bool_]:
-    """Which reference ``points`` the homography's inverse puts on the query, at least
-    ``inset`` query px inside its edges (and in front of the camera)."""
+    """Which reference ``points`` the homography's inverse puts on the query (in front of the
+    camera: a point past the homography's horizon is on no image)."""
     moved = np.hstack([points, np.ones((len(points), 1))]) @ np.linalg.inv(homography).T
     ahead = moved[:, 2] > 0
     depth = np.where(ahead, moved[:, 2], 1.0)
     x, y = moved[:, 0] / depth, moved[:, 1] / depth
     qw, qh = query_size
-    return np.asarray(ahead & (x >= inset) & (x <= qw - inset) & (y >= inset) & (y <= qh - inset))
+    return np.asarray(ahead & (x >= 0) & (x <= qw) & (y >= 0) & (y <= qh))
 
 
 def _query_beyond_in_perspective(
@@ -335,7 +334,7 @@ def _query_beyond_in_perspective(
         np.stack([along_x, np.full(COVER_GRID, rh + margin)], axis=1),  # bottom
     )
     left, top, right, bottom = (
-        bool(_on_query(homography, edge, query_size, 0.0).all()) for edge in edges
+        bool(_on_query(homography, edge, query_size).all()) for edge in edges
     )
     return left, top, right, bottom
 
