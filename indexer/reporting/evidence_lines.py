@@ -31,6 +31,23 @@ _SENTENCES = (
 )
 
 
+# geometry evidence keys with lines of their own (any other is shown as it is)
+_GEOMETRY_KEYS = frozenset(
+    {
+        "box",
+        "inliers",
+        "mirrored",
+        "scale",
+        "angle",
+        "inset",
+        "test_box",
+        "content",
+        "perspective",
+        "discarded",
+    }
+)
+
+
 def _pct(value: Any) -> str:
     return f"{round(float(value) * 100)}%"
 
@@ -110,13 +127,7 @@ def _geometry_lines(g: Mapping[str, Any]) -> list[str]:
             f"{discarded.get('inliers', '?')} keypoint matches discarded: "
             f"{discarded.get('reason', 'no reason given')}"
         )
-    known = {
-        *("box", "inliers", "mirrored", "scale", "angle", "inset", "test_box", "content"),
-        "perspective",
-    }
-    lines += [
-        f"geometry {k}: {_compact(v)}" for k, v in g.items() if k not in known | {"discarded"}
-    ]
+    lines += [f"geometry {k}: {_compact(v)}" for k, v in g.items() if k not in _GEOMETRY_KEYS]
     return lines
 
 
