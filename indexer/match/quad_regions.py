@@ -3,10 +3,10 @@
 ``framed_regions`` finds pictures by their straight horizontal and vertical edges; a monitor
 photographed 10-30 degrees off shows its picture as a quadrilateral whose edges are slanted,
 and none of the axis-aligned frames fits it (of ``bench.screen_photos``' 18 screens at 35% of
-the canvas on seed 1, a frame was found on the two turned 5 degrees or less). A grid window
-45% of the side around such a screen is mostly room, and for a third of them it does not
-nominate the corpus photo (docs/recall.md: with the shown photo's box as a region, all seven
-such misses of seed 0 that fit at full resolution were near).
+the canvas on seed 1, a frame was found on two, both at yaw 3). A grid window
+45% of the side around such a screen is mostly room: 21 of 54 such screens at 35% were missed,
+most of them nominated by nothing (docs/recall.md: with the shown photo's box as a region, all
+seven such misses of seed 0 that fit at full resolution were near).
 
 ``quad_boxes`` finds them as a document scanner does: Canny edges of the reduced image,
 closed by a 3 x 3 dilation, their outer contours approximated by polygons (``APPROX`` of the
