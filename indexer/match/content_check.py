@@ -234,12 +234,10 @@ def content_agreement(
     gw, gh = max(CELL, round((x1 - x0) * k)), max(CELL, round((y1 - y0) * k))
     grid_to_reference = np.array([[1 / k, 0, x0], [0, 1 / k, y0]], np.float64)
     ref, _ = _sample(reference_pixels, grid_to_reference, reference_size[0], (gw, gh))
-    if transform.shape == (3, 3):
-        grid_to_query = np.linalg.inv(transform) @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
-    else:
-        inverse = np.vstack([transform, [0.0, 0.0, 1.0]])
-        inverse = np.linalg.inv(inverse)[:2]
-        grid_to_query = inverse @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
+    square = transform if transform.shape == (3, 3) else np.vstack([transform, [0.0, 0.0, 1.0]])
+    grid_to_query = np.linalg.inv(square) @ np.vstack([grid_to_reference, [0.0, 0.0, 1.0]])
+    if transform.shape != (3, 3):
+        grid_to_query = grid_to_query[:2]  # an affine map stays 2 x 3 (``_sample`` warps it so)
     qry, valid = _sample(query_pixels, grid_to_query, query_size[0], (gw, gh))
     occupied = np.zeros((0, 2), np.intp)  # (column, row) of the cells holding an inlier
     if inliers is not None and len(inliers):

@@ -281,8 +281,10 @@ def _contrast(
     return side - beyond / len(_OUTSIDE)
 
 
-def shared_area(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    """The share of the smaller of two boxes' area that lies in both."""
+def shared_area(
+    a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+) -> float:
+    """The share of the smaller of two boxes' area that lies in both (pixels or fractions)."""
     ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
     smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))

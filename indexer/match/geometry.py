@@ -718,18 +718,17 @@ def _perspective(
     if len(q) < max(PERSPECTIVE_FROM, similar + PERSPECTIVE_MORE):
         return None
     cv2 = _cv2()
-    homography, mask = cv2.findHomography(
-        q, r, cv2.RANSAC, tolerance, maxIters=2000, confidence=0.995
-    )
-    if homography is None or mask is None:
+    found, mask = cv2.findHomography(q, r, cv2.RANSAC, tolerance, maxIters=2000, confidence=0.995)
+    if found is None or mask is None:
         return None
+    homography = np.asarray(found, np.float64)
     inliers = mask.ravel().astype(bool)
     count = int(inliers.sum())
     if count < max(PERSPECTIVE_FROM, PERSPECTIVE_GAIN * similar, similar + PERSPECTIVE_MORE):
         return None
-    if not _perspective_plausible(np.asarray(homography, np.float64), reference):
+    if not _perspective_plausible(homography, reference):
         return None
-    return np.asarray(homography, np.float64), inliers
+    return homography, inliers
 
 
 def _perspective_plausible(homography: npt.NDArray[np.float64], reference: Keypoints) -> bool:

@@ -92,12 +92,4 @@ def pictures_at_an_angle(
 ) -> list[tuple[float, float, float, float]]:
     """``quad_boxes`` of ``image`` that no box of ``frames`` (fractions, the axis-aligned
     pictures found already) covers (``MAX_OVERLAP``)."""
-    scale = 10_000  # fractions as integer boxes for ``shared_area``
-
-    def box(b: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
-        return (round(b[0] * scale), round(b[1] * scale), round(b[2] * scale), round(b[3] * scale))
-
-    known = [box(f) for f in frames]
-    return [
-        q for q in quad_boxes(image) if all(shared_area(box(q), k) < MAX_OVERLAP for k in known)
-    ]
+    return [q for q in quad_boxes(image) if all(shared_area(q, f) < MAX_OVERLAP for f in frames)]
