@@ -27,6 +27,7 @@ cosine 0.29-0.44 of the photo on four misses where the photo's own box came with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,10 +66,24 @@ def _cv2() -> Any:
     return cv2
 
 
+@dataclass(frozen=True)
+class Quad:
+    """A picture seen at an angle: its bounding box and its corners (fractions of the image,
+    clockwise from the top-left; the region is embedded seen head-on through them)."""
+
+    box: Box
+    corners: np.ndarray
+
+
 def quad_boxes(image: Image.Image) -> list[Box]:
-    """Up to ``MAX_QUADS`` bounding boxes (x0, y0, x1, y1 as fractions of ``image``) of convex
-    quadrilaterals in ``image`` that a flat picture seen at an angle makes, largest first,
-    then the picture framed inside each of the ``INNER_FROM`` largest (``picture_inside``)."""
+    """The bounding boxes of ``quads(image)``."""
+    return [quad.box for quad in quads(image)]
+
+
+def quads(image: Image.Image) -> list[Quad]:
+    """Up to ``MAX_QUADS`` convex quadrilaterals in ``image`` that a flat picture seen at an
+    angle makes, largest first, then the picture framed inside each of the ``INNER_FROM``
+    largest (``picture_inside``)."""
     cv2 = _cv2()
     gray = image.convert("L")
     scale = WORK_SIDE / max(gray.size)
@@ -78,31 +93,44 @@ def quad_boxes(image: Image.Image) -> list[Box]:
     h, w = pixels.shape
     if min(h, w) < 16:
         return []
-    found: list[tuple[float, Box, np.ndarray]] = []
+    found: list[tuple[float, Quad]] = []
     for low, high in CANNY:
         edges = cv2.dilate(cv2.Canny(pixels, low, high), np.ones((3, 3), np.uint8))
         found += _quads(edges)
-    kept: list[tuple[Box, np.ndarray]] = []
-    for _, box, corners in sorted(found, key=lambda f: -f[0]):
-        if all(not _same(box, other) for other, _ in kept):
-            kept.append((box, corners))
+    kept: list[Quad] = []
+    for _, quad in sorted(found, key=lambda f: -f[0]):
+        if all(not _same(quad.box, other.box) for other in kept):
+            kept.append(quad)
             if len(kept) == MAX_QUADS:
                 break
-    boxes = [box for box, _ in kept]
-    for _, corners in kept[:INNER_FROM]:
-        inner = picture_inside(image, corners)
-        if inner is not None and all(not _same(inner, other) for other in boxes):
-            boxes.append(inner)
-    return boxes
+    for quad in kept[:INNER_FROM]:
+        inner = picture_inside(image, quad.corners)
+        if inner is not None and all(not _same(inner.box, other.box) for other in kept):
+            kept.append(inner)
+    return kept
 
 
-def _quads(edges: np.ndarray) -> list[tuple[float, Box, np.ndarray]]:
-    """(area, bounding box, corners clockwise from the top-left: fractions of the edge map) of
-    the plausible quads one edge map's contours outline."""
+def head_on(image: Image.Image, corners: np.ndarray) -> Image.Image:
+    """The quad ``corners`` (fractions of ``image``, clockwise from the top-left) of ``image``
+    seen head-on: a rectangle as wide and as high as its longer opposite sides."""
+    cv2 = _cv2()
+    width, height = image.size
+    source = (corners * (width, height)).astype(np.float32)
+    sides = np.hypot(*(np.roll(source, -1, axis=0) - source).T)  # top, right, bottom, left
+    rw, rh = max(1, round(max(sides[0], sides[2]))), max(1, round(max(sides[1], sides[3])))
+    target = np.array([[0, 0], [rw, 0], [rw, rh], [0, rh]], np.float32)
+    warp = cv2.getPerspectiveTransform(source, target)
+    flat = cv2.warpPerspective(np.asarray(image.convert("RGB")), warp, (rw, rh))
+    return Image.fromarray(flat)
+
+
+def _quads(edges: np.ndarray) -> list[tuple[float, Quad]]:
+    """(area, quad: fractions of the edge map) of the plausible quads one edge map's contours
+    outline."""
     cv2 = _cv2()
     h, w = edges.shape
     least = MIN_FRACTION * min(h, w)
-    found: list[tuple[float, Box, np.ndarray]] = []
+    found: list[tuple[float, Quad]] = []
     for contour in cv2.findContours(edges, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0]:
         x, y, bw, bh = cv2.boundingRect(contour)
         if bw < least or bh < least or bw * bh >= MAX_AREA * w * h:
@@ -117,27 +145,24 @@ def _quads(edges: np.ndarray) -> list[tuple[float, Box, np.ndarray]]:
         if not plausible_quad(quad) or (hulled and edge_support(edges, quad) < SUPPORT):
             continue
         box = (x / w, y / h, (x + bw) / w, (y + bh) / h)
-        found.append((float(cv2.contourArea(polygon)), box, quad / (w, h)))
+        found.append((float(cv2.contourArea(polygon)), Quad(box, quad / (w, h))))
     return found
 
 
-def picture_inside(image: Image.Image, corners: np.ndarray) -> Box | None:
-    """The bounding box (fractions of ``image``) of the best picture ``framed_boxes`` finds in
-    the quad ``corners`` (fractions, clockwise from the top-left) seen head-on, that is not the
-    quad itself (under ``NESTED_AREA`` of it): the photo a monitor shows between letterbox bars,
-    whose own outline merges with the monitor's. None where there is none."""
+def picture_inside(image: Image.Image, corners: np.ndarray) -> Quad | None:
+    """The best picture ``framed_boxes`` finds in the quad ``corners`` (fractions of ``image``,
+    clockwise from the top-left) seen head-on, that is not the quad itself (under
+    ``NESTED_AREA`` of it): the photo a monitor shows between letterbox bars, whose own outline
+    merges with the monitor's. None where there is none."""
     cv2 = _cv2()
-    width, height = image.size
-    source = (corners * (width, height)).astype(np.float32)
-    sides = np.hypot(*(np.roll(source, -1, axis=0) - source).T)  # top, right, bottom, left
-    rw, rh = round(max(sides[0], sides[2])), round(max(sides[1], sides[3]))
+    flat = head_on(image, corners)
+    rw, rh = flat.size
     if min(rw, rh) < 16:
         return None
-    head_on = np.array([[0, 0], [rw, 0], [rw, rh], [0, rh]], np.float32)
-    warp = cv2.getPerspectiveTransform(source, head_on)
-    flat = cv2.warpPerspective(np.asarray(image.convert("RGB")), warp, (rw, rh))
-    back = np.linalg.inv(warp)
-    for x0, y0, x1, y1 in framed_boxes(Image.fromarray(flat)):
+    width, height = image.size
+    target = np.array([[0, 0], [rw, 0], [rw, rh], [0, rh]], np.float32)
+    back = cv2.getPerspectiveTransform(target, (corners * (width, height)).astype(np.float32))
+    for x0, y0, x1, y1 in framed_boxes(flat):
         if (x1 - x0) * (y1 - y0) >= NESTED_AREA:
             continue  # the screen inside the bezel: the quad again
         frame = np.array(
@@ -146,7 +171,7 @@ def picture_inside(image: Image.Image, corners: np.ndarray) -> Box | None:
         )
         seen = cv2.perspectiveTransform(frame, back)[0] / np.array([width, height], np.float32)
         (bx0, by0), (bx1, by1) = seen.min(axis=0), seen.max(axis=0)
-        return (float(bx0), float(by0), float(bx1), float(by1))
+        return Quad((float(bx0), float(by0), float(bx1), float(by1)), seen.astype(np.float64))
     return None
 
 
@@ -188,9 +213,7 @@ def _clockwise(quad: np.ndarray) -> np.ndarray:
     return np.roll(quad, -start, axis=0)
 
 
-def pictures_at_an_angle(
-    image: Image.Image, frames: list[tuple[float, float, float, float]]
-) -> list[tuple[float, float, float, float]]:
-    """``quad_boxes`` of ``image`` that are none of ``frames`` found again (fractions, the
+def pictures_at_an_angle(image: Image.Image, frames: list[Box]) -> list[Quad]:
+    """``quads`` of ``image`` that are none of ``frames`` found again (fractions, the
     axis-aligned pictures found already; a picture nested in one is kept, as in ``_same``)."""
-    return [q for q in quad_boxes(image) if all(not _same(q, f) for f in frames)]
+    return [q for q in quads(image) if all(not _same(q.box, f) for f in frames)]

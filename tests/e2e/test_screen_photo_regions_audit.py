@@ -5,7 +5,8 @@ near, with the shown photo's box on the test image; an unrelated photo on the sa
 screen stays clean (issue 23, "a photo of a screen").
 
 The control audits the same split with the first cut's rules (one Canny threshold pair, no
-hull, no nested quad, no picture inside a quad seen head-on): both screens are missed."""
+hull, no nested quad, no picture inside a quad seen head-on, each quad embedded as its bounding
+box cut out, not seen head-on): both screens are missed."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ Box = tuple[float, float, float, float]
 CORPUS = ("chelsea", "immunohistochemistry", "camera", "page", "astronaut", "rocket")
 # photo: (room brightness, yaw, pitch, seed of the screen's place on the canvas)
 SCREENS = {"immunohistochemistry": (1.0, 24.0, 8.0, 5), "astronaut": (0.5, -26.0, -6.0, 6)}
+
+
+def _cut_out(image: Image.Image, corners: np.ndarray) -> Image.Image:
+    """The first cut's crop of a quad: its bounding box."""
+    (x0, y0), (x1, y1) = corners.min(axis=0), corners.max(axis=0)
+    w, h = image.size
+    return image.crop((round(x0 * w), round(y0 * h), round(x1 * w), round(y1 * h)))
 
 
 def _shot(photo: str, dark: float, yaw: float, pitch: float, seed: int):  # type: ignore[no-untyped-def]
@@ -50,6 +58,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, dict[
         (qr, "SUPPORT", 1.01),
         (qr, "NESTED_AREA", 0.0),
         (qr, "INNER_FROM", 0),
+        (qr, "head_on", _cut_out),
     ]
     return (
         audit_report(split, home, root / "report.json"),

@@ -50,21 +50,29 @@ def test_a_screen_at_an_angle_is_found_around_the_photo_it_shows(yaw: float, pit
     assert _area(box) < 2.0 * _area(shot.photo_box)  # the monitor: bezel and letterbox bars
 
 
-def test_the_region_crops_of_a_screen_photo_include_the_screen() -> None:
+def test_the_region_crops_of_a_screen_photo_include_the_screen_seen_head_on() -> None:
     shot, image = _screen(22, 8)
     crops, rows, boxes = region_crops([image], 0, [image.size])
     assert len(crops) == 9 + 1 and set(rows.tolist()) == {0}  # the grid, then the screen
     assert _inside(shot.photo_box, tuple(boxes[-1]))
+    # the monitor seen head-on through its corners, not its bounding box cut out
+    (quad,) = quad_regions.quads(image)
+    flat = quad_regions.head_on(image, quad.corners)
+    assert crops[-1].size == flat.size and np.array_equal(np.asarray(crops[-1]), np.asarray(flat))
+    # its corners are the screen's (the bench's own, to 1% of the image)
+    corners = np.asarray(shot.corners) / (1280, 960)
+    assert np.allclose(quad.corners, corners, atol=0.01), (quad.corners, corners)
 
 
 def test_a_smooth_room_has_no_quadrilateral_and_a_framed_picture_is_not_found_twice() -> None:
     assert quad_boxes(smooth_room()) == []
     _, image = _screen(22, 8)
     (screen,) = quad_boxes(image)[:1]
-    assert pictures_at_an_angle(image, []) == quad_boxes(image)
+    assert [q.box for q in pictures_at_an_angle(image, [])] == quad_boxes(image)
     # a frame found already around the same picture (axis-aligned finds come first)
     x0, y0, x1, y1 = screen
-    assert pictures_at_an_angle(image, [(x0 + 0.01, y0 + 0.01, x1, y1)]) == quad_boxes(image)[1:]
+    again = pictures_at_an_angle(image, [(x0 + 0.01, y0 + 0.01, x1, y1)])
+    assert [q.box for q in again] == quad_boxes(image)[1:]
 
 
 def _around(shot, boxes) -> list[float]:  # type: ignore[no-untyped-def]
@@ -118,6 +126,8 @@ def test_the_photo_a_monitor_shows_is_found_inside_its_quad_seen_head_on(
     shot, image = _screen(22, 8, photo="astronaut")
     around = sorted(_around(shot, quad_boxes(image)))
     assert len(around) == 2 and 1 <= around[0] < 1.15 and around[1] > 2  # photo, monitor
+    photo = np.asarray(shot.photo) / (1280, 960)  # its corners: the shown photo's
+    assert any(np.allclose(q.corners, photo, atol=0.025) for q in quad_regions.quads(image))
     monkeypatch.setattr(quad_regions, "INNER_FROM", 0)
     assert [a > 2 for a in _around(shot, quad_boxes(image))] == [True]
 
