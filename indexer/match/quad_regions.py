@@ -18,11 +18,12 @@ picture seen at an angle has (``geometry.plausible_quad``), each at least ``MIN_
 the shorter side on both axes and under ``MAX_AREA`` of the image. A quad nested in a larger
 one (under ``NESTED_AREA`` of it: the shown photo inside its monitor's outline) is kept beside
 it, and inside the largest ones, seen head-on, the picture ``framed_regions`` finds (a
-letterboxed photo whose own outline merges with the monitor's) is one more box. Their
-bounding boxes are regions like frames: each is embedded and nominates, and the geometric
-step on its crop (in perspective where it needs: ``geometry._perspective``) decides. A
-monitor's box is ~2x its photo's, mostly bezel, bars and room: its embedding came within
-cosine 0.29-0.44 of the photo on four misses where the photo's own box came within 0.53-0.64.
+letterboxed photo whose own outline merges with the monitor's) is one more quad. Each is a
+region like a frame: embedded seen head-on through its corners (``head_on``: no room around
+it, no perspective), it nominates, and the geometric step on its bounding box's crop (in
+perspective where it needs: ``geometry._perspective``) decides. A monitor's box is ~2x its
+photo's, mostly bezel, bars and room: cut out, its embedding came within cosine 0.29-0.44 of
+the photo on four misses where the photo's own box came within 0.53-0.64.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ CANNY = ((50, 150), (25, 75), (12, 36))
 # for at least this share of its length
 SUPPORT = 0.8
 # The picture framed inside each of this many of the largest quads, seen head-on, is one more
-# box: a letterboxed photo's own outline merges with its monitor's (only the monitor's quad
+# region: a letterboxed photo's own outline merges with its monitor's (only the monitor's quad
 # closes), and the monitor's box is ~2x the photo's, mostly bezel, bars and room
 INNER_FROM = 2
 
