@@ -58,3 +58,13 @@ def audit_folders(root: Path) -> tuple[Path, Path, Path]:
     corpus.mkdir()
     split.mkdir()
     return corpus, split, root / "home"
+
+
+def only_near_geometry(report: dict, key: str, corpus_key: str) -> dict[str, Any]:
+    """The geometry evidence of test image ``key``'s near match, asserting ``corpus_key`` is
+    the one corpus image it is near."""
+    from helpers.cli_audit import near_matches
+
+    near = near_matches(report, key)
+    assert set(near) == {corpus_key}, sorted(near)
+    return near[corpus_key]["evidence"]["geometry"]  # type: ignore[no-any-return]

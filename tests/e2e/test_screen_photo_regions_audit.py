@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_folders, audit_report, index_corpus
+from cli_audit_support import audit_folders, audit_report, index_corpus, only_near_geometry
 from helpers.cli_audit import near_matches
 from PIL import Image
 
@@ -72,9 +72,7 @@ def test_a_photo_on_a_screen_at_35_percent_is_near_with_its_box(
     audited: tuple[dict, dict, dict[str, Box]], name: str
 ) -> None:
     report, _, boxes = audited
-    near = near_matches(report, f"screen_{name}.jpg")
-    assert set(near) == {f"{name}.png"}
-    geometry = near[f"{name}.png"]["evidence"]["geometry"]
+    geometry = only_near_geometry(report, f"screen_{name}.jpg", f"{name}.png")
     assert np.allclose(geometry["test_box"], boxes[name], atol=0.03), geometry["test_box"]
 
 
