@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_folders, audit_report, index_corpus
+from cli_audit_support import audit_folders, audit_report, index_corpus, only_near_geometry
 from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw
 
@@ -85,9 +85,7 @@ def test_a_text_page_at_30_percent_is_near_with_its_box(
     audited: tuple[dict, dict, dict, dict[str, Box]], place: str
 ) -> None:
     report, without, _, boxes = audited
-    near = near_matches(report, f"{place}.png")
-    assert set(near) == {"page.png"}
-    geometry = near["page.png"]["evidence"]["geometry"]
+    geometry = only_near_geometry(report, f"{place}.png", "page.png")
     assert geometry["inset"] is True and geometry["inliers"] >= 60
     assert np.allclose(geometry["test_box"], boxes[place], atol=0.02), geometry["test_box"]
     # the grid window's crop alone does not show a copy
@@ -99,9 +97,7 @@ def test_the_pages_own_quad_shows_it_whole_too(
     audited: tuple[dict, dict, dict, dict[str, Box]], place: str
 ) -> None:
     _, _, quads_only, boxes = audited
-    near = near_matches(quads_only, f"{place}.png")
-    assert set(near) == {"page.png"}
-    test_box = near["page.png"]["evidence"]["geometry"]["test_box"]
+    test_box = only_near_geometry(quads_only, f"{place}.png", "page.png")["test_box"]
     assert np.allclose(test_box, boxes[place], atol=0.02), test_box
 
 
