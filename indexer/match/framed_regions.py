@@ -101,21 +101,31 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     ]
     yi, xi = np.nonzero(sized & _framed(covered))
     # ... then, of the frames left, less what the steps cover on the lines just outside each
-    # side (``_OUTSIDE``): a picture's side is a lone line, a texture's runs are not
+    # side (``_OUTSIDE``): a picture's side is a lone line, a texture's runs are not. Side by
+    # side, each on the frames no side before refused (a side inside the image under
+    # ``MIN_SIDE_COVER`` refuses its frame: ``_framed``): on a texture most of the frames
+    # the covers leave go at the first side (a 500 x 375 wallpaper: 419k frames to score)
     a, b, c, d = x0s[xi], x1s[xi], y0s[yi], y1s[yi]
-    sides = [
-        _contrast(col_sum, a, -1, c + 1, d + 1, w - 1),
-        _contrast(col_sum, b, 1, c + 1, d + 1, w - 1),
-        _contrast(row_sum.T, c, -1, a + 1, b + 1, h - 1),
-        _contrast(row_sum.T, d, 1, a + 1, b + 1, h - 1),
+    specs = [
+        (col_sum, a, -1, c, d, w - 1, covered[0][yi, xi]),
+        (col_sum, b, 1, c, d, w - 1, covered[1][yi, xi]),
+        (row_sum.T, c, -1, a, b, h - 1, covered[2][yi, xi]),
+        (row_sum.T, d, 1, a, b, h - 1, covered[3][yi, xi]),
     ]
-    good = np.flatnonzero(_framed(sides))
+    live = np.arange(len(a))
+    sides = [np.full(len(a), np.nan) for _ in specs]
+    for side, (cum, at, outward, lo, hi, border, cover) in zip(sides, specs, strict=True):
+        value = _contrast(cum, at[live], outward, lo[live] + 1, hi[live] + 1, border, cover[live])
+        side[live] = value
+        live = live[~(value < MIN_SIDE_COVER)]  # NaN (on the border) stays
+    sides = [side[live] for side in sides]
+    good = live[_framed(sides)]
     # ranked with a border side worth ``BORDER_SIDE``: a picture inside the page first
     stacked = np.stack(sides)
-    mean = np.where(np.isnan(stacked), BORDER_SIDE, stacked).mean(axis=0)
+    mean = np.where(np.isnan(stacked), BORDER_SIDE, stacked).mean(axis=0)[_framed(sides)]
     found = sorted(
         zip(
-            (-mean[good]).tolist(),
+            (-mean).tolist(),
             (a[good] + 1).tolist(),
             (c[good] + 1).tolist(),
             (b[good] + 1).tolist(),
@@ -171,13 +181,18 @@ def _steps(pixels: npt.NDArray[np.int16], axis: int) -> npt.NDArray[np.int16]:
 
 def _bridged(edges: npt.NDArray[np.bool_], axis: int, gap: int) -> npt.NDArray[np.bool_]:
     """``edges`` with gaps of up to ``gap`` px along ``axis`` filled (a run crossing a pixel
-    where the photo's edge colour happens to match the page's stays one run)."""
+    where the photo's edge colour happens to match the page's stays one run): a pixel is
+    filled where an edge lies ``p`` before it and another ``q`` after it, ``p + q <= gap + 1``
+    (shifted ands: ~4x less CPU than the nearest edge on each side by running max / min)."""
     moved = np.moveaxis(edges, axis, -1)
     n = moved.shape[-1]
-    at = np.broadcast_to(np.arange(n, dtype=np.int32), moved.shape)
-    before = np.maximum.accumulate(np.where(moved, at, -(2 * n)), axis=-1)
-    after = np.minimum.accumulate(np.where(moved, at, 3 * n)[..., ::-1], axis=-1)[..., ::-1]
-    out = moved | (after - before <= gap + 1)
+    out = moved.copy()
+    for before in range(1, gap + 1):
+        for after in range(1, gap + 2 - before):
+            if before + after < n:
+                out[..., before : n - after] |= (
+                    moved[..., : n - after - before] & moved[..., before + after :]
+                )
     return np.moveaxis(out, -1, axis)
 
 
@@ -189,8 +204,12 @@ def _runs(
     padded = np.zeros((edges.shape[0], edges.shape[1] + 2), np.int8)
     padded[:, 1:-1] = edges
     change = np.diff(padded, axis=1)
-    line, first = np.nonzero(change == 1)
-    _, end = np.nonzero(change == -1)
+    # flat positions, then divmod (one pass, not a 2-D nonzero per sign): starts and ends
+    # alternate along each row
+    at = np.flatnonzero(change)
+    line, pos = np.divmod(at, change.shape[1])
+    starts = change.ravel()[at] == 1
+    line, first, end = line[starts], pos[starts], pos[~starts]
     long = end - first >= min_len
     return line[long], first[long], end[long]
 
@@ -269,10 +288,13 @@ def _contrast(
     lo: int | npt.NDArray[np.int64],
     hi: int | npt.NDArray[np.int64],
     border: int,
+    side: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
-    """``_side`` at boundary ``at`` less the mean of what the parallel lines ``_OUTSIDE`` px
-    further out (``outward`` -1: towards 0) cover of the same span (0 beyond the border)."""
-    side = _side(cum, at, lo, hi, border)
+    """``_side`` at boundary ``at`` (``side``, where it is known already) less the mean of what
+    the parallel lines ``_OUTSIDE`` px further out (``outward`` -1: towards 0) cover of the
+    same span (0 beyond the border)."""
+    if side is None:
+        side = _side(cum, at, lo, hi, border)
     beyond = np.zeros_like(side)
     for step in _OUTSIDE:
         there = at + outward * step

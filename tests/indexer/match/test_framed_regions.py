@@ -130,3 +130,50 @@ def test_grey_and_transparent_pages_are_searched_like_colour_ones() -> None:
         assert boxes and boxes[0] == pytest.approx(expected, abs=0.006), mode
     # a panorama's strip is searched at the same scale; too thin a strip frames nothing
     assert framed_boxes(Image.new("RGB", (6000, 150), (200, 200, 200))) == []
+
+
+def _bridged_by_hand(edges: np.ndarray, gap: int) -> np.ndarray:
+    """Along each row: a pixel is filled where an edge lies at most ``gap + 1`` px across it
+    (an edge before it and one after it, closer together than ``gap + 2``)."""
+    out = edges.copy()
+    for r, row in enumerate(edges):
+        on = np.flatnonzero(row)
+        for a, b in zip(on[:-1], on[1:], strict=True):
+            if b - a <= gap + 1:
+                out[r, a:b] = True
+    return out
+
+
+@pytest.mark.parametrize("gap", [0, 1, 2, 3])
+def test_bridging_fills_gaps_of_at_most_gap_px_and_nothing_else(gap: int) -> None:
+    rng = np.random.default_rng(gap)
+    for _ in range(40):
+        edges = rng.random((int(rng.integers(1, 30)), int(rng.integers(1, 60)))) < rng.random()
+        want = _bridged_by_hand(edges, gap)
+        assert np.array_equal(framed_regions._bridged(edges, axis=1, gap=gap), want)
+        assert np.array_equal(framed_regions._bridged(edges.T, axis=0, gap=gap), want.T)
+    # a run ending at the border is not extended past it, a gap one px too wide stays open
+    row = np.array([[True, False, False, True, False, False, False, True, False]])
+    assert framed_regions._bridged(row, axis=1, gap=2).tolist() == [
+        [True, True, True, True, False, False, False, True, False]
+    ]
+
+
+def test_runs_are_each_rows_long_stretches_of_edges() -> None:
+    rng = np.random.default_rng(3)
+    edges = rng.random((25, 70)) < 0.7
+    line, first, end = framed_regions._runs(edges, min_len=4)
+    want = []
+    for r, row in enumerate(edges):
+        c = 0
+        while c < len(row):
+            if row[c]:
+                s = c
+                while c < len(row) and row[c]:
+                    c += 1
+                if c - s >= 4:
+                    want.append((r, s, c))
+            else:
+                c += 1
+    assert list(zip(line.tolist(), first.tolist(), end.tolist(), strict=True)) == want
+    assert all(len(a) == 0 for a in framed_regions._runs(np.zeros((3, 9), bool), 1))
