@@ -19,6 +19,11 @@ regions, ``inset_candidates.INSET_MIN_SIDE``):
   overlay (``overlay``: a region can hold the watermark or frame alone), inset in the same
   canvas (``inset-unrelated``) and nine of them in a collage (``collage-unrelated``).
 
+``--page-side N`` shows every test image with its shorter side at ``N`` px (aspect kept): the
+same families at the sizes of web thumbnails and previews (a 640 x 360 page), under
+``INSET_MIN_SIDE``, where only the pictures a page frames are cut out as regions
+(``inset_candidates.FRAMES_MIN_SIDE``); the corpus stays at 960 x 720.
+
 Each library (``--before PATH``: another checkout, e.g. ``git worktree add /tmp/before HEAD``)
 indexes the corpus and audits the split through the CLI in its own subprocess, on the same
 files; printed: near per family, the audit's CPU per test image and the seconds its inset
@@ -65,15 +70,17 @@ class Query:
     target: str | None
 
 
-def build(root: Path, seed: int) -> list[Query]:
-    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels."""
+def build(root: Path, seed: int, page_side: int | None = None) -> list[Query]:
+    """Write ``root/corpus`` and ``root/split`` (deterministic for a seed); the split's labels.
+    ``page_side``: every test image reduced to that shorter side (aspect kept)."""
     from bench.accuracy.overlays import OVERLAYS, fit_photo, inset
     from bench.accuracy.photos import collect_photos
 
     manifest = root / "queries.json"
     if manifest.is_file():
         data = json.loads(manifest.read_text())
-        if data.get("recipe") == RECIPE and data.get("seed") == seed:
+        same = data.get("recipe") == RECIPE and data.get("seed") == seed
+        if same and data.get("page_side") == page_side:
             return [Query(**q) for q in data["queries"]]
     for stale in ("corpus", "split", "warmup"):
         shutil.rmtree(root / stale, ignore_errors=True)
@@ -91,6 +98,10 @@ def build(root: Path, seed: int) -> list[Query]:
     def add(image: Image.Image, family: str, target: str | None) -> None:
         key = f"{family}/{len(queries):04d}.png"
         (split / family).mkdir(exist_ok=True)
+        if page_side is not None:
+            scale = page_side / min(image.size)
+            size = (round(image.width * scale), round(image.height * scale))
+            image = image.resize(size, Image.Resampling.LANCZOS)
         image.convert("RGB").save(split / key)
         queries.append(Query(key, family, target))
 
@@ -121,7 +132,14 @@ def build(root: Path, seed: int) -> list[Query]:
     (root / "warmup").mkdir(exist_ok=True)
     fit_photo(held_out[0].image).resize((64, 48)).save(root / "warmup" / "w.png")
     manifest.write_text(
-        json.dumps({"recipe": RECIPE, "seed": seed, "queries": [asdict(q) for q in queries]})
+        json.dumps(
+            {
+                "recipe": RECIPE,
+                "seed": seed,
+                "page_side": page_side,
+                "queries": [asdict(q) for q in queries],
+            }
+        )
     )
     return queries
 
@@ -224,6 +242,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.inset_regions", description=__doc__)
     parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder")
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (default: %(default)s)")
+    parser.add_argument(
+        "--page-side",
+        type=int,
+        help="every test image's shorter side, px (default: as built, 720-960; e.g. 360)",
+    )
     parser.add_argument("--before", type=Path, help="another checkout to audit with, as baseline")
     parser.add_argument(
         "--after", type=Path, help="the checkout to measure (default: the installed library)"
@@ -233,8 +256,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if audit_only(args, run_audit):
         return
-    root = args.cache / f"seed{args.seed}"
-    queries = build(root, args.seed)
+    root = args.cache / (f"seed{args.seed}" + (f"-side{args.page_side}" if args.page_side else ""))
+    queries = build(root, args.seed, args.page_side)
     runs = ({"before": args.before} if args.before else {}) | {"after": args.after}
     results = {
         name: audit_in_subprocess("bench.inset_regions", root, root / f"home-{name}", lib)
@@ -242,7 +265,8 @@ def main() -> None:
     }
     tallies = {name: tally(queries, r["report"]) for name, r in results.items()}
     n = len(queries)
-    print(f"\ninset regions bench (seed {args.seed}): {n} test images at {WEB_SIZE}\n")
+    size = f"shorter side {args.page_side} px" if args.page_side else f"{WEB_SIZE}"
+    print(f"\ninset regions bench (seed {args.seed}): {n} test images at {size}\n")
     print(
         "| family (positives: near their copy; negatives: near nothing) | n | "
         + " | ".join(runs)

@@ -13,7 +13,9 @@ the image frames (``framed_regions``: a photo pasted into a page, a slide, a col
 cut along their own edges: a texture inset at 30% is mostly page in every window (cosine
 0.23-0.31 to its source), itself in its frame. A region only nominates a pair; the
 geometric step (``splitaudit.indexer.match.geometric_tier``) decides, and it draws the inset's
-box on the test image (``test_box`` in the evidence).
+box on the test image (``test_box`` in the evidence). A test image under ``INSET_MIN_SIDE`` but
+at least ``FRAMES_MIN_SIDE`` (a page at thumbnail or preview size) gets its framed pictures
+only.
 """
 
 from __future__ import annotations
@@ -25,10 +27,17 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-# Test images whose shorter side is at least this many px get region embeddings (a 30% inset
-# of a smaller image has too few pixels for the geometric match; and every region costs an
+# Test images whose shorter side is at least this many px get the whole set of regions: the
+# grid's nine windows, the framed pictures and the quadrilaterals (every region costs an
 # embedding).
 INSET_MIN_SIDE = 400
+# Test images from this shorter side up to ``INSET_MIN_SIDE`` (a web page at thumbnail or
+# preview size: 640 x 360, 480 x 300) get the pictures they frame as regions, not the grid or
+# the quadrilaterals: a framed search costs ~5 ms and finds nothing on most photos, where a
+# grid would embed nine windows of every one (bench.inset_regions --page-side 360: 44 -> 67
+# of 70 insets, slides and collage cells near, before only where the whole page nominated
+# the photo).
+FRAMES_MIN_SIDE = 200
 REGION_SIDE = 0.45  # of the test image's width and height
 REGION_STEPS = 3  # windows per axis (starts at 0, 0.275, 0.55 of the side)
 GRID_REGIONS = REGION_STEPS * REGION_STEPS  # a row's first regions; its frames follow
@@ -159,33 +168,44 @@ def region_crops(
     same fractions of them. ``larger(n)``: the batch's ``n``-th image decoded larger
     (``region_decode``), to cut its regions from; where it is absent or returns None, they
     are cut from ``images[n]``."""
-    from splitaudit.indexer.match.framed_regions import framed_boxes
-    from splitaudit.indexer.match.quad_regions import head_on, pictures_at_an_angle
-
     crops: list[Image.Image] = []
     rows: list[int] = []
     boxes: list[tuple[float, float, float, float]] = []
     for n, (small, (width, height)) in enumerate(zip(images, sizes, strict=True)):
-        if min(width, height) < INSET_MIN_SIDE:
+        if min(width, height) < FRAMES_MIN_SIDE:
             continue
         image = (larger(n) if larger is not None else None) or small
-        w, h = image.size
-        # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
-        regions = [
-            (image.crop(b), region_fraction(k))
-            for k, b in enumerate(region_boxes(w, h, gate=False))
-        ]
-        frames = framed_boxes(image)
-        regions += [(image.crop(_pixels(box, w, h)), box) for box in frames]
-        # a picture seen at an angle is embedded seen head-on (on seeds 0-2's 54 screens at 35%
-        # of bench.screen_photos' canvas, the largest quad's cosine to the shown photo: mean
-        # 0.535 cut out by its box, 0.598 seen head-on); its box is where a refit looks
-        regions += [(head_on(image, q.corners), q.box) for q in pictures_at_an_angle(image, frames)]
-        for crop, box in regions:
+        for crop, box in image_regions(image, whole=min(width, height) >= INSET_MIN_SIDE):
             crops.append(crop)
             rows.append(first_row + n)
             boxes.append(box)
     return crops, np.asarray(rows, np.int64), np.asarray(boxes, np.float64).reshape(-1, 4)
+
+
+def image_regions(
+    image: Image.Image, whole: bool = True
+) -> list[tuple[Image.Image, tuple[float, float, float, float]]]:
+    """The regions of one test image's region decode, in ``region_crops``' order, each as
+    (its crop as embedded, its box as fractions of the image): the grid's windows, the
+    pictures it frames, the pictures it shows at an angle (seen head-on); without ``whole``
+    (a test image under ``INSET_MIN_SIDE``), the pictures it frames only."""
+    from splitaudit.indexer.match.framed_regions import framed_boxes
+    from splitaudit.indexer.match.quad_regions import head_on, pictures_at_an_angle
+
+    w, h = image.size
+    frames = framed_boxes(image)
+    framed = [(image.crop(_pixels(box, w, h)), box) for box in frames]
+    if not whole:
+        return framed
+    # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
+    regions = [
+        (image.crop(b), region_fraction(k)) for k, b in enumerate(region_boxes(w, h, gate=False))
+    ]
+    # a picture seen at an angle is embedded seen head-on (on seeds 0-2's 54 screens at 35%
+    # of bench.screen_photos' canvas, the largest quad's cosine to the shown photo: mean
+    # 0.535 cut out by its box, 0.598 seen head-on); its box is where a refit looks
+    angled = [(head_on(image, q.corners), q.box) for q in pictures_at_an_angle(image, frames)]
+    return regions + framed + angled
 
 
 def _pixels(box: tuple[float, float, float, float], w: int, h: int) -> tuple[int, int, int, int]:

@@ -14,6 +14,7 @@ from PIL import Image
 from splitaudit.indexer.errors import ImageDecodeError
 from splitaudit.indexer.features.decode import decode_image
 from splitaudit.indexer.match.inset_candidates import (
+    FRAMES_MIN_SIDE,
     INSET_MIN_SIDE,
     REGION_DECODE_SIDE,
     REGION_TOP_K,
@@ -67,6 +68,25 @@ def test_a_picture_framed_in_a_page_is_cut_along_its_edges_after_the_grid() -> N
     assert boxes[:9] == pytest.approx(_grid(9), abs=1e-3)
     assert boxes[9] == pytest.approx((700 / 1280, 300 / 800, 1060 / 1280, 540 / 800), abs=0.005)
     assert abs(crops[9].width - 360) <= 3 and abs(crops[9].height - 240) <= 3
+
+
+def test_a_page_under_inset_min_side_gets_only_the_pictures_it_frames() -> None:
+    from skimage import data
+
+    photo = Image.fromarray(data.astronaut()).resize((240, 160), Image.Resampling.LANCZOS)
+    page = Image.new("RGB", (640, 360), (250, 250, 252))
+    page.paste(photo, (350, 120))
+    short = Image.new("RGB", (640, FRAMES_MIN_SIDE - 1), (250, 250, 252))
+    short.paste(photo, (350, 20))
+    plain = Image.fromarray(data.coffee()).resize((480, 320), Image.Resampling.LANCZOS)
+    sizes = [page.size, short.size, plain.size]
+    crops, rows, boxes = region_crops([page, short, plain], 0, sizes)
+    # no grid under INSET_MIN_SIDE: the page's one framed picture; nothing under
+    # FRAMES_MIN_SIDE; a plain photo frames nothing
+    assert rows.tolist() == [0]
+    assert boxes[0] == pytest.approx((350 / 640, 120 / 360, 590 / 640, 280 / 360), abs=0.01)
+    assert abs(crops[0].width - 240) <= 3 and abs(crops[0].height - 160) <= 3
+    assert FRAMES_MIN_SIDE < 360 < INSET_MIN_SIDE
 
 
 def _png(image: Image.Image, fmt: str = "PNG") -> bytes:
