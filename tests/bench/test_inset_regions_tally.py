@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from PIL import Image
 
 from bench.inset_regions import Query, tally
@@ -48,3 +51,30 @@ def test_the_collage_and_the_slide_show_their_photos_framed() -> None:
     shown = slide(photos[1], 0.3, np.random.default_rng(0))
     [box] = framed_boxes(shown)
     assert 0.25 <= box[2] - box[0] <= 0.31 and box[0] >= 0.4  # right of the bullets
+
+
+@pytest.mark.slow
+def test_page_side_reduces_every_test_image_and_keeps_the_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import inset_regions
+    from bench.accuracy import photos
+
+    rng = np.random.default_rng(0)
+    fake = [
+        photos.Photo(
+            f"p{k:02d}", "test", Image.fromarray(rng.integers(0, 255, (120, 160, 3), np.uint8))
+        )
+        for k in range(18)
+    ]
+    monkeypatch.setattr(photos, "collect_photos", lambda: fake)
+    queries = inset_regions.build(tmp_path, seed=1, page_side=240)
+    assert len(queries) == 9 * 5 + 9 * 9  # per indexed photo 5 positives, per held-out 9
+    sides = {min(Image.open(tmp_path / "split" / q.key).size) for q in queries}
+    assert sides == {240}
+    corpus = {Image.open(p).size for p in (tmp_path / "corpus").iterdir()}
+    assert corpus == {inset_regions.WEB_SIZE}
+    # the same seed at another side is built again, not read from the manifest
+    again = inset_regions.build(tmp_path, seed=1, page_side=360)
+    assert [q.key for q in again] == [q.key for q in queries]
+    assert {min(Image.open(tmp_path / "split" / q.key).size) for q in again} == {360}
