@@ -93,13 +93,23 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     # two small tables: every line across every span of the other direction ...
     upright_cover = _side(col_sum, xs[None, :], y0s[:, None] + 1, y1s[:, None] + 1, w - 1)
     across_cover = _side(row_sum.T, ys[None, :], x0s[:, None] + 1, x1s[:, None] + 1, h - 1)
+    # a frame keeps no side inside the image under MIN_SIDE_COVER (``_framed``): that test is
+    # a product of per-side tables, so it runs on booleans over every pair of pairs, and the
+    # rest of ``_framed`` (two sides inside, the mean cover) on the frames it leaves
+    up_ok = ~(upright_cover < MIN_SIDE_COVER)  # NaN: a side on the border
+    across_ok = ~(across_cover < MIN_SIDE_COVER)
+    yi, xi = np.nonzero(
+        sized & up_ok[:, ia] & up_ok[:, ib] & across_ok[:, jc].T & across_ok[:, jd].T
+    )
     covered = [
-        upright_cover[:, ia],
-        upright_cover[:, ib],
-        across_cover[:, jc].T,
-        across_cover[:, jd].T,
+        upright_cover[yi, ia[xi]],
+        upright_cover[yi, ib[xi]],
+        across_cover[xi, jc[yi]],
+        across_cover[xi, jd[yi]],
     ]
-    yi, xi = np.nonzero(sized & _framed(covered))
+    framed = _framed(covered)
+    yi, xi = yi[framed], xi[framed]
+    covered = [side[framed] for side in covered]
     # ... then, of the frames left, less what the steps cover on the lines just outside each
     # side (``_OUTSIDE``): a picture's side is a lone line, a texture's runs are not. Side by
     # side, each on the frames no side before refused (a side inside the image under
@@ -107,10 +117,10 @@ def framed_boxes(image: Image.Image) -> list[tuple[float, float, float, float]]:
     # the covers leave go at the first side (a 500 x 375 wallpaper: 419k frames to score)
     a, b, c, d = x0s[xi], x1s[xi], y0s[yi], y1s[yi]
     specs = [
-        (col_sum, a, -1, c, d, w - 1, covered[0][yi, xi]),
-        (col_sum, b, 1, c, d, w - 1, covered[1][yi, xi]),
-        (row_sum.T, c, -1, a, b, h - 1, covered[2][yi, xi]),
-        (row_sum.T, d, 1, a, b, h - 1, covered[3][yi, xi]),
+        (col_sum, a, -1, c, d, w - 1, covered[0]),
+        (col_sum, b, 1, c, d, w - 1, covered[1]),
+        (row_sum.T, c, -1, a, b, h - 1, covered[2]),
+        (row_sum.T, d, 1, a, b, h - 1, covered[3]),
     ]
     live = np.arange(len(a))
     sides = [np.full(len(a), np.nan) for _ in specs]

@@ -228,7 +228,8 @@ def region_candidates(
     (0.65-0.78 among 12,000 distractor tiles) than a 30% inset's region to its source
     (0.55-0.64), so ranking across regions alone gave the slots to the page. A row's regions
     are numbered in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
-    ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames). ``eligible(ids)``:
+    ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames; under
+    ``INSET_MIN_SIDE``, its frames only). ``eligible(ids)``:
     which of these corpus items may be nominated (the engine: those large enough for the
     geometric step); all where None."""
     best: dict[tuple[int, int], RegionHit] = {}
@@ -239,7 +240,9 @@ def region_candidates(
     first: dict[int, int] = {}
     for n, row in enumerate(rows):
         first.setdefault(row, n)
-    # (split row, corpus item, framed?) -> the best region of that kind
+    # (split row, corpus item, framed?) -> the best region of that kind (a row under
+    # INSET_MIN_SIDE has its frames only, numbered from 0: one kind, no other box, whatever
+    # it is called)
     of_kind: dict[tuple[int, int, bool], RegionHit] = {}
     for n, (row, row_scores, row_ids) in enumerate(zip(rows, scores, ids, strict=True)):
         region = n - first[row]
