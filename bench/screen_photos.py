@@ -18,6 +18,7 @@ similarity fit and the content check), so a miss reads as *no candidate* or *no 
     python -m bench.screen_photos --max-yaw 30 --copies 3
     python -m bench.screen_photos --max-yaw 0     # the same screens seen head-on (control)
     python -m bench.screen_photos --library /tmp/before   # another checkout's library
+    python -m bench.screen_photos --shot-side 360   # the same screens at web size (480 x 360)
 """
 
 from __future__ import annotations
@@ -128,8 +129,17 @@ def screen_photo(
     return Shot(Image.fromarray(np.clip(shot, 0, 255).astype(np.uint8)), corners, photo_quad)
 
 
-def build(root: Path, max_yaw: float, copies: int, seed: int) -> None:
-    """The corpus (photos and filler wallpapers) and the split (screens and held-out screens)."""
+def build(root: Path, max_yaw: float, copies: int, seed: int, shot_side: int | None = None) -> None:
+    """The corpus (photos and filler wallpapers) and the split (screens and held-out screens);
+    ``shot_side``: every split image reduced to that shorter side (aspect kept)."""
+
+    def sized(image: Image.Image) -> Image.Image:
+        if shot_side is None:
+            return image
+        scale = shot_side / min(image.size)
+        size = (round(image.width * scale), round(image.height * scale))
+        return image.resize(size, Image.Resampling.LANCZOS)
+
     from bench.accuracy.photos import collect_photos
     from bench.distractors import pool_images
 
@@ -161,13 +171,13 @@ def build(root: Path, max_yaw: float, copies: int, seed: int) -> None:
             room = backdrops[shots % len(backdrops)]
             shot = screen_photo(photo.image, room, share, yaw, pitch, rng)
             name = f"{photo.name}-s{round(share * 100)}-y{round(yaw)}-p{round(pitch)}-{copy}.jpg"
-            shot.image.save(split / "screen" / name, quality=75)
+            sized(shot.image).save(split / "screen" / name, quality=75)
             shots += 1
     for n, photo in enumerate(held_out):
         share = SHARES[n % len(SHARES)]
         yaw, pitch = rng.uniform(-max_yaw, max_yaw), rng.uniform(-max_yaw / 2, max_yaw / 2)
         shot = screen_photo(photo.image, backdrops[n % len(backdrops)], share, yaw, pitch, rng)
-        shot.image.save(split / "unrelated" / f"{photo.name}.jpg", quality=75)
+        sized(shot.image).save(split / "unrelated" / f"{photo.name}.jpg", quality=75)
 
 
 def tally(report: dict[str, Any]) -> dict[str, Any]:
@@ -241,12 +251,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--library", type=Path, help="audit with this checkout's library")
+    parser.add_argument(
+        "--shot-side",
+        type=int,
+        help="every test image's shorter side, px (default: the 1280 x 960 canvas; e.g. 360)",
+    )
     args = parser.parse_args(argv)
     if args.library:
         use_library(args.library)
     tag = "" if args.library is None else f"-{args.library.name}"
+    tag += "" if args.shot_side is None else f"-side{args.shot_side}"
     root = CACHE / f"seed{args.seed}-yaw{args.max_yaw:g}-x{args.copies}{tag}"
-    build(root, args.max_yaw, args.copies, args.seed)
+    build(root, args.max_yaw, args.copies, args.seed, args.shot_side)
     home = root / "home"
     cli_in_process(
         "index", str(root / "corpus"), "--corpus", "screens", "--home", str(home),

@@ -15,7 +15,7 @@ cut along their own edges: a texture inset at 30% is mostly page in every window
 geometric step (``splitaudit.indexer.match.geometric_tier``) decides, and it draws the inset's
 box on the test image (``test_box`` in the evidence). A test image under ``INSET_MIN_SIDE`` but
 at least ``FRAMES_MIN_SIDE`` (a page at thumbnail or preview size) gets its framed pictures
-only.
+and those seen at an angle, not the grid.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from PIL import Image
 # embedding).
 INSET_MIN_SIDE = 400
 # Test images from this shorter side up to ``INSET_MIN_SIDE`` (a web page at thumbnail or
-# preview size: 640 x 360, 480 x 300) get the pictures they frame as regions, not the grid or
-# the quadrilaterals: a framed search costs ~5 ms and finds nothing on most photos, where a
-# grid would embed nine windows of every one (bench.inset_regions --page-side 360: 44 -> 67
-# of 70 insets, slides and collage cells near, before only where the whole page nominated
-# the photo).
+# preview size: 640 x 360, 480 x 300; a photo of a screen at that size) get the pictures they
+# frame and those they show at an angle as regions, not the grid: the two searches cost
+# ~15-20 ms and find nothing on most photos, where a grid would embed nine windows of every
+# one.
 FRAMES_MIN_SIDE = 200
 REGION_SIDE = 0.45  # of the test image's width and height
 REGION_STEPS = 3  # windows per axis (starts at 0, 0.275, 0.55 of the side)
@@ -188,24 +187,21 @@ def image_regions(
     """The regions of one test image's region decode, in ``region_crops``' order, each as
     (its crop as embedded, its box as fractions of the image): the grid's windows, the
     pictures it frames, the pictures it shows at an angle (seen head-on); without ``whole``
-    (a test image under ``INSET_MIN_SIDE``), the pictures it frames only."""
+    (a test image under ``INSET_MIN_SIDE``), no grid."""
     from splitaudit.indexer.match.framed_regions import framed_boxes
     from splitaudit.indexer.match.quad_regions import head_on, pictures_at_an_angle
 
     w, h = image.size
+    # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
+    boxes = region_boxes(w, h, gate=False) if whole else []
+    grid = [(image.crop(b), region_fraction(k)) for k, b in enumerate(boxes)]
     frames = framed_boxes(image)
     framed = [(image.crop(_pixels(box, w, h)), box) for box in frames]
-    if not whole:
-        return framed
-    # the grid's boxes as exact fractions (where a refit looks), its crops as embedded
-    regions = [
-        (image.crop(b), region_fraction(k)) for k, b in enumerate(region_boxes(w, h, gate=False))
-    ]
     # a picture seen at an angle is embedded seen head-on (on seeds 0-2's 54 screens at 35%
     # of bench.screen_photos' canvas, the largest quad's cosine to the shown photo: mean
     # 0.535 cut out by its box, 0.598 seen head-on); its box is where a refit looks
     angled = [(head_on(image, q.corners), q.box) for q in pictures_at_an_angle(image, frames)]
-    return regions + framed + angled
+    return grid + framed + angled
 
 
 def _pixels(box: tuple[float, float, float, float], w: int, h: int) -> tuple[int, int, int, int]:
@@ -229,7 +225,7 @@ def region_candidates(
     (0.55-0.64), so ranking across regions alone gave the slots to the page. A row's regions
     are numbered in the order they come in ``regions`` (``region_crops``: the ``REGION_STEPS`` x
     ``REGION_STEPS`` grid in ``region_boxes``' order, then its frames; under
-    ``INSET_MIN_SIDE``, its frames only). ``eligible(ids)``:
+    ``INSET_MIN_SIDE``, no grid). ``eligible(ids)``:
     which of these corpus items may be nominated (the engine: those large enough for the
     geometric step); all where None."""
     best: dict[tuple[int, int], RegionHit] = {}
@@ -241,8 +237,8 @@ def region_candidates(
     for n, row in enumerate(rows):
         first.setdefault(row, n)
     # (split row, corpus item, framed?) -> the best region of that kind (a row under
-    # INSET_MIN_SIDE has its frames only, numbered from 0: one kind, no other box, whatever
-    # it is called)
+    # INSET_MIN_SIDE has no grid, its frames and quads numbered from 0: one kind, no other
+    # box, whatever it is called)
     of_kind: dict[tuple[int, int, bool], RegionHit] = {}
     for n, (row, row_scores, row_ids) in enumerate(zip(rows, scores, ids, strict=True)):
         region = n - first[row]

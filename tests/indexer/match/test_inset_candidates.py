@@ -70,7 +70,7 @@ def test_a_picture_framed_in_a_page_is_cut_along_its_edges_after_the_grid() -> N
     assert abs(crops[9].width - 360) <= 3 and abs(crops[9].height - 240) <= 3
 
 
-def test_a_page_under_inset_min_side_gets_only_the_pictures_it_frames() -> None:
+def test_a_page_under_inset_min_side_gets_the_pictures_it_frames_and_no_grid() -> None:
     from skimage import data
 
     photo = Image.fromarray(data.astronaut()).resize((240, 160), Image.Resampling.LANCZOS)

@@ -135,3 +135,19 @@ def test_the_photo_a_monitor_shows_is_found_inside_its_quad_seen_head_on(
 def test_a_quad_with_no_picture_inside_gives_none() -> None:
     corners = np.array([[0.2, 0.2], [0.8, 0.25], [0.8, 0.75], [0.2, 0.8]])
     assert quad_regions.picture_inside(smooth_room(), corners) is None
+
+
+def test_a_screen_photo_under_inset_min_side_gets_the_screen_and_no_grid() -> None:
+    from splitaudit.indexer.match.inset_candidates import FRAMES_MIN_SIDE, INSET_MIN_SIDE
+
+    shot, _ = _screen(22, 8)
+    small = shot.image.resize((480, 360), Image.Resampling.LANCZOS)
+    assert FRAMES_MIN_SIDE <= 360 < INSET_MIN_SIDE
+    data = io.BytesIO()
+    small.save(data, "JPEG", quality=80)
+    image = region_decode(data.getvalue())
+    crops, rows, boxes = region_crops([image], 0, [small.size])
+    # a web-sized photo of a monitor: the screen, seen head-on, is its one region
+    assert len(crops) == 1 and rows.tolist() == [0]
+    assert _inside(shot.photo_box, tuple(boxes[0])), (boxes[0], shot.photo_box)
+    assert _area(tuple(boxes[0])) < 2.0 * _area(shot.photo_box)
