@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
+from PIL import Image
 
 from bench.screen_photos import screen_quad, tally
 
@@ -36,3 +40,26 @@ def test_the_tally_counts_own_photo_matches_by_share_and_yaw() -> None:
     assert found["by_yaw"]["0-10"]["found"] == 1 and found["by_yaw"]["20-90"]["of"] == 1
     assert found["false_positives"] == ["unrelated/d.jpg"] and found["negatives"] == 2
     assert found["missed"] == ["screen/b-s35-y22-p-3-1.jpg", "screen/c-s70-y12-p0-2.jpg"]
+
+
+def test_shot_side_reduces_every_test_image_and_keeps_the_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import distractors, screen_photos
+    from bench.accuracy import photos
+
+    rng = np.random.default_rng(0)
+
+    def image(w: int, h: int) -> Image.Image:
+        return Image.fromarray(rng.integers(0, 255, (h, w, 3), np.uint8))
+
+    fake = [photos.Photo(f"p{k}", "test", image(160, 120)) for k in range(6)]
+    rooms = [(f"r{k}", image(320, 240)) for k in range(screen_photos.FILLER + 2)]
+    monkeypatch.setattr(photos, "collect_photos", lambda: fake)
+    monkeypatch.setattr(distractors, "pool_images", lambda avoid: iter(rooms))
+    screen_photos.build(tmp_path, max_yaw=20.0, copies=1, seed=0, shot_side=300)
+    split = sorted((tmp_path / "split").rglob("*.jpg"))
+    assert len(split) == 6  # four indexed photos on screens, two held out
+    assert {min(Image.open(p).size) for p in split} == {300}
+    assert {Image.open(p).size for p in split} == {(400, 300)}  # the 4:3 canvas kept
+    assert {Image.open(p).size for p in (tmp_path / "corpus").glob("p*.jpg")} == {(160, 120)}
