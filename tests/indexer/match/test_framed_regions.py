@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
@@ -138,7 +140,7 @@ def _bridged_by_hand(edges: np.ndarray, gap: int) -> np.ndarray:
     out = edges.copy()
     for r, row in enumerate(edges):
         on = np.flatnonzero(row)
-        for a, b in zip(on[:-1], on[1:], strict=True):
+        for a, b in itertools.pairwise(on.tolist()):
             if b - a <= gap + 1:
                 out[r, a:b] = True
     return out
