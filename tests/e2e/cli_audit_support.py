@@ -68,3 +68,18 @@ def only_near_geometry(report: dict, key: str, corpus_key: str) -> dict[str, Any
     near = near_matches(report, key)
     assert set(near) == {corpus_key}, sorted(near)
     return near[corpus_key]["evidence"]["geometry"]  # type: ignore[no-any-return]
+
+
+def paste_fitted(
+    canvas: Any, photo: Any, fraction: float, at: tuple[float, float]
+) -> tuple[float, float, float, float]:
+    """``photo`` (PIL) fitted in ``fraction`` of ``canvas``'s width and height, pasted with its
+    top-left at ``at`` (fractions of the canvas); its box on the canvas, as fractions."""
+    from PIL import Image
+
+    w, h = canvas.size
+    scale = min(fraction * w / photo.width, fraction * h / photo.height)
+    size = (round(photo.width * scale), round(photo.height * scale))
+    x, y = round(at[0] * w), round(at[1] * h)
+    canvas.paste(photo.resize(size, Image.Resampling.LANCZOS), (x, y))
+    return (x / w, y / h, (x + size[0]) / w, (y + size[1]) / h)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_folders, audit_report, index_corpus
+from cli_audit_support import audit_folders, audit_report, index_corpus, paste_fitted
 from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw, ImageOps
 
@@ -35,11 +35,7 @@ def slide(photo: Image.Image, fraction: float, at: tuple[float, float]) -> tuple
         y = 180 + 70 * k
         draw.ellipse((60, y, 76, y + 16), fill=(230, 230, 230))
         draw.rectangle((100, y + 2, 100 + 60 * (3 + k % 4), y + 14), fill=(210, 214, 220))
-    scale = min(fraction * w / photo.width, fraction * h / photo.height)
-    size = (round(photo.width * scale), round(photo.height * scale))
-    x, y = round(at[0] * w), round(at[1] * h)
-    canvas.paste(photo.resize(size, Image.Resampling.LANCZOS), (x, y))
-    return canvas, (x / w, y / h, (x + size[0]) / w, (y + size[1]) / h)
+    return canvas, paste_fitted(canvas, photo, fraction, at)
 
 
 def collage(names: list[str], cell: int = 330, gutter: int = 16) -> tuple[Image.Image, list[Box]]:

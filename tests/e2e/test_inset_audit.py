@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_folders
+from cli_audit_support import audit_folders, paste_fitted
 from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw
 
@@ -31,11 +31,7 @@ def screenshot(
     rng = np.random.default_rng(1)
     for y in range(60, h - 20, 22):  # text-like lines
         draw.rectangle((24, y, 24 + int(rng.integers(200, w - 60)), y + 8), fill=(90, 90, 96))
-    scale = min(fraction * w / photo.width, fraction * h / photo.height)
-    size = (round(photo.width * scale), round(photo.height * scale))
-    x, y = round(at[0] * w), round(at[1] * h)
-    canvas.paste(photo.resize(size, Image.Resampling.LANCZOS), (x, y))
-    return canvas, (x / w, y / h, (x + size[0]) / w, (y + size[1]) / h)
+    return canvas, paste_fitted(canvas, photo, fraction, at)
 
 
 @pytest.fixture(scope="module")

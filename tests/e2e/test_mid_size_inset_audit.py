@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cli_audit_support import audit_folders, audit_report, index_corpus, only_near_geometry
+from cli_audit_support import (
+    audit_folders,
+    audit_report,
+    index_corpus,
+    only_near_geometry,
+    paste_fitted,
+)
 from helpers.cli_audit import near_matches
 from PIL import Image, ImageDraw
 
@@ -39,11 +45,7 @@ def page(
         draw.rectangle(
             (round(0.03 * w), y, round((0.3 + 0.05 * (k % 5)) * w), y + 4), fill=(190, 190, 196)
         )
-    scale = min(fraction * w / photo.width, fraction * h / photo.height)
-    shown = (round(photo.width * scale), round(photo.height * scale))
-    x, y = round(at[0] * w), round(at[1] * h)
-    canvas.paste(photo.resize(shown, Image.Resampling.LANCZOS), (x, y))
-    return canvas, (x / w, y / h, (x + shown[0]) / w, (y + shown[1]) / h)
+    return canvas, paste_fitted(canvas, photo, fraction, at)
 
 
 @pytest.fixture(scope="module")
