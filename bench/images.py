@@ -1,4 +1,5 @@
-"""Decoded test images for embedding benches: random crops of the offline sample photos."""
+"""Decoded test images for the benches: random crops of the offline sample photos, and test
+images reduced to a given size."""
 
 from __future__ import annotations
 
@@ -24,3 +25,10 @@ def make_images(n: int, min_side: int, max_side: int, seed: int = 0) -> list[Ima
         size = (max(1, round(crop.width * scale)), max(1, round(crop.height * scale)))
         images.append(crop.resize(size, Image.Resampling.BILINEAR).convert("RGB"))
     return images
+
+
+def at_shorter_side(image: Image.Image, side: int) -> Image.Image:
+    """``image`` resized (LANCZOS, aspect kept) so that its shorter side is ``side`` px."""
+    scale = side / min(image.size)
+    size = (round(image.width * scale), round(image.height * scale))
+    return image.resize(size, Image.Resampling.LANCZOS)

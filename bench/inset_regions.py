@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
+from bench.images import at_shorter_side
 from bench.library import (
     add_audit_only_options,
     audit_in_subprocess,
@@ -99,9 +100,7 @@ def build(root: Path, seed: int, page_side: int | None = None) -> list[Query]:
         key = f"{family}/{len(queries):04d}.png"
         (split / family).mkdir(exist_ok=True)
         if page_side is not None:
-            scale = page_side / min(image.size)
-            size = (round(image.width * scale), round(image.height * scale))
-            image = image.resize(size, Image.Resampling.LANCZOS)
+            image = at_shorter_side(image, page_side)
         image.convert("RGB").save(split / key)
         queries.append(Query(key, family, target))
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
+from bench.images import at_shorter_side
 from bench.library import cli_in_process, use_library
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "screen_photos"
@@ -134,11 +135,7 @@ def build(root: Path, max_yaw: float, copies: int, seed: int, shot_side: int | N
     ``shot_side``: every split image reduced to that shorter side (aspect kept)."""
 
     def sized(image: Image.Image) -> Image.Image:
-        if shot_side is None:
-            return image
-        scale = shot_side / min(image.size)
-        size = (round(image.width * scale), round(image.height * scale))
-        return image.resize(size, Image.Resampling.LANCZOS)
+        return image if shot_side is None else at_shorter_side(image, shot_side)
 
     from bench.accuracy.photos import collect_photos
     from bench.distractors import pool_images

@@ -162,7 +162,8 @@ def region_crops(
     ``region_boxes``, then the pictures the image frames (``framed_regions.framed_boxes``: a
     photo in a screenshot, slide or collage, cut along its own edges) and those it shows at
     an angle (``quad_regions``: a photo of a screen; the crop is its quadrilateral seen
-    head-on, the box the quadrilateral's bounding box). ``sizes`` are the
+    head-on, the box the quadrilateral's bounding box); under ``INSET_MIN_SIDE`` no grid, and
+    nothing under ``FRAMES_MIN_SIDE``. ``sizes`` are the
     files' own (width, height): the decodes in ``images`` may be reduced, the regions are the
     same fractions of them. ``larger(n)``: the batch's ``n``-th image decoded larger
     (``region_decode``), to cut its regions from; where it is absent or returns None, they
